@@ -1,0 +1,184 @@
+//! The intermediate representation: the input type with its attributes parsed.
+
+use syn::{Data as SynData, DeriveInput, Fields, Ident, Lifetime, Member, Type};
+
+use crate::attr::{self, Errors, Len, Position, Since, Tag};
+
+pub struct Container<'a> {
+    pub ident: &'a Ident,
+    pub input: &'a DeriveInput,
+    /// `#[codec(tag = …)]` on the type: the message's leading tag byte.
+    pub tag: Option<Tag>,
+    pub data: Data<'a>,
+}
+
+pub enum Data<'a> {
+    Struct(Style, Vec<Field<'a>>),
+    Enum(Vec<Variant<'a>>),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    Named,
+    Tuple,
+    Unit,
+}
+
+pub struct Variant<'a> {
+    pub ident: &'a Ident,
+    pub original: &'a syn::Variant,
+    pub tag: Option<Tag>,
+    pub style: Style,
+    pub fields: Vec<Field<'a>>,
+}
+
+pub struct Field<'a> {
+    pub member: Member,
+    pub ty: &'a Type,
+    pub len: Option<Len>,
+    pub since: Option<Since>,
+}
+
+impl<'a> Container<'a> {
+    /// Parses the input's attributes. `None` for unions, which cannot be supported.
+    pub fn from_ast(input: &'a DeriveInput, errors: &mut Errors) -> Option<Self> {
+        let codec = attr::parse_codec(&input.attrs, Position::Container, errors);
+        let data = match &input.data {
+            SynData::Struct(data) => {
+                let (style, fields) = fields_from_ast(&data.fields, errors);
+                Data::Struct(style, fields)
+            }
+            SynData::Enum(data) => Data::Enum(
+                data.variants
+                    .iter()
+                    .map(|variant| {
+                        let codec = attr::parse_codec(&variant.attrs, Position::Variant, errors);
+                        let (style, fields) = fields_from_ast(&variant.fields, errors);
+                        Variant {
+                            ident: &variant.ident,
+                            original: variant,
+                            tag: codec.tag,
+                            style,
+                            fields,
+                        }
+                    })
+                    .collect(),
+            ),
+            SynData::Union(data) => {
+                errors.spanned(
+                    &data.union_token,
+                    "unions cannot derive Decode/Encode: use a struct, or an enum with a \
+                     #[codec(tag = …)] on each variant",
+                );
+                return None;
+            }
+        };
+        Some(Container {
+            ident: &input.ident,
+            input,
+            tag: codec.tag,
+            data,
+        })
+    }
+
+    /// The type's one lifetime parameter, the lifetime of borrowed input, if it has one.
+    pub fn lifetime(&self) -> Option<&'a Lifetime> {
+        self.input.generics.lifetimes().next().map(|l| &l.lifetime)
+    }
+
+    /// The type's name as a string, for errors and `Tagged::NAME`.
+    pub fn name(&self) -> String {
+        self.ident.to_string()
+    }
+}
+
+fn fields_from_ast<'a>(fields: &'a Fields, errors: &mut Errors) -> (Style, Vec<Field<'a>>) {
+    let style = match fields {
+        Fields::Named(_) => Style::Named,
+        Fields::Unnamed(_) => Style::Tuple,
+        Fields::Unit => Style::Unit,
+    };
+    let fields = fields
+        .iter()
+        .enumerate()
+        .map(|(i, field)| {
+            let codec = attr::parse_codec(&field.attrs, Position::Field, errors);
+            Field {
+                member: match &field.ident {
+                    Some(ident) => Member::Named(ident.clone()),
+                    None => Member::Unnamed(i.into()),
+                },
+                ty: &field.ty,
+                len: codec.len,
+                since: attr::parse_since(&field.attrs, errors),
+            }
+        })
+        .collect();
+    (style, fields)
+}
+
+impl Field<'_> {
+    /// The field's name as errors show it: `xid`, or `0` for a tuple field.
+    pub fn name(&self) -> String {
+        match &self.member {
+            Member::Named(ident) => ident.to_string(),
+            Member::Unnamed(index) => index.index.to_string(),
+        }
+    }
+
+    /// The type on the wire: `T` for a `#[since]` field of type `Option<T>`.
+    pub fn wire_ty(&self) -> &Type {
+        match self.since {
+            Some(_) => option_inner(self.ty).unwrap_or(self.ty),
+            None => self.ty,
+        }
+    }
+}
+
+/// `T` when `ty` is `Option<T>` (also spelled `core::option::Option<T>`).
+pub fn option_inner(ty: &Type) -> Option<&Type> {
+    let Type::Path(path) = ty else { return None };
+    if path.qself.is_some() {
+        return None;
+    }
+    let last = path.path.segments.last()?;
+    if last.ident != "Option" {
+        return None;
+    }
+    match &last.arguments {
+        syn::PathArguments::AngleBracketed(args) if args.args.len() == 1 => match &args.args[0] {
+            syn::GenericArgument::Type(inner) => Some(inner),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Whether `ty` holds raw bytes that `#[codec(len = …)]` can carry: `Cow<'_, [u8]>` or
+/// `Vec<u8>`.
+pub fn is_byte_container(ty: &Type) -> bool {
+    let Type::Path(path) = ty else { return false };
+    let Some(last) = path.path.segments.last() else {
+        return false;
+    };
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+        return false;
+    };
+    let types: Vec<&Type> = args
+        .args
+        .iter()
+        .filter_map(|arg| match arg {
+            syn::GenericArgument::Type(ty) => Some(ty),
+            _ => None,
+        })
+        .collect();
+    match (last.ident.to_string().as_str(), types.as_slice()) {
+        ("Cow", [Type::Slice(slice)]) => is_u8(&slice.elem),
+        ("Vec", [elem]) => is_u8(elem),
+        _ => false,
+    }
+}
+
+fn is_u8(ty: &Type) -> bool {
+    matches!(ty, Type::Path(p) if p.qself.is_none() && p.path.is_ident("u8"))
+}

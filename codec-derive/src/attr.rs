@@ -1,0 +1,324 @@
+//! Parsing of `#[codec(...)]` and `#[since(...)]`.
+//!
+//! Every problem found here is recorded in [`Errors`] with the span of the offending key or
+//! value, and parsing goes on, so that one build reports every mistake at once.
+
+use proc_macro2::{Span, TokenStream, TokenTree};
+use quote::ToTokens;
+use syn::meta::ParseNestedMeta;
+use syn::{Attribute, Lit, LitInt, LitStr, Token};
+
+/// Errors collected over one derive, reported together.
+#[derive(Default)]
+pub struct Errors(Vec<syn::Error>);
+
+impl Errors {
+    pub fn push(&mut self, error: syn::Error) {
+        self.0.push(error);
+    }
+
+    pub fn spanned<T: ToTokens>(&mut self, tokens: T, message: impl std::fmt::Display) {
+        self.push(syn::Error::new_spanned(tokens, message));
+    }
+
+    pub fn at(&mut self, span: Span, message: impl std::fmt::Display) {
+        self.push(syn::Error::new(span, message));
+    }
+
+    /// `Ok` when nothing was recorded, else every error as one `compile_error!` stream.
+    pub fn finish(self) -> Result<(), TokenStream> {
+        let mut errors = self.0.into_iter();
+        let Some(mut combined) = errors.next() else {
+            return Ok(());
+        };
+        for error in errors {
+            combined.combine(error);
+        }
+        Err(combined.to_compile_error())
+    }
+}
+
+/// A `#[codec(tag = …)]` value and where it was written.
+#[derive(Clone)]
+pub struct Tag {
+    pub byte: u8,
+    pub span: Span,
+}
+
+/// `#[codec(len = i32)]`: an Int32 byte count, then the bytes. (Int32 is the only width
+/// pgoutput uses; the key names it so that the wire shape is visible in the struct.)
+#[derive(Clone)]
+pub struct Len {
+    pub span: Span,
+}
+
+/// A `when = "…"` condition of `#[since]`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Condition {
+    /// Inside a Stream Start/Stop block.
+    Streamed,
+    /// The session negotiated `streaming 'parallel'`.
+    Parallel,
+}
+
+impl Condition {
+    pub const ALL: [(&'static str, Condition); 2] = [
+        ("streamed", Condition::Streamed),
+        ("parallel", Condition::Parallel),
+    ];
+
+    pub fn names() -> String {
+        Self::ALL
+            .iter()
+            .map(|(name, _)| *name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// `#[since(version = N, when = "…")]`: a field present from protocol `version` on, and
+/// only when `when` holds.
+#[derive(Clone)]
+pub struct Since {
+    pub version: u8,
+    pub when: Option<Condition>,
+    /// The whole attribute, for errors about where it was put.
+    pub span_tokens: TokenStream,
+}
+
+pub const MIN_VERSION: u8 = 1;
+pub const MAX_VERSION: u8 = 4;
+
+/// The keys `#[codec(...)]` accepts in one position.
+#[derive(Clone, Copy)]
+pub enum Position {
+    Container,
+    Variant,
+    Field,
+}
+
+impl Position {
+    fn keys(self) -> &'static [&'static str] {
+        match self {
+            Position::Container | Position::Variant => &["tag"],
+            Position::Field => &["len"],
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Position::Container => "on a type",
+            Position::Variant => "on an enum variant",
+            Position::Field => "on a field",
+        }
+    }
+}
+
+/// Everything `#[codec(...)]` can say, for any position.
+#[derive(Default)]
+pub struct CodecAttrs {
+    pub tag: Option<Tag>,
+    pub len: Option<Len>,
+}
+
+/// Parses every `#[codec(...)]` in `attrs`, accepting the keys of `position`.
+pub fn parse_codec(attrs: &[Attribute], position: Position, errors: &mut Errors) -> CodecAttrs {
+    let mut out = CodecAttrs::default();
+    for attr in attrs.iter().filter(|a| a.path().is_ident("codec")) {
+        let result = attr.parse_nested_meta(|meta| {
+            let key = meta.path.get_ident().map(|i| i.to_string()).unwrap_or_default();
+            if !position.keys().contains(&key.as_str()) {
+                let allowed = position.keys().join(", ");
+                errors.spanned(
+                    &meta.path,
+                    format_args!(
+                        "unknown key `{}` in #[codec] {}; expected one of: {allowed}",
+                        meta.path.to_token_stream(),
+                        position.describe(),
+                    ),
+                );
+                return skip_value(&meta);
+            }
+            match key.as_str() {
+                "tag" => {
+                    let tag = parse_tag(&meta, errors)?;
+                    set_once(&mut out.tag, tag, &meta, "tag", errors);
+                }
+                "len" => {
+                    let len = parse_len(&meta, errors)?;
+                    set_once(&mut out.len, len, &meta, "len", errors);
+                }
+                _ => unreachable!("key list and match arms agree"),
+            }
+            Ok(())
+        });
+        if let Err(err) = result {
+            errors.push(err);
+        }
+    }
+    out
+}
+
+/// Parses the one `#[since(...)]` a field may have.
+pub fn parse_since(attrs: &[Attribute], errors: &mut Errors) -> Option<Since> {
+    let mut found: Option<Since> = None;
+    for attr in attrs.iter().filter(|a| a.path().is_ident("since")) {
+        if found.is_some() {
+            errors.spanned(
+                attr,
+                "duplicate #[since] attribute; a field has one introduction point: merge them",
+            );
+            continue;
+        }
+        let mut version: Option<u8> = None;
+        let mut when: Option<Condition> = None;
+        let mut valid = true;
+        let result = attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("version") {
+                let lit: LitInt = meta.value()?.parse()?;
+                let parsed = lit.base10_parse::<u64>().ok().filter(|v| {
+                    (u64::from(MIN_VERSION)..=u64::from(MAX_VERSION)).contains(v)
+                });
+                match parsed {
+                    Some(v) => set_once(&mut version, v as u8, &meta, "version", errors),
+                    None => {
+                        valid = false;
+                        errors.spanned(
+                            &lit,
+                            format_args!(
+                                "protocol version {lit} is out of range; pgoutput versions are \
+                                 {MIN_VERSION} to {MAX_VERSION}"
+                            ),
+                        );
+                    }
+                }
+            } else if meta.path.is_ident("when") {
+                let lit: LitStr = meta.value()?.parse()?;
+                let name = lit.value();
+                match Condition::ALL.iter().find(|(n, _)| *n == name) {
+                    Some(&(_, condition)) => set_once(&mut when, condition, &meta, "when", errors),
+                    None => {
+                        valid = false;
+                        errors.spanned(
+                            &lit,
+                            format_args!(
+                                "unknown condition `{name}`; expected one of: {}",
+                                Condition::names()
+                            ),
+                        );
+                    }
+                }
+            } else {
+                valid = false;
+                errors.spanned(
+                    &meta.path,
+                    format_args!(
+                        "unknown key `{}` in #[since]; expected one of: version, when",
+                        meta.path.to_token_stream()
+                    ),
+                );
+                skip_value(&meta)?;
+            }
+            Ok(())
+        });
+        if let Err(err) = result {
+            errors.push(err);
+            valid = false;
+        }
+        match version {
+            Some(version) => {
+                found = Some(Since {
+                    version,
+                    when,
+                    span_tokens: attr.to_token_stream(),
+                })
+            }
+            None if valid => errors.spanned(
+                attr,
+                "#[since] needs the protocol version that introduced the field: \
+                 #[since(version = N)] or #[since(version = N, when = \"…\")]",
+            ),
+            None => {}
+        }
+    }
+    found
+}
+
+fn parse_tag(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<Tag> {
+    let lit: Lit = meta.value()?.parse()?;
+    let span = lit.span();
+    let byte = match &lit {
+        Lit::Byte(b) => Some(b.value()),
+        Lit::Int(i) => i.base10_parse::<u8>().ok(),
+        _ => None,
+    };
+    match byte {
+        Some(byte) => Ok(Tag { byte, span }),
+        None => {
+            errors.spanned(
+                &lit,
+                "a tag is one byte: write it as a byte literal like b'M' or an integer 0 to 255",
+            );
+            Ok(Tag { byte: 0, span })
+        }
+    }
+}
+
+fn parse_len(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<Len> {
+    let span = meta.path.span_of_key();
+    let ty: syn::Ident = meta.value()?.parse()?;
+    if ty != "i32" {
+        errors.spanned(
+            &ty,
+            format_args!(
+                "unsupported length prefix `{ty}`; pgoutput byte fields carry an Int32 length: \
+                 write #[codec(len = i32)]"
+            ),
+        );
+    }
+    Ok(Len { span })
+}
+
+/// Stores `value` unless the key was given before, which is an error at the second one.
+fn set_once<T>(
+    slot: &mut Option<T>,
+    value: T,
+    meta: &ParseNestedMeta<'_>,
+    key: &str,
+    errors: &mut Errors,
+) {
+    if slot.is_some() {
+        errors.spanned(
+            &meta.path,
+            format_args!("duplicate `{key}`; give it once"),
+        );
+    } else {
+        *slot = Some(value);
+    }
+}
+
+/// Consumes `= value` after a key we reported as unknown, so parsing can go on.
+fn skip_value(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
+    if meta.input.peek(Token![=]) {
+        let value = meta.value()?;
+        while !value.is_empty() && !value.peek(Token![,]) {
+            value.parse::<TokenTree>()?;
+        }
+    } else if meta.input.peek(syn::token::Paren) {
+        meta.parse_nested_meta(|_| Ok(()))?;
+    }
+    Ok(())
+}
+
+trait SpanOfKey {
+    fn span_of_key(&self) -> Span;
+}
+
+impl SpanOfKey for syn::Path {
+    fn span_of_key(&self) -> Span {
+        self.segments
+            .first()
+            .map(|s| s.ident.span())
+            .unwrap_or_else(Span::call_site)
+    }
+}

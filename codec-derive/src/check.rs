@@ -1,0 +1,112 @@
+//! Rules that span more than one attribute: checked after parsing, before any code is
+//! generated, each reported with the span of the attribute or item to fix.
+
+use syn::GenericParam;
+
+use crate::ast::{self, Container, Data, Field, Style};
+use crate::attr::{Errors, MIN_VERSION};
+
+pub fn check(container: &Container<'_>, errors: &mut Errors) {
+    check_generics(container, errors);
+    match &container.data {
+        Data::Struct(_, fields) => check_fields(fields, errors),
+        Data::Enum(variants) => {
+            if let Some(tag) = &container.tag {
+                errors.at(
+                    tag.span,
+                    "an enum has no tag of its own: put #[codec(tag = …)] on each variant",
+                );
+            }
+            let mut seen: Vec<(u8, &syn::Ident)> = Vec::new();
+            for variant in variants {
+                check_fields(&variant.fields, errors);
+                match &variant.tag {
+                    Some(tag) => {
+                        if let Some((_, first)) = seen.iter().find(|(byte, _)| *byte == tag.byte)
+                        {
+                            errors.at(
+                                tag.span,
+                                format_args!(
+                                    "duplicate tag: variant `{}` already uses this tag byte; \
+                                     each variant needs its own",
+                                    first
+                                ),
+                            );
+                        }
+                        seen.push((tag.byte, variant.ident));
+                    }
+                    None if variant.style == Style::Tuple && variant.fields.len() == 1 => {
+                        // A newtype variant without a tag dispatches on its inner message
+                        // type's `Tagged::TAG`.
+                    }
+                    None => errors.spanned(
+                        variant.original,
+                        format_args!(
+                            "variant `{}` needs a tag: add #[codec(tag = b'…')] (or make it a \
+                             newtype variant around a message type that has a tag)",
+                            variant.ident
+                        ),
+                    ),
+                }
+            }
+        }
+    }
+}
+
+fn check_generics(container: &Container<'_>, errors: &mut Errors) {
+    let mut lifetimes = 0;
+    for param in &container.input.generics.params {
+        match param {
+            GenericParam::Lifetime(_) => {
+                lifetimes += 1;
+                if lifetimes > 1 {
+                    errors.spanned(
+                        param,
+                        "at most one lifetime parameter: the lifetime of the decoded input",
+                    );
+                }
+            }
+            GenericParam::Type(_) | GenericParam::Const(_) => errors.spanned(
+                param,
+                "Decode/Encode cannot be derived for generic types: use concrete field types",
+            ),
+        }
+    }
+}
+
+fn check_fields(fields: &[Field<'_>], errors: &mut Errors) {
+    for field in fields {
+        if let Some(since) = &field.since {
+            if ast::option_inner(field.ty).is_none() {
+                errors.spanned(
+                    &since.span_tokens,
+                    format_args!(
+                        "a #[since] field must be an `Option<_>`: it is absent from the wire \
+                         in older protocol versions or other contexts; change the type to \
+                         `Option<{}>`",
+                        quote::ToTokens::to_token_stream(field.ty)
+                    ),
+                );
+            }
+            if since.version == MIN_VERSION && since.when.is_none() {
+                errors.spanned(
+                    &since.span_tokens,
+                    "#[since(version = 1)] without `when` is always present: remove the \
+                     attribute and use a plain field",
+                );
+            }
+        }
+        if let Some(len) = &field.len {
+            if !ast::is_byte_container(field.wire_ty()) {
+                errors.at(
+                    len.span,
+                    format_args!(
+                        "#[codec(len = …)] is for raw byte fields: the field must be \
+                         `Cow<'a, [u8]>` or `Vec<u8>`, not `{}`",
+                        quote::ToTokens::to_token_stream(field.wire_ty())
+                    ),
+                );
+            }
+        }
+    }
+}

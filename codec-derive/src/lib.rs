@@ -1,0 +1,58 @@
+//! Derive macros for [`pgoutput-codec`](https://docs.rs/pgoutput-codec): `#[derive(Decode,
+//! Encode)]` generates both directions of a pgoutput message from an annotated struct or
+//! tagged enum. Use them through the runtime crate, which re-exports them.
+//!
+//! The macro is split like serde_derive: [`attr`] parses the attributes, [`ast`] holds the
+//! parsed input, [`check`] applies the rules that span several attributes, and [`expand`]
+//! generates code. Every problem is reported, with the span of what to fix, in one go.
+//!
+//! Attributes:
+//! - `#[codec(tag = b'M')]` on a struct: the message starts with this tag byte.
+//! - `#[codec(tag = b't')]` on an enum variant: the variant's tag byte. A newtype variant
+//!   without one dispatches on its inner message type's tag.
+//! - `#[codec(len = i32)]` on a `Cow<'a, [u8]>` or `Vec<u8>` field: an Int32 byte count,
+//!   then the bytes.
+//! - `#[since(version = N, when = "streamed" | "parallel")]` on an `Option<_>` field: present
+//!   on the wire from protocol version `N` on, and only when the condition holds.
+
+mod ast;
+mod attr;
+mod check;
+mod expand;
+
+use proc_macro::TokenStream;
+use syn::{parse_macro_input, DeriveInput};
+
+/// Derives `pgoutput_codec::Decode` (and `Tagged`, `IntoOwned`). See the crate docs.
+#[proc_macro_derive(Decode, attributes(codec, since))]
+pub fn derive_decode(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    expand_with(&input, expand::derive_decode).into()
+}
+
+/// Derives `pgoutput_codec::Encode`. See the crate docs.
+#[proc_macro_derive(Encode, attributes(codec, since))]
+pub fn derive_encode(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    expand_with(&input, expand::derive_encode).into()
+}
+
+/// Parse, validate, then generate; any error stops before generation.
+fn expand_with(
+    input: &DeriveInput,
+    generate: fn(&ast::Container<'_>) -> proc_macro2::TokenStream,
+) -> proc_macro2::TokenStream {
+    let mut errors = attr::Errors::default();
+    let container = ast::Container::from_ast(input, &mut errors);
+    if let Some(container) = &container {
+        check::check(container, &mut errors);
+    }
+    match (errors.finish(), container) {
+        (Ok(()), Some(container)) => generate(&container),
+        (Err(errors), _) => errors,
+        (Ok(()), None) => unreachable!("from_ast reports why it returned None"),
+    }
+}
+
+#[cfg(test)]
+mod tests;

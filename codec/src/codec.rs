@@ -1,0 +1,152 @@
+//! The `Decode` and `Encode` traits, and the entry points that run them over whole messages.
+
+use std::borrow::Cow;
+
+use crate::{Ctx, DecodeError, EncodeError, Reader, Writer};
+
+/// A value read from the wire, borrowing from the input where it can.
+///
+/// Implemented by `#[derive(Decode)]` for messages and their parts, and by hand for the
+/// wire's primitive types. `'a` is the lifetime of the input bytes.
+pub trait Decode<'a>: Sized {
+    /// Reads one value at the reader's position in context `ctx`.
+    fn decode(r: &mut Reader<'a>, ctx: Ctx) -> Result<Self, DecodeError>;
+}
+
+/// A value written to the wire.
+pub trait Encode {
+    /// Appends the value's bytes for context `ctx`, or explains why this context cannot
+    /// carry it.
+    fn encode(&self, w: &mut Writer<'_>, ctx: Ctx) -> Result<(), EncodeError>;
+
+    /// The number of bytes `encode` appends in `ctx` when it succeeds.
+    fn encoded_len(&self, ctx: Ctx) -> usize;
+}
+
+/// A message type that starts with a fixed tag byte. `#[codec(tag = …)]` implements it;
+/// dispatch enums use it to pick the variant from the first byte.
+pub trait Tagged {
+    /// The tag byte, e.g. `b'M'`.
+    const TAG: u8;
+    /// The Rust type's name, for errors.
+    const NAME: &'static str;
+}
+
+/// Turns a value that borrows from decoded input into one that owns its data.
+///
+/// `#[derive(Decode)]` implements it, mapping `Message<'a>` to `Message<'static>`.
+///
+/// ```
+/// use pgoutput_codec::{decode, Ctx, IntoOwned, Message, ProtocolVersion};
+///
+/// fn keep(bytes: &[u8]) -> Message<'static> {
+///     let borrowed: Message<'_> = decode(bytes, Ctx::plain(ProtocolVersion::V1)).unwrap();
+///     borrowed.into_owned()
+/// }
+/// let owned = keep(b"M\x01\0\0\0\0\0\0\0\x10p\0\0\0\0\x01x");
+/// assert_eq!(owned.content.as_ref(), b"x");
+/// ```
+pub trait IntoOwned {
+    /// The owning form.
+    type Owned: 'static;
+    /// Copies out whatever is borrowed.
+    fn into_owned(self) -> Self::Owned;
+}
+
+/// Decodes one whole message from `bytes`: every byte must belong to it.
+///
+/// Fails with [`DecodeErrorKind::TrailingBytes`](crate::DecodeErrorKind::TrailingBytes) if
+/// bytes are left over. (PostgreSQL's own readers ignore trailing bytes; a codec that
+/// promises `encode(decode(b)) == b` cannot.)
+pub fn decode<'a, T: Decode<'a>>(bytes: &'a [u8], ctx: Ctx) -> Result<T, DecodeError> {
+    let mut r = Reader::new(bytes);
+    let value = T::decode(&mut r, ctx)?;
+    r.finish()?;
+    Ok(value)
+}
+
+/// Encodes `value` in context `ctx` into a new buffer of exactly the right size.
+pub fn encode<T: Encode + ?Sized>(value: &T, ctx: Ctx) -> Result<Vec<u8>, EncodeError> {
+    let mut buf = Vec::with_capacity(value.encoded_len(ctx));
+    encode_into(value, ctx, &mut buf)?;
+    Ok(buf)
+}
+
+/// Appends `value`'s encoding to `buf`. On error `buf` is left as it was.
+pub fn encode_into<T: Encode + ?Sized>(
+    value: &T,
+    ctx: Ctx,
+    buf: &mut Vec<u8>,
+) -> Result<(), EncodeError> {
+    let start = buf.len();
+    let result = value.encode(&mut Writer::new(buf), ctx);
+    if result.is_err() {
+        buf.truncate(start);
+    }
+    result
+}
+
+/// Integers are the wire's Int8/Int16/Int32/Int64, big-endian.
+macro_rules! integer_codec {
+    ($($ty:ty => $read:ident, $write:ident;)*) => {$(
+        impl<'a> Decode<'a> for $ty {
+            #[inline]
+            fn decode(r: &mut Reader<'a>, _ctx: Ctx) -> Result<Self, DecodeError> {
+                r.$read()
+            }
+        }
+
+        impl Encode for $ty {
+            #[inline]
+            fn encode(&self, w: &mut Writer<'_>, _ctx: Ctx) -> Result<(), EncodeError> {
+                w.$write(*self);
+                Ok(())
+            }
+
+            #[inline]
+            fn encoded_len(&self, _ctx: Ctx) -> usize {
+                ::core::mem::size_of::<$ty>()
+            }
+        }
+
+        impl IntoOwned for $ty {
+            type Owned = $ty;
+            #[inline]
+            fn into_owned(self) -> $ty {
+                self
+            }
+        }
+    )*};
+}
+
+integer_codec! {
+    u8 => read_u8, write_u8;
+    i8 => read_i8, write_i8;
+    u16 => read_u16, write_u16;
+    i16 => read_i16, write_i16;
+    u32 => read_u32, write_u32;
+    i32 => read_i32, write_i32;
+    u64 => read_u64, write_u64;
+    i64 => read_i64, write_i64;
+}
+
+impl<T: IntoOwned> IntoOwned for Option<T> {
+    type Owned = Option<T::Owned>;
+    fn into_owned(self) -> Self::Owned {
+        self.map(IntoOwned::into_owned)
+    }
+}
+
+impl<T: IntoOwned> IntoOwned for Vec<T> {
+    type Owned = Vec<T::Owned>;
+    fn into_owned(self) -> Self::Owned {
+        self.into_iter().map(IntoOwned::into_owned).collect()
+    }
+}
+
+impl IntoOwned for Cow<'_, [u8]> {
+    type Owned = Cow<'static, [u8]>;
+    fn into_owned(self) -> Cow<'static, [u8]> {
+        Cow::Owned(Cow::into_owned(self))
+    }
+}

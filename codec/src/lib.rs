@@ -1,0 +1,74 @@
+//! Byte-exact encoding and decoding of PostgreSQL's logical replication protocol, as
+//! written by the `pgoutput` plugin.
+//!
+//! Messages are plain structs that borrow from the input; `#[derive(Decode, Encode)]`
+//! generates both directions from their field attributes. What the bytes alone do not say
+//! (protocol version, streaming mode, whether we are inside a Stream Start/Stop block) comes
+//! from a [`Ctx`].
+//!
+//! ```
+//! use pgoutput_codec::{decode, encode, Ctx, PgOutputMessage, ProtocolVersion, Streaming};
+//!
+//! // Stream Abort of subtransaction 745 of transaction 744, as PostgreSQL 17 sent it with
+//! // protocol 4 and `streaming 'on'`.
+//! let bytes = b"A\x00\x00\x02\xe8\x00\x00\x02\xe9";
+//! let ctx = Ctx::new(ProtocolVersion::V4, Streaming::On)?;
+//! let message: PgOutputMessage = decode(bytes, ctx)?;
+//! let PgOutputMessage::StreamAbort(abort) = &message else { panic!("not a Stream Abort") };
+//! assert_eq!(abort.subtransaction_xid.0, 745);
+//! assert_eq!(encode(&message, ctx)?, bytes);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Defining a message
+//!
+//! ```
+//! use std::borrow::Cow;
+//! use pgoutput_codec::{decode, encode, Ctx, Decode, Encode, Lsn, PgStr, ProtocolVersion, Xid};
+//!
+//! /// A made-up message: tag `'Z'`, an LSN, a name, then Int32-length-prefixed bytes; from
+//! /// protocol 3 on it also carries an xid.
+//! #[derive(Debug, PartialEq, Decode, Encode)]
+//! #[codec(tag = b'Z')]
+//! struct Checkpoint<'a> {
+//!     lsn: Lsn,
+//!     name: PgStr<'a>,
+//!     #[codec(len = i32)]
+//!     payload: Cow<'a, [u8]>,
+//!     #[since(version = 3)]
+//!     xid: Option<Xid>,
+//! }
+//!
+//! let value = Checkpoint { lsn: Lsn(1), name: "x".into(), payload: Cow::Borrowed(b"ab"), xid: None };
+//! let v1 = Ctx::plain(ProtocolVersion::V1);
+//! let bytes = encode(&value, v1)?;
+//! assert_eq!(bytes, b"Z\0\0\0\0\0\0\0\x01x\0\0\0\0\x02ab");
+//! assert_eq!(decode::<Checkpoint>(&bytes, v1)?, value);
+//! // Protocol 3 needs the xid: encoding without it is an error, not a silently short message.
+//! assert!(encode(&value, Ctx::plain(ProtocolVersion::V3)).unwrap_err().is_context_error());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+// The derive macros name this crate `::pgoutput_codec`, also from inside it.
+extern crate self as pgoutput_codec;
+
+mod codec;
+mod ctx;
+mod error;
+mod message;
+mod reader;
+mod types;
+mod writer;
+
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
+
+pub use codec::{decode, encode, encode_into, Decode, Encode, IntoOwned, Tagged};
+pub use ctx::{Ctx, CtxError, ProtocolVersion, Streaming};
+pub use error::{DecodeError, DecodeErrorKind, EncodeError, EncodeErrorKind, Frame};
+pub use message::{Message, MessageFlags, PgOutputMessage, StreamAbort};
+pub use pgoutput_codec_derive::{Decode, Encode};
+pub use reader::Reader;
+pub use types::{Lsn, LsnParseError, Oid, PgStr, PgTimestamp, TimestampError, Xid};
+pub use writer::Writer;

@@ -1,0 +1,48 @@
+//! Messages of streamed (in-progress) transactions.
+
+use crate::{Lsn, PgTimestamp, Xid};
+
+/// Stream Abort `'A'` (protocol 2+, PostgreSQL 14+; abort LSN and time PostgreSQL 16+): a
+/// streamed transaction, or one of its subtransactions, rolled back.
+///
+/// Sent outside stream blocks. When `subtransaction_xid == xid` the whole transaction is
+/// aborted; otherwise only that subtransaction (and those after it) and the transaction
+/// goes on. `abort_lsn` and `abort_timestamp` are on the wire only with protocol 4 and
+/// `streaming 'parallel'`; protocol 4 with `streaming 'on'` has the 9-byte form.
+/// (PostgreSQL 18 can also send the 9-byte form to sessions that never enabled streaming.)
+///
+/// ```
+/// use pgoutput_codec::{decode, Ctx, Lsn, ProtocolVersion, StreamAbort, Streaming, Xid};
+///
+/// // From PostgreSQL 17: a subtransaction abort, protocol 4, streaming parallel.
+/// let bytes = b"\x41\x00\x00\x02\xe8\x00\x00\x02\xe9\x00\x00\x00\x00\x01\x4f\xfe\x70\
+///               \x00\x03\x04\x67\x45\x34\xe7\x14";
+/// let parallel = Ctx::new(ProtocolVersion::V4, Streaming::Parallel)?;
+/// let abort: StreamAbort = decode(bytes, parallel)?;
+/// assert_eq!((abort.xid, abort.subtransaction_xid), (Xid(744), Xid(745)));
+/// assert_eq!(abort.abort_lsn, Some("0/14FFE70".parse()?));
+/// assert!(!abort.is_top_level());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[codec(tag = b'A')]
+pub struct StreamAbort {
+    /// Top-level xid of the streamed transaction.
+    pub xid: Xid,
+    /// The aborted (sub)transaction; equal to `xid` when the whole transaction aborts.
+    pub subtransaction_xid: Xid,
+    /// End LSN of the abort record; only with protocol 4 and `streaming 'parallel'`.
+    #[since(version = 4, when = "parallel")]
+    pub abort_lsn: Option<Lsn>,
+    /// Time of the abort; only with protocol 4 and `streaming 'parallel'`.
+    #[since(version = 4, when = "parallel")]
+    pub abort_timestamp: Option<PgTimestamp>,
+}
+
+impl StreamAbort {
+    /// Whether the whole transaction aborted (not just a subtransaction).
+    pub fn is_top_level(&self) -> bool {
+        self.xid == self.subtransaction_xid
+    }
+}

@@ -1,0 +1,263 @@
+//! Bounds-checked big-endian reads over one message's bytes.
+//!
+//! Every read checks the bytes left first and fails with a positioned [`DecodeError`];
+//! nothing here can panic or read past the message, and no length taken from the wire is
+//! trusted before it has been compared with what is actually there.
+
+use byteorder::{BigEndian, ByteOrder};
+
+use crate::{DecodeError, DecodeErrorKind};
+
+/// A cursor over the bytes of one message. Borrowed slices it hands out live as long as the
+/// input, which is what lets decoded messages borrow instead of copy.
+#[derive(Debug, Clone)]
+pub struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    /// A reader at the start of `buf`; offsets in errors count from here.
+    pub fn new(buf: &'a [u8]) -> Self {
+        Reader { buf, pos: 0 }
+    }
+
+    /// The offset of the next byte to read.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// Bytes not read yet.
+    pub fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    /// Whether every byte has been read.
+    pub fn is_empty(&self) -> bool {
+        self.remaining() == 0
+    }
+
+    /// Fails with [`DecodeErrorKind::TrailingBytes`] unless every byte has been read.
+    pub fn finish(&self) -> Result<(), DecodeError> {
+        match self.remaining() {
+            0 => Ok(()),
+            remaining => Err(DecodeError::new(
+                DecodeErrorKind::TrailingBytes { remaining },
+                self.pos,
+            )),
+        }
+    }
+
+    /// The next `n` bytes, without copying.
+    #[inline]
+    pub fn read_bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let rest = &self.buf[self.pos..];
+        if n > rest.len() {
+            return Err(self.unexpected_end(n));
+        }
+        self.pos += n;
+        Ok(&rest[..n])
+    }
+
+    /// The next `N` bytes as an array.
+    #[inline]
+    fn read_array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let bytes = self.read_bytes(N)?;
+        let mut array = [0; N];
+        array.copy_from_slice(bytes);
+        Ok(array)
+    }
+
+    /// The next byte, without consuming it.
+    #[inline]
+    pub fn peek_u8(&self) -> Result<u8, DecodeError> {
+        match self.buf.get(self.pos) {
+            Some(&byte) => Ok(byte),
+            None => Err(self.unexpected_end(1)),
+        }
+    }
+
+    /// Byte1 / Int8, unsigned.
+    #[inline]
+    pub fn read_u8(&mut self) -> Result<u8, DecodeError> {
+        let byte = self.peek_u8()?;
+        self.pos += 1;
+        Ok(byte)
+    }
+
+    /// Int8, signed.
+    #[inline]
+    pub fn read_i8(&mut self) -> Result<i8, DecodeError> {
+        self.read_u8().map(|b| b as i8)
+    }
+
+    /// Int16, unsigned.
+    #[inline]
+    pub fn read_u16(&mut self) -> Result<u16, DecodeError> {
+        self.read_array::<2>().map(|b| BigEndian::read_u16(&b))
+    }
+
+    /// Int16, signed.
+    #[inline]
+    pub fn read_i16(&mut self) -> Result<i16, DecodeError> {
+        self.read_array::<2>().map(|b| BigEndian::read_i16(&b))
+    }
+
+    /// Int32, unsigned.
+    #[inline]
+    pub fn read_u32(&mut self) -> Result<u32, DecodeError> {
+        self.read_array::<4>().map(|b| BigEndian::read_u32(&b))
+    }
+
+    /// Int32, signed.
+    #[inline]
+    pub fn read_i32(&mut self) -> Result<i32, DecodeError> {
+        self.read_array::<4>().map(|b| BigEndian::read_i32(&b))
+    }
+
+    /// Int64, unsigned.
+    #[inline]
+    pub fn read_u64(&mut self) -> Result<u64, DecodeError> {
+        self.read_array::<8>().map(|b| BigEndian::read_u64(&b))
+    }
+
+    /// Int64, signed.
+    #[inline]
+    pub fn read_i64(&mut self) -> Result<i64, DecodeError> {
+        self.read_array::<8>().map(|b| BigEndian::read_i64(&b))
+    }
+
+    /// A NUL-terminated String: the bytes before the NUL, which is consumed too.
+    pub fn read_cstr(&mut self) -> Result<&'a [u8], DecodeError> {
+        let rest = &self.buf[self.pos..];
+        match rest.iter().position(|&b| b == 0) {
+            Some(len) => {
+                self.pos += len + 1;
+                Ok(&rest[..len])
+            }
+            None => Err(DecodeError::new(DecodeErrorKind::MissingNul, self.pos)),
+        }
+    }
+
+    /// An Int32 length, then that many bytes. The length is checked against the bytes left
+    /// before anything else happens; negative lengths are errors.
+    pub fn read_i32_len_bytes(&mut self) -> Result<&'a [u8], DecodeError> {
+        let at = self.pos;
+        let length = self.read_i32()?;
+        let len = usize::try_from(length).map_err(|_| {
+            DecodeError::new(
+                DecodeErrorKind::NegativeLength {
+                    length: length.into(),
+                },
+                at,
+            )
+        })?;
+        self.check_len(len as u64, at)?;
+        self.read_bytes(len)
+    }
+
+    /// Fails with [`DecodeErrorKind::LengthTooLarge`] (positioned at `at`, the length field)
+    /// when `needed` bytes are more than are left. Use it before allocating for a count.
+    pub fn check_len(&self, needed: u64, at: usize) -> Result<(), DecodeError> {
+        let available = self.remaining();
+        if needed > available as u64 {
+            return Err(DecodeError::new(
+                DecodeErrorKind::LengthTooLarge {
+                    length: needed,
+                    available,
+                },
+                at,
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every byte not read yet.
+    pub fn read_rest(&mut self) -> &'a [u8] {
+        let rest = &self.buf[self.pos..];
+        self.pos = self.buf.len();
+        rest
+    }
+
+    #[cold]
+    fn unexpected_end(&self, needed: usize) -> DecodeError {
+        DecodeError::new(
+            DecodeErrorKind::UnexpectedEnd {
+                needed,
+                available: self.remaining(),
+            },
+            self.pos,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_big_endian() {
+        let mut r = Reader::new(&[0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0xFF]);
+        assert_eq!(r.read_u16().unwrap(), 0x0102);
+        assert_eq!(r.read_i32().unwrap(), 0x0304_0506);
+        assert_eq!(r.position(), 6);
+        assert_eq!(r.read_u8().unwrap(), 7);
+        assert_eq!(r.read_u8().unwrap(), 8);
+        assert_eq!(r.read_i8().unwrap(), -1);
+        assert!(r.finish().is_ok());
+    }
+
+    #[test]
+    fn short_reads_are_positioned() {
+        let mut r = Reader::new(&[0, 0, 0, 1, 9, 9]);
+        r.read_u32().unwrap();
+        let err = r.read_u64().unwrap_err();
+        assert_eq!(err.offset(), 4);
+        assert_eq!(
+            err.kind(),
+            DecodeErrorKind::UnexpectedEnd {
+                needed: 8,
+                available: 2
+            }
+        );
+        // A failed read consumes nothing.
+        assert_eq!(r.position(), 4);
+    }
+
+    #[test]
+    fn strings_need_their_nul() {
+        let mut r = Reader::new(b"abc\0de");
+        assert_eq!(r.read_cstr().unwrap(), b"abc");
+        let err = r.read_cstr().unwrap_err();
+        assert_eq!((err.kind(), err.offset()), (DecodeErrorKind::MissingNul, 4));
+    }
+
+    #[test]
+    fn lengths_are_checked_before_use() {
+        let mut r = Reader::new(&[0x7F, 0xFF, 0xFF, 0xFF, 1]);
+        assert_eq!(
+            r.read_i32_len_bytes().unwrap_err().kind(),
+            DecodeErrorKind::LengthTooLarge {
+                length: i32::MAX as u64,
+                available: 1
+            }
+        );
+        let mut r = Reader::new(&[0xFF, 0xFF, 0xFF, 0xFF]);
+        assert_eq!(
+            r.read_i32_len_bytes().unwrap_err().kind(),
+            DecodeErrorKind::NegativeLength { length: -1 }
+        );
+        let mut r = Reader::new(&[0, 0, 0, 2, 7, 8]);
+        assert_eq!(r.read_i32_len_bytes().unwrap(), &[7, 8]);
+    }
+
+    #[test]
+    fn trailing_bytes_are_reported() {
+        let mut r = Reader::new(&[1, 2, 3]);
+        r.read_u8().unwrap();
+        assert_eq!(
+            (r.finish().unwrap_err().kind(), r.finish().unwrap_err().offset()),
+            (DecodeErrorKind::TrailingBytes { remaining: 2 }, 1)
+        );
+    }
+}

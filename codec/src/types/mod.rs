@@ -1,0 +1,11 @@
+//! The wire's value types: positions, identifiers, times and strings.
+
+mod ids;
+mod lsn;
+mod pg_str;
+mod timestamp;
+
+pub use ids::{Oid, Xid};
+pub use lsn::{Lsn, LsnParseError};
+pub use pg_str::PgStr;
+pub use timestamp::{PgTimestamp, TimestampError};

@@ -1,0 +1,212 @@
+//! PostgreSQL timestamps (`TimestampTz`): signed microseconds since 2000-01-01 00:00:00 UTC.
+
+use core::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::{Decode, Encode};
+
+/// Microseconds from the Unix epoch to PostgreSQL's epoch, 2000-01-01 00:00:00 UTC.
+const POSTGRES_EPOCH_UNIX_MICROS: i64 = 946_684_800_000_000;
+
+/// A `TimestampTz`: microseconds since 2000-01-01 00:00:00 UTC (Int64 on the wire).
+///
+/// Conversions never lose information silently: those that could fail (out of range, or a
+/// `SystemTime` finer than a microsecond) return errors.
+///
+/// ```
+/// use std::time::{Duration, SystemTime, UNIX_EPOCH};
+/// use pgoutput_codec::PgTimestamp;
+///
+/// let ts = PgTimestamp::from_unix_micros(1_700_000_000_123_456).unwrap();
+/// assert_eq!(ts.to_string(), "2023-11-14 22:13:20.123456+00");
+/// let time = SystemTime::try_from(ts)?;
+/// assert_eq!(time, UNIX_EPOCH + Duration::from_micros(1_700_000_000_123_456));
+/// assert_eq!(PgTimestamp::try_from(time)?, ts);
+/// # Ok::<(), pgoutput_codec::TimestampError>(())
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Decode, Encode)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+pub struct PgTimestamp(pub i64);
+
+impl PgTimestamp {
+    /// 2000-01-01 00:00:00 UTC.
+    pub const POSTGRES_EPOCH: PgTimestamp = PgTimestamp(0);
+    /// `'infinity'` (PostgreSQL's `DT_NOEND`).
+    pub const INFINITY: PgTimestamp = PgTimestamp(i64::MAX);
+    /// `'-infinity'` (PostgreSQL's `DT_NOBEGIN`).
+    pub const NEG_INFINITY: PgTimestamp = PgTimestamp(i64::MIN);
+
+    /// Microseconds since 2000-01-01 00:00:00 UTC, as on the wire.
+    pub const fn micros_since_2000(self) -> i64 {
+        self.0
+    }
+
+    /// From microseconds since the Unix epoch; `None` if that overflows the wire's range.
+    pub const fn from_unix_micros(micros: i64) -> Option<Self> {
+        match micros.checked_sub(POSTGRES_EPOCH_UNIX_MICROS) {
+            Some(v) => Some(PgTimestamp(v)),
+            None => None,
+        }
+    }
+
+    /// Microseconds since the Unix epoch; `None` if that overflows an `i64`.
+    pub const fn unix_micros(self) -> Option<i64> {
+        self.0.checked_add(POSTGRES_EPOCH_UNIX_MICROS)
+    }
+
+    /// The current time, truncated to whole microseconds.
+    pub fn now() -> Self {
+        let since_unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO);
+        let micros = i64::try_from(since_unix.as_micros()).unwrap_or(i64::MAX);
+        Self::from_unix_micros(micros).unwrap_or(Self::INFINITY)
+    }
+}
+
+/// Why a timestamp conversion could not be exact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimestampError {
+    /// The value does not fit the target type.
+    OutOfRange,
+    /// The `SystemTime` has a fraction of a microsecond, which the wire cannot carry.
+    SubMicrosecond,
+}
+
+impl fmt::Display for TimestampError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TimestampError::OutOfRange => "timestamp out of range",
+            TimestampError::SubMicrosecond => {
+                "timestamp has sub-microsecond precision, which PostgreSQL cannot carry"
+            }
+        })
+    }
+}
+
+impl std::error::Error for TimestampError {}
+
+impl TryFrom<SystemTime> for PgTimestamp {
+    type Error = TimestampError;
+
+    fn try_from(time: SystemTime) -> Result<Self, TimestampError> {
+        let (duration, negative) = match time.duration_since(UNIX_EPOCH) {
+            Ok(after) => (after, false),
+            Err(before) => (before.duration(), true),
+        };
+        if duration.subsec_nanos() % 1_000 != 0 {
+            return Err(TimestampError::SubMicrosecond);
+        }
+        let micros = i64::try_from(duration.as_micros()).map_err(|_| TimestampError::OutOfRange)?;
+        let unix = if negative { -micros } else { micros };
+        Self::from_unix_micros(unix).ok_or(TimestampError::OutOfRange)
+    }
+}
+
+impl TryFrom<PgTimestamp> for SystemTime {
+    type Error = TimestampError;
+
+    fn try_from(ts: PgTimestamp) -> Result<Self, TimestampError> {
+        let unix = ts.unix_micros().ok_or(TimestampError::OutOfRange)?;
+        let offset = Duration::from_micros(unix.unsigned_abs());
+        let time = if unix >= 0 {
+            UNIX_EPOCH.checked_add(offset)
+        } else {
+            UNIX_EPOCH.checked_sub(offset)
+        };
+        time.ok_or(TimestampError::OutOfRange)
+    }
+}
+
+impl fmt::Display for PgTimestamp {
+    /// ISO style in UTC, as PostgreSQL prints a `timestamptz` with `TimeZone = UTC`:
+    /// `2023-11-14 22:13:20.123456+00`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::INFINITY => return f.write_str("infinity"),
+            Self::NEG_INFINITY => return f.write_str("-infinity"),
+            _ => {}
+        }
+        let micros = self.0;
+        let days = micros.div_euclid(86_400_000_000);
+        let of_day = micros.rem_euclid(86_400_000_000);
+        let (year, month, day) = civil_from_days(days + 10_957); // 1970-01-01 to 2000-01-01
+        let secs = of_day / 1_000_000;
+        let frac = of_day % 1_000_000;
+        write!(
+            f,
+            "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+            secs / 3600,
+            secs / 60 % 60,
+            secs % 60
+        )?;
+        if frac != 0 {
+            let digits = format!("{frac:06}");
+            write!(f, ".{}", digits.trim_end_matches('0'))?;
+        }
+        f.write_str("+00")
+    }
+}
+
+impl fmt::Debug for PgTimestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PgTimestamp({self})")
+    }
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epoch_offsets() {
+        assert_eq!(PgTimestamp(0).unix_micros(), Some(946_684_800_000_000));
+        assert_eq!(PgTimestamp(0).to_string(), "2000-01-01 00:00:00+00");
+        assert_eq!(PgTimestamp(-1).to_string(), "1999-12-31 23:59:59.999999+00");
+        assert_eq!(PgTimestamp(1_500_000).to_string(), "2000-01-01 00:00:01.5+00");
+        assert_eq!(PgTimestamp::from_unix_micros(i64::MIN), None);
+        assert_eq!(PgTimestamp(i64::MAX - 1).unix_micros(), None);
+        assert_eq!(PgTimestamp::INFINITY.to_string(), "infinity");
+    }
+
+    #[test]
+    fn system_time_round_trips_exactly() {
+        for micros in [0, 1, -1, 1_700_000_000_123_456, -946_684_800_000_000] {
+            let ts = PgTimestamp::from_unix_micros(micros).unwrap();
+            let time = SystemTime::try_from(ts).unwrap();
+            assert_eq!(PgTimestamp::try_from(time), Ok(ts), "{micros}");
+        }
+        let fine = UNIX_EPOCH + Duration::from_nanos(1_500);
+        assert_eq!(
+            PgTimestamp::try_from(fine),
+            Err(TimestampError::SubMicrosecond)
+        );
+    }
+
+    #[test]
+    fn calendar_dates() {
+        // Stream Abort abort_time from a PostgreSQL 17 capture.
+        assert_eq!(
+            PgTimestamp(0x0003_0467_4534_E714).to_string(),
+            "2026-11-29 11:21:59.369492+00"
+        );
+        assert_eq!(
+            PgTimestamp(-1_000_000_000_000_000).to_string(),
+            "1968-04-23 22:13:20+00"
+        );
+    }
+}
