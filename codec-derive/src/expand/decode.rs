@@ -140,7 +140,7 @@ fn decode_enum(container: &Container<'_>, variants: &[Variant<'_>], lifetime: &L
         }
     });
     quote! {
-        const EXPECTED: &[u8] = &[#(#expected),*];
+        const EXPECTED: &[::core::primitive::u8] = &[#(#expected),*];
         let #at = #r.position();
         let #tag_var = #krate::__private::field(#r.peek_u8(), #name, "tag")?;
         #(#arms)*
@@ -212,7 +212,7 @@ fn describe(variant: &Variant<'_>) -> String {
         Some(_) => "#[codec(tag)]".to_owned(),
         None => {
             let ty = variant.fields[0].ty;
-            format!("type `{}`", quote!(#ty)).replace(' ', "").replace("`", "`")
+            format!("type `{}`", quote!(#ty).to_string().replace(' ', ""))
         }
     }
 }

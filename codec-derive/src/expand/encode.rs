@@ -102,7 +102,7 @@ pub fn expand(container: &Container<'_>) -> TokenStream {
             }
 
             #[inline]
-            fn encoded_len(&self, #ctx: #krate::Ctx) -> usize {
+            fn encoded_len(&self, #ctx: #krate::Ctx) -> ::core::primitive::usize {
                 #encoded_len
             }
         }
@@ -123,7 +123,7 @@ fn write_fields(fields: &[Field<'_>], accessors: &[TokenStream], scope: Option<&
                 Some(_) => quote! {
                     #krate::__private::write_i32_len_bytes(
                         #w,
-                        ::core::convert::AsRef::<[u8]>::as_ref(#value),
+                        ::core::convert::AsRef::<[::core::primitive::u8]>::as_ref(#value),
                     )
                 },
                 None => quote!(#krate::Encode::encode(#value, #w, #ctx)),
@@ -171,7 +171,7 @@ fn field_lens(fields: &[Field<'_>], accessors: &[TokenStream]) -> Vec<TokenStrea
         .map(|(field, accessor)| {
             let value = internal("value");
             let len = |value: &TokenStream| match &field.len {
-                Some(_) => quote!((4 + <[u8]>::len(::core::convert::AsRef::<[u8]>::as_ref(#value)))),
+                Some(_) => quote!((4 + <[::core::primitive::u8]>::len(::core::convert::AsRef::<[::core::primitive::u8]>::as_ref(#value)))),
                 None => quote!(#krate::Encode::encoded_len(#value, #ctx)),
             };
             match &field.since {

@@ -154,8 +154,8 @@ fn tagged(container: &Container<'_>, byte: u8) -> TokenStream {
     quote! {
         #[automatically_derived]
         impl #impl_generics #krate::Tagged for #ident #ty_generics #where_clause {
-            const TAG: u8 = #tag;
-            const NAME: &'static str = #name;
+            const TAG: ::core::primitive::u8 = #tag;
+            const NAME: &'static ::core::primitive::str = #name;
         }
     }
 }
