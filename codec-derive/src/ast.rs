@@ -154,13 +154,16 @@ pub fn option_inner(ty: &Type) -> Option<&Type> {
     }
 }
 
-/// Whether `ty` holds raw bytes that `#[codec(len = …)]` can carry: `Cow<'_, [u8]>` or
-/// `Vec<u8>`.
+/// Whether `ty` holds raw bytes that `#[codec(len = …)]` can carry: `PgBytes<'_>`,
+/// `Cow<'_, [u8]>` or `Vec<u8>`.
 pub fn is_byte_container(ty: &Type) -> bool {
     let Type::Path(path) = ty else { return false };
     let Some(last) = path.path.segments.last() else {
         return false;
     };
+    if last.ident == "PgBytes" {
+        return true;
+    }
     let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
         return false;
     };

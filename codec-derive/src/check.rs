@@ -102,7 +102,7 @@ fn check_fields(fields: &[Field<'_>], errors: &mut Errors) {
                     len.span,
                     format_args!(
                         "#[codec(len = …)] is for raw byte fields: the field must be \
-                         `Cow<'a, [u8]>` or `Vec<u8>`, not `{}`",
+                         `PgBytes<'a>`, `Cow<'a, [u8]>` or `Vec<u8>`, not `{}`",
                         quote::ToTokens::to_token_stream(field.wire_ty())
                     ),
                 );

@@ -10,10 +10,12 @@
 //! - `#[codec(tag = b'M')]` on a struct: the message starts with this tag byte.
 //! - `#[codec(tag = b't')]` on an enum variant: the variant's tag byte. A newtype variant
 //!   without one dispatches on its inner message type's tag.
-//! - `#[codec(len = i32)]` on a `Cow<'a, [u8]>` or `Vec<u8>` field: an Int32 byte count,
+//! - `#[codec(len = i32)]` on a `PgBytes<'a>`, `Cow<'a, [u8]>` or `Vec<u8>` field: an Int32 byte count,
 //!   then the bytes.
 //! - `#[since(version = N, when = "streamed" | "parallel")]` on an `Option<_>` field: present
 //!   on the wire from protocol version `N` on, and only when the condition holds.
+
+#![forbid(unsafe_code)]
 
 mod ast;
 mod attr;

@@ -47,7 +47,7 @@ fn tagged_struct_with_borrowed_fields() {
             pub lsn: Lsn,
             pub prefix: PgStr<'a>,
             #[codec(len = i32)]
-            pub content: Cow<'a, [u8]>,
+            pub content: PgBytes<'a>,
         }
     }));
 }

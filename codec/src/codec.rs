@@ -44,7 +44,7 @@ pub trait Tagged {
 ///     borrowed.into_owned()
 /// }
 /// let owned = keep(b"M\x01\0\0\0\0\0\0\0\x10p\0\0\0\0\x01x");
-/// assert_eq!(owned.content.as_ref(), b"x");
+/// assert_eq!(owned.content, *b"x");
 /// ```
 pub trait IntoOwned {
     /// The owning form.

@@ -23,8 +23,7 @@
 //! # Defining a message
 //!
 //! ```
-//! use std::borrow::Cow;
-//! use pgoutput_codec::{decode, encode, Ctx, Decode, Encode, Lsn, PgStr, ProtocolVersion, Xid};
+//! use pgoutput_codec::{decode, encode, Ctx, Decode, Encode, Lsn, PgBytes, PgStr, ProtocolVersion, Xid};
 //!
 //! /// A made-up message: tag `'Z'`, an LSN, a name, then Int32-length-prefixed bytes; from
 //! /// protocol 3 on it also carries an xid.
@@ -34,12 +33,12 @@
 //!     lsn: Lsn,
 //!     name: PgStr<'a>,
 //!     #[codec(len = i32)]
-//!     payload: Cow<'a, [u8]>,
+//!     payload: PgBytes<'a>,
 //!     #[since(version = 3)]
 //!     xid: Option<Xid>,
 //! }
 //!
-//! let value = Checkpoint { lsn: Lsn(1), name: "x".into(), payload: Cow::Borrowed(b"ab"), xid: None };
+//! let value = Checkpoint { lsn: Lsn(1), name: "x".into(), payload: b"ab".into(), xid: None };
 //! let v1 = Ctx::plain(ProtocolVersion::V1);
 //! let bytes = encode(&value, v1)?;
 //! assert_eq!(bytes, b"Z\0\0\0\0\0\0\0\x01x\0\0\0\0\x02ab");
@@ -48,6 +47,8 @@
 //! assert!(encode(&value, Ctx::plain(ProtocolVersion::V3)).unwrap_err().is_context_error());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+
+#![forbid(unsafe_code)]
 
 // The derive macros name this crate `::pgoutput_codec`, also from inside it.
 extern crate self as pgoutput_codec;
@@ -70,5 +71,5 @@ pub use error::{DecodeError, DecodeErrorKind, EncodeError, EncodeErrorKind, Fram
 pub use message::{Message, MessageFlags, PgOutputMessage, StreamAbort};
 pub use pgoutput_codec_derive::{Decode, Encode};
 pub use reader::Reader;
-pub use types::{Lsn, LsnParseError, Oid, PgStr, PgTimestamp, TimestampError, Xid};
+pub use types::{Lsn, LsnParseError, Oid, PgBytes, PgStr, PgTimestamp, TimestampError, Xid};
 pub use writer::Writer;

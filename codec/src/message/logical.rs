@@ -1,9 +1,7 @@
 //! Logical decoding messages (`pg_logical_emit_message`).
 
-use std::borrow::Cow;
-
 use crate::{
-    Ctx, Decode, DecodeError, DecodeErrorKind, Encode, EncodeError, IntoOwned, Lsn, PgStr,
+    Ctx, Decode, DecodeError, DecodeErrorKind, Encode, EncodeError, IntoOwned, Lsn, PgBytes, PgStr,
     Reader, Writer, Xid,
 };
 
@@ -15,7 +13,6 @@ use crate::{
 /// Begin and Commit; non-transactional ones arrive alone and never carry an xid.
 ///
 /// ```
-/// use std::borrow::Cow;
 /// use pgoutput_codec::{decode, encode, Ctx, Lsn, Message, MessageFlags, ProtocolVersion};
 ///
 /// let message = Message {
@@ -23,7 +20,7 @@ use crate::{
 ///     flags: MessageFlags::Transactional,
 ///     lsn: "0/16B3748".parse()?,
 ///     prefix: "audit".into(),
-///     content: Cow::Borrowed(b"hello"),
+///     content: b"hello".into(),
 /// };
 /// let ctx = Ctx::plain(ProtocolVersion::V1);
 /// let bytes = encode(&message, ctx)?;
@@ -46,7 +43,7 @@ pub struct Message<'a> {
     pub prefix: PgStr<'a>,
     /// The content, raw bytes (never converted).
     #[codec(len = i32)]
-    pub content: Cow<'a, [u8]>,
+    pub content: PgBytes<'a>,
 }
 
 impl Message<'_> {

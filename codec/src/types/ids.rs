@@ -5,7 +5,7 @@ use core::fmt;
 use crate::{Decode, Encode};
 
 /// A transaction id (`TransactionId`, uint32). 0 is `InvalidTransactionId`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Decode, Encode)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Decode, Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub struct Xid(pub u32);
 
@@ -16,6 +16,12 @@ impl Xid {
     /// Whether this is a real transaction id (not 0).
     pub const fn is_valid(self) -> bool {
         self.0 != 0
+    }
+}
+
+impl fmt::Debug for Xid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Xid({})", self.0)
     }
 }
 
@@ -38,9 +44,15 @@ impl From<Xid> for u32 {
 }
 
 /// An object id (`Oid`, uint32): relation and type identifiers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Decode, Encode)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Decode, Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub struct Oid(pub u32);
+
+impl fmt::Debug for Oid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Oid({})", self.0)
+    }
+}
 
 impl fmt::Display for Oid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
