@@ -185,3 +185,25 @@ pub fn is_byte_container(ty: &Type) -> bool {
 fn is_u8(ty: &Type) -> bool {
     matches!(ty, Type::Path(p) if p.qself.is_none() && p.path.is_ident("u8"))
 }
+
+/// A type as a person would write it: `PgStr<'a>`, not `PgStr < 'a >`.
+pub fn type_string(ty: &Type) -> String {
+    let tokens = quote::ToTokens::to_token_stream(ty).to_string();
+    let mut out = String::with_capacity(tokens.len());
+    let mut in_lifetime = false;
+    for c in tokens.chars().filter(|c| *c != ' ') {
+        if in_lifetime && !(c.is_alphanumeric() || c == '_') {
+            in_lifetime = false;
+            if !matches!(c, '>' | ',' | ')' | ']') {
+                out.push(' ');
+            }
+        }
+        out.push(c);
+        match c {
+            '\'' => in_lifetime = true,
+            ',' => out.push(' '),
+            _ => {}
+        }
+    }
+    out
+}

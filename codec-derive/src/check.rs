@@ -84,7 +84,7 @@ fn check_fields(fields: &[Field<'_>], errors: &mut Errors) {
                         "a #[since] field must be an `Option<_>`: it is absent from the wire \
                          in older protocol versions or other contexts; change the type to \
                          `Option<{}>`",
-                        quote::ToTokens::to_token_stream(field.ty)
+                        ast::type_string(field.ty)
                     ),
                 );
             }
@@ -103,7 +103,7 @@ fn check_fields(fields: &[Field<'_>], errors: &mut Errors) {
                     format_args!(
                         "#[codec(len = …)] is for raw byte fields: the field must be \
                          `PgBytes<'a>`, `Cow<'a, [u8]>` or `Vec<u8>`, not `{}`",
-                        quote::ToTokens::to_token_stream(field.wire_ty())
+                        ast::type_string(field.wire_ty())
                     ),
                 );
             }

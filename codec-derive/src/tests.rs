@@ -98,3 +98,13 @@ fn dispatch_enum_over_tagged_messages() {
         }
     }));
 }
+
+#[test]
+fn types_print_as_written() {
+    let ty: syn::Type = parse_quote!(Cow<'a, [u8]>);
+    assert_eq!(crate::ast::type_string(&ty), "Cow<'a, [u8]>");
+    let ty: syn::Type = parse_quote!(&'a [u8]);
+    assert_eq!(crate::ast::type_string(&ty), "&'a [u8]");
+    let ty: syn::Type = parse_quote!(Option<PgStr<'a>>);
+    assert_eq!(crate::ast::type_string(&ty), "Option<PgStr<'a>>");
+}

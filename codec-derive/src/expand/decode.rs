@@ -212,7 +212,7 @@ fn describe(variant: &Variant<'_>) -> String {
         Some(_) => "#[codec(tag)]".to_owned(),
         None => {
             let ty = variant.fields[0].ty;
-            format!("type `{}`", quote!(#ty).to_string().replace(' ', ""))
+            format!("type `{}`", crate::ast::type_string(ty))
         }
     }
 }

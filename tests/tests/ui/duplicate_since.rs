@@ -1,0 +1,11 @@
+use pgoutput_codec::{Decode, Encode, Xid};
+
+#[derive(Decode, Encode)]
+#[codec(tag = b'Z')]
+struct Streamed {
+    #[since(version = 2)]
+    #[since(version = 3)]
+    xid: Option<Xid>,
+}
+
+fn main() {}
