@@ -126,7 +126,11 @@ pub fn parse_codec(attrs: &[Attribute], position: Position, errors: &mut Errors)
     let mut out = CodecAttrs::default();
     for attr in attrs.iter().filter(|a| a.path().is_ident("codec")) {
         let result = attr.parse_nested_meta(|meta| {
-            let key = meta.path.get_ident().map(|i| i.to_string()).unwrap_or_default();
+            let key = meta
+                .path
+                .get_ident()
+                .map(|i| i.to_string())
+                .unwrap_or_default();
             if !position.keys().contains(&key.as_str()) {
                 let allowed = position.keys().join(", ");
                 errors.spanned(
@@ -176,9 +180,10 @@ pub fn parse_since(attrs: &[Attribute], errors: &mut Errors) -> Option<Since> {
         let result = attr.parse_nested_meta(|meta| {
             if meta.path.is_ident("version") {
                 let lit: LitInt = meta.value()?.parse()?;
-                let parsed = lit.base10_parse::<u64>().ok().filter(|v| {
-                    (u64::from(MIN_VERSION)..=u64::from(MAX_VERSION)).contains(v)
-                });
+                let parsed = lit
+                    .base10_parse::<u64>()
+                    .ok()
+                    .filter(|v| (u64::from(MIN_VERSION)..=u64::from(MAX_VERSION)).contains(v));
                 match parsed {
                     Some(v) => set_once(&mut version, v as u8, &meta, "version", errors),
                     None => {
@@ -288,10 +293,7 @@ fn set_once<T>(
     errors: &mut Errors,
 ) {
     if slot.is_some() {
-        errors.spanned(
-            &meta.path,
-            format_args!("duplicate `{key}`; give it once"),
-        );
+        errors.spanned(&meta.path, format_args!("duplicate `{key}`; give it once"));
     } else {
         *slot = Some(value);
     }

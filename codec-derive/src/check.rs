@@ -22,8 +22,7 @@ pub fn check(container: &Container<'_>, errors: &mut Errors) {
                 check_fields(&variant.fields, errors);
                 match &variant.tag {
                     Some(tag) => {
-                        if let Some((_, first)) = seen.iter().find(|(byte, _)| *byte == tag.byte)
-                        {
+                        if let Some((_, first)) = seen.iter().find(|(byte, _)| *byte == tag.byte) {
                             errors.at(
                                 tag.span,
                                 format_args!(

@@ -247,11 +247,17 @@ mod tests {
         for version in ProtocolVersion::ALL {
             for streaming in [Streaming::Off, Streaming::On, Streaming::Parallel] {
                 let ok = version >= streaming.min_version();
-                assert_eq!(Ctx::new(version, streaming).is_ok(), ok, "{version} {streaming}");
+                assert_eq!(
+                    Ctx::new(version, streaming).is_ok(),
+                    ok,
+                    "{version} {streaming}"
+                );
             }
         }
         assert_eq!(
-            Ctx::new(ProtocolVersion::V1, Streaming::On).unwrap_err().to_string(),
+            Ctx::new(ProtocolVersion::V1, Streaming::On)
+                .unwrap_err()
+                .to_string(),
             "streaming on needs protocol version 2 or higher, not 1"
         );
     }
@@ -271,8 +277,14 @@ mod tests {
     #[test]
     fn version_numbers() {
         assert_eq!(ProtocolVersion::try_from(3), Ok(ProtocolVersion::V3));
-        assert_eq!(ProtocolVersion::try_from(0), Err(CtxError::UnknownVersion(0)));
-        assert_eq!(ProtocolVersion::try_from(5), Err(CtxError::UnknownVersion(5)));
+        assert_eq!(
+            ProtocolVersion::try_from(0),
+            Err(CtxError::UnknownVersion(0))
+        );
+        assert_eq!(
+            ProtocolVersion::try_from(5),
+            Err(CtxError::UnknownVersion(5))
+        );
         assert!(ProtocolVersion::V4 > ProtocolVersion::V2);
     }
 }

@@ -256,7 +256,10 @@ mod tests {
         let mut r = Reader::new(&[1, 2, 3]);
         r.read_u8().unwrap();
         assert_eq!(
-            (r.finish().unwrap_err().kind(), r.finish().unwrap_err().offset()),
+            (
+                r.finish().unwrap_err().kind(),
+                r.finish().unwrap_err().offset()
+            ),
             (DecodeErrorKind::TrailingBytes { remaining: 2 }, 1)
         );
     }

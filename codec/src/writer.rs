@@ -143,8 +143,8 @@ mod tests {
         assert_eq!(
             buf,
             [
-                0xAA, 1, 2, 0xFF, 0xFF, 0xFF, 0xFE, 1, 2, 3, 4, 5, 6, 7, 8, b'h', b'i', 0, 0,
-                0, 0, 2, 0, b'x'
+                0xAA, 1, 2, 0xFF, 0xFF, 0xFF, 0xFE, 1, 2, 3, 4, 5, 6, 7, 8, b'h', b'i', 0, 0, 0, 0,
+                2, 0, b'x'
             ]
         );
     }

@@ -49,7 +49,11 @@ macro_rules! assert_round_trip {
             .unwrap_or_else(|e| panic!("{} should decode in {ctx}: {e}", $crate::hex(&bytes)));
         assert_eq!(decoded, value, "decode(encode(m)) == m");
         let again = ::pgoutput_codec::encode(&decoded, ctx).expect("re-encodes");
-        assert_eq!($crate::hex(&again), $crate::hex(&bytes), "encode(decode(b)) == b");
+        assert_eq!(
+            $crate::hex(&again),
+            $crate::hex(&bytes),
+            "encode(decode(b)) == b"
+        );
         $crate::snapshot_text(ctx, &bytes, &decoded)
     }};
 }
@@ -75,21 +79,22 @@ pub mod ctx {
     }
 
     pub fn in_block(version: ProtocolVersion, mode: Streaming) -> Ctx {
-        streaming(version, mode).with_in_stream(true).expect("streaming")
+        streaming(version, mode)
+            .with_in_stream(true)
+            .expect("streaming")
     }
 }
 
 /// Message 'M' in every context and shape where its layout differs.
 pub fn message_cases() -> Vec<Case<Message<'static>>> {
-    let message = |xid: Option<u32>, flags, prefix: &'static [u8], content: &'static [u8]| {
-        Message {
+    let message =
+        |xid: Option<u32>, flags, prefix: &'static [u8], content: &'static [u8]| Message {
             xid: xid.map(Xid),
             flags,
             lsn: Lsn(0x0000_0001_6B37_4D48),
             prefix: prefix.into(),
             content: content.into(),
-        }
-    };
+        };
     use MessageFlags::{NonTransactional, Transactional};
     use ProtocolVersion::{V2, V4};
     vec![
@@ -180,3 +185,8 @@ pub fn stream_abort_cases() -> Vec<Case<StreamAbort>> {
         },
     ]
 }
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

@@ -84,12 +84,22 @@ fn truncation_names_the_field_it_cut() {
     // Stream Abort, protocol 4 parallel: tag 0, xid 1..5, subxid 5..9, lsn 9..17, time 17..25.
     let parallel = ctx::streaming(ProtocolVersion::V4, Streaming::Parallel);
     let bytes = unhex("41000002e8000002e900000000014ffe70000304674534e714");
-    let fields = [(0, "tag"), (1, "xid"), (5, "subtransaction_xid"), (9, "abort_lsn"), (17, "abort_timestamp"), (25, "")];
+    let fields = [
+        (0, "tag"),
+        (1, "xid"),
+        (5, "subtransaction_xid"),
+        (9, "abort_lsn"),
+        (17, "abort_timestamp"),
+        (25, ""),
+    ];
     for window in fields.windows(2) {
         let ((start, field), (end, _)) = (window[0], window[1]);
         for len in start..end {
             let err = decode::<StreamAbort>(&bytes[..len], parallel).unwrap_err();
-            let kind = DecodeErrorKind::UnexpectedEnd { needed: (end - start).max(1), available: len - start };
+            let kind = DecodeErrorKind::UnexpectedEnd {
+                needed: (end - start).max(1),
+                available: len - start,
+            };
             assert_error(&err, kind, start, field);
         }
     }
@@ -110,7 +120,10 @@ fn truncation_names_the_field_it_cut() {
     assert_eq!(cut(22).field(), Some("content"));
     assert_error(
         &cut(message.len() - 1),
-        DecodeErrorKind::LengthTooLarge { length: 8, available: 7 },
+        DecodeErrorKind::LengthTooLarge {
+            length: 8,
+            available: 7,
+        },
         20,
         "content",
     );
@@ -120,18 +133,45 @@ fn truncation_names_the_field_it_cut() {
 fn unknown_tags() {
     let v1 = ctx::v1();
     let err = decode::<PgOutputMessage<'_>>(b"Zxyz", v1).unwrap_err();
-    assert_error(&err, DecodeErrorKind::UnknownTag { found: b'Z', expected: b"MA" }, 0, "tag");
+    assert_error(
+        &err,
+        DecodeErrorKind::UnknownTag {
+            found: b'Z',
+            expected: b"MA",
+        },
+        0,
+        "tag",
+    );
     assert_eq!(err.message(), Some("PgOutputMessage"));
     assert_eq!(
         err.to_string(),
         "unknown tag 'Z' (0x5A) at byte 0 in PgOutputMessage.tag; expected one of 'M' (0x4D), 'A' (0x41)"
     );
     let err = decode::<Message<'_>>(b"A\0\0\0\x01\0\0\0\x01", v1).unwrap_err();
-    assert_error(&err, DecodeErrorKind::UnknownTag { found: b'A', expected: b"M" }, 0, "tag");
+    assert_error(
+        &err,
+        DecodeErrorKind::UnknownTag {
+            found: b'A',
+            expected: b"M",
+        },
+        0,
+        "tag",
+    );
     let err = decode::<PgOutputMessage<'_>>(b"\x00", v1).unwrap_err();
-    assert_eq!(err.to_string(), "unknown tag 0x00 at byte 0 in PgOutputMessage.tag; expected one of 'M' (0x4D), 'A' (0x41)");
+    assert_eq!(
+        err.to_string(),
+        "unknown tag 0x00 at byte 0 in PgOutputMessage.tag; expected one of 'M' (0x4D), 'A' (0x41)"
+    );
     let err = decode::<PgOutputMessage<'_>>(b"", v1).unwrap_err();
-    assert_error(&err, DecodeErrorKind::UnexpectedEnd { needed: 1, available: 0 }, 0, "tag");
+    assert_error(
+        &err,
+        DecodeErrorKind::UnexpectedEnd {
+            needed: 1,
+            available: 0,
+        },
+        0,
+        "tag",
+    );
 }
 
 #[test]
@@ -175,7 +215,14 @@ fn negative_content_length() {
     for length in [-1, -2, i32::MIN] {
         let bytes = message_with_length(length, b"abc");
         let err = decode::<Message<'_>>(&bytes, ctx::v1()).unwrap_err();
-        assert_error(&err, DecodeErrorKind::NegativeLength { length: length.into() }, 12, "content");
+        assert_error(
+            &err,
+            DecodeErrorKind::NegativeLength {
+                length: length.into(),
+            },
+            12,
+            "content",
+        );
     }
 }
 
@@ -184,7 +231,10 @@ fn oversized_content_length_allocates_nothing_from_it() {
     let bytes = message_with_length(i32::MAX, b"only a few bytes");
     let (result, allocated) = allocated_by(|| decode::<Message<'_>>(&bytes, ctx::v1()));
     let err = result.unwrap_err();
-    let kind = DecodeErrorKind::LengthTooLarge { length: i32::MAX as u64, available: 16 };
+    let kind = DecodeErrorKind::LengthTooLarge {
+        length: i32::MAX as u64,
+        available: 16,
+    };
     assert_error(&err, kind, 12, "content");
     // Only the boxed error itself: nothing sized by the 2 GiB length.
     assert!(allocated < 512, "decode allocated {allocated} bytes");
@@ -208,6 +258,10 @@ fn decoding_a_valid_message_allocates_nothing() {
         let bytes = encode(&case.value, case.ctx).unwrap();
         let (message, allocated) = allocated_by(|| decode::<PgOutputMessage<'_>>(&bytes, case.ctx));
         assert!(message.is_ok());
-        assert_eq!(allocated, 0, "{}: decoding allocated {allocated} bytes", case.name);
+        assert_eq!(
+            allocated, 0,
+            "{}: decoding allocated {allocated} bytes",
+            case.name
+        );
     }
 }

@@ -29,7 +29,13 @@ mod hostile_scope {
     use ::pgoutput_codec::{Lsn, PgBytes, PgStr, Xid};
 
     /// Fields named like every local the generated code uses.
-    #[derive(::pgoutput_codec::Decode, ::pgoutput_codec::Encode, ::core::fmt::Debug, ::core::cmp::PartialEq, ::core::clone::Clone)]
+    #[derive(
+        ::pgoutput_codec::Decode,
+        ::pgoutput_codec::Encode,
+        ::core::fmt::Debug,
+        ::core::cmp::PartialEq,
+        ::core::clone::Clone,
+    )]
     #[codec(tag = b'H')]
     pub struct Tricky<'a> {
         pub r: ::core::primitive::u8,
@@ -46,14 +52,23 @@ mod hostile_scope {
     }
 
     /// Variants named like prelude items and the IntoOwned associated type.
-    #[derive(::pgoutput_codec::Decode, ::pgoutput_codec::Encode, ::core::fmt::Debug, ::core::cmp::PartialEq, ::core::clone::Clone)]
+    #[derive(
+        ::pgoutput_codec::Decode,
+        ::pgoutput_codec::Encode,
+        ::core::fmt::Debug,
+        ::core::cmp::PartialEq,
+        ::core::clone::Clone,
+    )]
     pub enum Union<'a> {
         #[codec(tag = b'o')]
         Owned,
         #[codec(tag = b's')]
         Some(::core::primitive::u8),
         #[codec(tag = b'e')]
-        Err { f0: PgStr<'a>, value: ::core::primitive::u8 },
+        Err {
+            f0: PgStr<'a>,
+            value: ::core::primitive::u8,
+        },
         Tricky(Tricky<'a>),
     }
 }
@@ -81,7 +96,10 @@ fn derived_code_is_hygienic() {
     for value in [
         Union::Owned,
         Union::Some(9),
-        Union::Err { f0: "x".into(), value: 1 },
+        Union::Err {
+            f0: "x".into(),
+            value: 1,
+        },
         Union::Tricky(tricky),
     ] {
         let bytes = encode(&value, ctx).unwrap();

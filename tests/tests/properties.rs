@@ -3,9 +3,7 @@
 //! prints the seed that reproduces it.
 
 use arbitrary::{Arbitrary, Unstructured};
-use pgoutput_codec::{
-    decode, encode, Ctx, Encode, PgOutputMessage, ProtocolVersion, Streaming,
-};
+use pgoutput_codec::{decode, encode, Ctx, Encode, PgOutputMessage, ProtocolVersion, Streaming};
 use pgoutput_tests::{hex, message_cases, stream_abort_cases};
 
 /// SplitMix64: small, fast, and good enough to spread test inputs.
@@ -35,7 +33,9 @@ fn all_contexts() -> Vec<Ctx> {
     let mut out = Vec::new();
     for version in ProtocolVersion::ALL {
         for streaming in [Streaming::Off, Streaming::On, Streaming::Parallel] {
-            let Ok(ctx) = Ctx::new(version, streaming) else { continue };
+            let Ok(ctx) = Ctx::new(version, streaming) else {
+                continue;
+            };
             out.push(ctx);
             if let Ok(in_block) = ctx.with_in_stream(true) {
                 out.push(in_block);
@@ -67,7 +67,10 @@ fn encode_then_decode_gives_back_the_message_or_a_context_error() {
                 encoded += 1;
             }
             Err(err) => {
-                assert!(err.is_context_error(), "seed {seed}: {message:?} in {ctx}: {err}");
+                assert!(
+                    err.is_context_error(),
+                    "seed {seed}: {message:?} in {ctx}: {err}"
+                );
                 refused += 1;
             }
         }
@@ -129,7 +132,11 @@ fn mutated_messages_never_panic() {
             }
         }
         // Sometimes the right context, sometimes any.
-        let ctx = if rng.below(2) == 0 { *original_ctx } else { contexts[rng.below(contexts.len())] };
+        let ctx = if rng.below(2) == 0 {
+            *original_ctx
+        } else {
+            contexts[rng.below(contexts.len())]
+        };
         if let Ok(message) = decode::<PgOutputMessage<'_>>(&bytes, ctx) {
             assert_eq!(encode(&message, ctx).unwrap(), bytes, "seed {seed}");
         }

@@ -13,7 +13,11 @@ fn message_snapshots() {
         let text = assert_round_trip!(Message<'_>, case.ctx, case.value.clone());
         insta::assert_snapshot!(format!("message__{}", case.name), text);
         // The dispatch enum gives the same bytes and value.
-        assert_round_trip!(PgOutputMessage<'_>, case.ctx, PgOutputMessage::Message(case.value));
+        assert_round_trip!(
+            PgOutputMessage<'_>,
+            case.ctx,
+            PgOutputMessage::Message(case.value)
+        );
     }
 }
 
@@ -22,7 +26,11 @@ fn stream_abort_snapshots() {
     for case in stream_abort_cases() {
         let text = assert_round_trip!(StreamAbort, case.ctx, case.value);
         insta::assert_snapshot!(format!("stream_abort__{}", case.name), text);
-        assert_round_trip!(PgOutputMessage<'_>, case.ctx, PgOutputMessage::StreamAbort(case.value));
+        assert_round_trip!(
+            PgOutputMessage<'_>,
+            case.ctx,
+            PgOutputMessage::StreamAbort(case.value)
+        );
     }
 }
 
@@ -33,19 +41,26 @@ fn real_postgres_17_bytes() {
         xid: Xid(744),
         subtransaction_xid: Xid(745),
         abort_lsn: info.then_some(Lsn(0x014F_FE70)),
-        abort_timestamp: info.then(|| PgTimestamp(0x0003_0467_4534_E714)),
+        abort_timestamp: info.then_some(PgTimestamp(0x0003_0467_4534_E714)),
     };
     let parallel = ctx::streaming(ProtocolVersion::V4, Streaming::Parallel);
     let on = ctx::streaming(ProtocolVersion::V4, Streaming::On);
     for (hex, ctx, info) in [
-        ("41000002e8000002e900000000014ffe70000304674534e714", parallel, true),
+        (
+            "41000002e8000002e900000000014ffe70000304674534e714",
+            parallel,
+            true,
+        ),
         ("41000002e8000002e9", on, false),
     ] {
         let bytes = unhex(hex);
         let abort: StreamAbort = decode(&bytes, ctx).unwrap();
         assert_eq!(abort, expected(info));
         assert_eq!(encode(&abort, ctx).unwrap(), bytes);
-        assert_eq!(abort.abort_lsn.map(|l| l.to_string()), info.then(|| "0/14FFE70".to_owned()));
+        assert_eq!(
+            abort.abort_lsn.map(|l| l.to_string()),
+            info.then(|| "0/14FFE70".to_owned())
+        );
     }
     // Reading the parallel form with `streaming 'on'` leaves the extra 16 bytes unread, and
     // the short form with `parallel` runs out: the context decides, never the length.
@@ -79,7 +94,10 @@ fn gated_fields_that_do_not_fit_the_context_are_encode_errors() {
     assert!(in_block.xid.is_some());
     let outside = ctx::streaming(ProtocolVersion::V2, Streaming::On);
     let err = encode(&in_block, outside).unwrap_err();
-    assert!(matches!(err.kind(), EncodeErrorKind::NotCarriedInContext { .. }));
+    assert!(matches!(
+        err.kind(),
+        EncodeErrorKind::NotCarriedInContext { .. }
+    ));
     assert_eq!((err.message(), err.field()), (Some("Message"), Some("xid")));
     assert_eq!(
         err.to_string(),
@@ -89,7 +107,10 @@ fn gated_fields_that_do_not_fit_the_context_are_encode_errors() {
     in_block.xid = None;
     let inside = ctx::in_block(ProtocolVersion::V2, Streaming::On);
     let err = encode(&in_block, inside).unwrap_err();
-    assert!(matches!(err.kind(), EncodeErrorKind::MissingInContext { .. }));
+    assert!(matches!(
+        err.kind(),
+        EncodeErrorKind::MissingInContext { .. }
+    ));
     assert_eq!(
         err.to_string(),
         "Message.xid is None, but the wire carries it when protocol version is 2 or higher \
@@ -98,15 +119,31 @@ fn gated_fields_that_do_not_fit_the_context_are_encode_errors() {
     );
 
     let parallel = stream_abort_cases()[3].value;
-    let err = encode(&parallel, ctx::streaming(ProtocolVersion::V4, Streaming::On)).unwrap_err();
+    let err = encode(
+        &parallel,
+        ctx::streaming(ProtocolVersion::V4, Streaming::On),
+    )
+    .unwrap_err();
     assert_eq!(err.field(), Some("abort_lsn"));
     assert!(err.is_context_error());
     let short = stream_abort_cases()[2].value;
-    let err = encode(&short, ctx::streaming(ProtocolVersion::V4, Streaming::Parallel)).unwrap_err();
-    assert!(matches!(err.kind(), EncodeErrorKind::MissingInContext { .. }));
+    let err = encode(
+        &short,
+        ctx::streaming(ProtocolVersion::V4, Streaming::Parallel),
+    )
+    .unwrap_err();
+    assert!(matches!(
+        err.kind(),
+        EncodeErrorKind::MissingInContext { .. }
+    ));
     // A failed encode_into leaves the buffer as it was.
     let mut buf = b"keep".to_vec();
-    assert!(pgoutput_codec::encode_into(&short, Ctx::new(ProtocolVersion::V4, Streaming::Parallel).unwrap(), &mut buf).is_err());
+    assert!(pgoutput_codec::encode_into(
+        &short,
+        Ctx::new(ProtocolVersion::V4, Streaming::Parallel).unwrap(),
+        &mut buf
+    )
+    .is_err());
     assert_eq!(buf, b"keep");
 }
 
@@ -116,6 +153,9 @@ fn strings_with_nul_are_encode_errors() {
     message.prefix = pgoutput_codec::PgStr::from(&b"a\0b"[..]);
     let err = encode(&message, ctx::v1()).unwrap_err();
     assert_eq!(err.kind(), EncodeErrorKind::InteriorNul { position: 1 });
-    assert_eq!(err.to_string(), "Message.prefix contains a NUL byte at index 1");
+    assert_eq!(
+        err.to_string(),
+        "Message.prefix contains a NUL byte at index 1"
+    );
     assert!(!err.is_context_error());
 }

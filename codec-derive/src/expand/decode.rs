@@ -5,7 +5,9 @@ use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::Lifetime;
 
-use super::{condition, error_scope, input_lifetime, internal, krate, tag_literal, with_static_lifetime};
+use super::{
+    condition, error_scope, input_lifetime, internal, krate, tag_literal, with_static_lifetime,
+};
 use crate::ast::{Container, Data, Field, Style, Variant};
 
 pub fn expand(container: &Container<'_>) -> TokenStream {
@@ -58,7 +60,9 @@ fn construct(
     scope: Option<&str>,
     lifetime: &Lifetime,
 ) -> TokenStream {
-    let values = fields.iter().map(|field| decode_field(field, scope, lifetime));
+    let values = fields
+        .iter()
+        .map(|field| decode_field(field, scope, lifetime));
     match style {
         Style::Unit => path,
         Style::Tuple => quote!(#path( #(#values,)* )),
@@ -107,13 +111,19 @@ fn decode_field(field: &Field<'_>, scope: Option<&str>, lifetime: &Lifetime) -> 
 
 /// A tagged union: dispatch on the first byte. Variants with their own `#[codec(tag)]`
 /// consume it here; newtype variants without one leave it to their inner message type.
-fn decode_enum(container: &Container<'_>, variants: &[Variant<'_>], lifetime: &Lifetime) -> TokenStream {
+fn decode_enum(
+    container: &Container<'_>,
+    variants: &[Variant<'_>],
+    lifetime: &Lifetime,
+) -> TokenStream {
     let krate = krate();
     let r = internal("r");
     let tag_var = internal("tag");
     let at = internal("at");
     let name = container.name();
-    let expected = variants.iter().map(|variant| variant_tag(container, variant, true));
+    let expected = variants
+        .iter()
+        .map(|variant| variant_tag(container, variant, true));
     let arms = variants.iter().map(|variant| {
         let variant_ident = variant.ident;
         let path = quote!(Self::#variant_ident);
@@ -121,7 +131,13 @@ fn decode_enum(container: &Container<'_>, variants: &[Variant<'_>], lifetime: &L
         let value = match &variant.tag {
             Some(_) => {
                 let scope = error_scope(container, Some(variant_ident), &variant.fields);
-                let value = construct(path, variant.style, &variant.fields, scope.as_deref(), lifetime);
+                let value = construct(
+                    path,
+                    variant.style,
+                    &variant.fields,
+                    scope.as_deref(),
+                    lifetime,
+                );
                 quote! {
                     #r.read_u8()?;
                     #value
@@ -150,7 +166,11 @@ fn decode_enum(container: &Container<'_>, variants: &[Variant<'_>], lifetime: &L
 
 /// The tag byte of a variant: its literal, or its inner type's `Tagged::TAG`.
 /// `in_const` writes the inner type with `'static` for use in a `const` item.
-pub(super) fn variant_tag(container: &Container<'_>, variant: &Variant<'_>, in_const: bool) -> TokenStream {
+pub(super) fn variant_tag(
+    container: &Container<'_>,
+    variant: &Variant<'_>,
+    in_const: bool,
+) -> TokenStream {
     let krate = krate();
     match &variant.tag {
         Some(tag) => {

@@ -110,7 +110,11 @@ pub fn expand(container: &Container<'_>) -> TokenStream {
 }
 
 /// One statement per field, each writing the value behind its accessor (a `&T` expression).
-fn write_fields(fields: &[Field<'_>], accessors: &[TokenStream], scope: Option<&str>) -> Vec<TokenStream> {
+fn write_fields(
+    fields: &[Field<'_>],
+    accessors: &[TokenStream],
+    scope: Option<&str>,
+) -> Vec<TokenStream> {
     let krate = krate();
     let w = internal("w");
     let ctx = internal("ctx");

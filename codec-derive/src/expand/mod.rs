@@ -64,10 +64,8 @@ fn with_static_lifetime(tokens: impl ToTokens, container: &Container<'_>) -> Tok
                     _ => out.push(TokenTree::Punct(p)),
                 },
                 TokenTree::Group(group) => {
-                    let mut new = proc_macro2::Group::new(
-                        group.delimiter(),
-                        replace(group.stream(), name),
-                    );
+                    let mut new =
+                        proc_macro2::Group::new(group.delimiter(), replace(group.stream(), name));
                     new.set_span(group.span());
                     out.push(TokenTree::Group(new));
                 }
@@ -106,7 +104,11 @@ fn condition(since: &Since) -> (TokenStream, String) {
 
 /// Where errors in a group of fields are reported: `Message`, `TupleColumn::Text`. `None`
 /// for newtypes, which are transparent: their errors belong to the enclosing field.
-fn error_scope(container: &Container<'_>, variant: Option<&Ident>, fields: &[Field<'_>]) -> Option<String> {
+fn error_scope(
+    container: &Container<'_>,
+    variant: Option<&Ident>,
+    fields: &[Field<'_>],
+) -> Option<String> {
     let name = container.name();
     match variant {
         Some(variant) => Some(format!("{name}::{variant}")),

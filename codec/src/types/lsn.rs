@@ -67,9 +67,8 @@ impl FromStr for Lsn {
     /// Accepts any hex width of 1 to 8 digits per half, either case (PostgreSQL's `%X/%X`).
     fn from_str(s: &str) -> Result<Self, LsnParseError> {
         let half = |part: &str| {
-            let hex = !part.is_empty()
-                && part.len() <= 8
-                && part.bytes().all(|b| b.is_ascii_hexdigit());
+            let hex =
+                !part.is_empty() && part.len() <= 8 && part.bytes().all(|b| b.is_ascii_hexdigit());
             hex.then(|| u32::from_str_radix(part, 16).ok()).flatten()
         };
         let parsed = s
@@ -77,7 +76,9 @@ impl FromStr for Lsn {
             .and_then(|(hi, lo)| Some((half(hi)?, half(lo)?)));
         match parsed {
             Some((hi, lo)) => Ok(Lsn((u64::from(hi) << 32) | u64::from(lo))),
-            None => Err(LsnParseError { input: s.to_owned() }),
+            None => Err(LsnParseError {
+                input: s.to_owned(),
+            }),
         }
     }
 }
@@ -107,7 +108,11 @@ mod tests {
 
     #[test]
     fn parses_any_width_and_round_trips() {
-        assert_eq!("0000016/0b374d848".parse::<Lsn>().ok(), None, "9 digits is too wide");
+        assert_eq!(
+            "0000016/0b374d848".parse::<Lsn>().ok(),
+            None,
+            "9 digits is too wide"
+        );
         assert_eq!("16/b374d848".parse::<Lsn>(), Ok(Lsn(0x16_B374_D848)));
         assert_eq!("00000016/0B374D84".parse::<Lsn>(), Ok(Lsn(0x16_0B37_4D84)));
         for v in [0, 1, 0xFFFF_FFFF, 0x1_0000_0000, u64::MAX] {

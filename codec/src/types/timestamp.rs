@@ -177,7 +177,10 @@ mod tests {
         assert_eq!(PgTimestamp(0).unix_micros(), Some(946_684_800_000_000));
         assert_eq!(PgTimestamp(0).to_string(), "2000-01-01 00:00:00+00");
         assert_eq!(PgTimestamp(-1).to_string(), "1999-12-31 23:59:59.999999+00");
-        assert_eq!(PgTimestamp(1_500_000).to_string(), "2000-01-01 00:00:01.5+00");
+        assert_eq!(
+            PgTimestamp(1_500_000).to_string(),
+            "2000-01-01 00:00:01.5+00"
+        );
         assert_eq!(PgTimestamp::from_unix_micros(i64::MIN), None);
         assert_eq!(PgTimestamp(i64::MAX - 1).unix_micros(), None);
         assert_eq!(PgTimestamp::INFINITY.to_string(), "infinity");
