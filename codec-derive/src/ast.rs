@@ -65,8 +65,8 @@ impl<'a> Container<'a> {
                     .collect(),
             ),
             SynData::Union(data) => {
-                errors.spanned(
-                    &data.union_token,
+                errors.at(
+                    data.union_token.span,
                     "unions cannot derive Decode/Encode: use a struct, or an enum with a \
                      #[codec(tag = …)] on each variant",
                 );
