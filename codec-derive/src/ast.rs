@@ -2,7 +2,7 @@
 
 use syn::{Data as SynData, DeriveInput, Fields, Ident, Lifetime, Member, Type};
 
-use crate::attr::{self, Errors, Len, Position, Since, Tag};
+use crate::attr::{self, Count, Errors, Flag, Len, Position, Since, Tag};
 
 pub struct Container<'a> {
     pub ident: &'a Ident,
@@ -36,6 +36,11 @@ pub struct Field<'a> {
     pub member: Member,
     pub ty: &'a Type,
     pub len: Option<Len>,
+    pub count: Option<Count>,
+    pub expect: Option<(syn::LitInt, proc_macro2::Span)>,
+    pub marker: Option<Tag>,
+    pub optional: Option<Flag>,
+    pub rest: Option<Flag>,
     pub since: Option<Since>,
 }
 
@@ -110,6 +115,11 @@ fn fields_from_ast<'a>(fields: &'a Fields, errors: &mut Errors) -> (Style, Vec<F
                 },
                 ty: &field.ty,
                 len: codec.len,
+                count: codec.count,
+                expect: codec.expect,
+                marker: codec.marker,
+                optional: codec.optional,
+                rest: codec.rest,
                 since: attr::parse_since(&field.attrs, errors),
             }
         })
@@ -126,23 +136,34 @@ impl Field<'_> {
         }
     }
 
-    /// The type on the wire: `T` for a `#[since]` field of type `Option<T>`.
+    /// The type on the wire: `T` for a `#[since]` or `optional` field of type `Option<T>`.
     pub fn wire_ty(&self) -> &Type {
-        match self.since {
-            Some(_) => option_inner(self.ty).unwrap_or(self.ty),
-            None => self.ty,
+        if self.since.is_some() || self.optional.is_some() {
+            option_inner(self.ty).unwrap_or(self.ty)
+        } else {
+            self.ty
         }
+    }
+
+    /// `T` for a `count` field of type `Vec<T>`.
+    pub fn element_ty(&self) -> &Type {
+        generic_arg(self.wire_ty(), "Vec").unwrap_or(self.wire_ty())
     }
 }
 
 /// `T` when `ty` is `Option<T>` (also spelled `core::option::Option<T>`).
 pub fn option_inner(ty: &Type) -> Option<&Type> {
+    generic_arg(ty, "Option")
+}
+
+/// `T` when `ty` is `Name<T>`, by the last path segment.
+pub fn generic_arg<'t>(ty: &'t Type, name: &str) -> Option<&'t Type> {
     let Type::Path(path) = ty else { return None };
     if path.qself.is_some() {
         return None;
     }
     let last = path.path.segments.last()?;
-    if last.ident != "Option" {
+    if last.ident != name {
         return None;
     }
     match &last.arguments {
@@ -206,4 +227,11 @@ pub fn type_string(ty: &Type) -> String {
         }
     }
     out
+}
+
+/// Whether `ty` is a primitive unsigned integer, which `expect` can compare.
+pub fn is_unsigned_int(ty: &Type) -> bool {
+    ["u8", "u16", "u32", "u64"]
+        .iter()
+        .any(|name| matches!(ty, Type::Path(p) if p.qself.is_none() && p.path.is_ident(name)))
 }

@@ -101,7 +101,15 @@ impl Position {
     fn keys(self) -> &'static [&'static str] {
         match self {
             Position::Container | Position::Variant => &["tag"],
-            Position::Field => &["len"],
+            Position::Field => &[
+                "len",
+                "count",
+                "count_before",
+                "expect",
+                "marker",
+                "optional",
+                "rest",
+            ],
         }
     }
 
@@ -114,11 +122,39 @@ impl Position {
     }
 }
 
+/// `#[codec(count = u16)]`: a `Vec` whose element count is an integer of this type, right
+/// before the elements or, with `count_before = field`, before an earlier field.
+#[derive(Clone)]
+pub struct Count {
+    pub prefix: syn::Ident,
+    pub span: Span,
+    pub before: Option<syn::Ident>,
+}
+
+/// The integer types a count prefix can have.
+pub const COUNT_TYPES: [&str; 5] = ["u8", "u16", "i16", "u32", "i32"];
+
+/// A key that takes no value, like `optional`, and where it was written.
+#[derive(Clone)]
+pub struct Flag {
+    pub span: Span,
+}
+
 /// Everything `#[codec(...)]` can say, for any position.
 #[derive(Default)]
 pub struct CodecAttrs {
     pub tag: Option<Tag>,
     pub len: Option<Len>,
+    pub count: Option<Count>,
+    pub count_before: Option<syn::Ident>,
+    /// `expect = 0`: the field always holds this value (flags PostgreSQL leaves unused).
+    pub expect: Option<(syn::LitInt, Span)>,
+    /// `marker = b'N'`: a constant byte on the wire right before the field.
+    pub marker: Option<Tag>,
+    /// `optional`: an `Option<T>` present when the next byte is one of `T`'s tags.
+    pub optional: Option<Flag>,
+    /// `rest`: every byte left in the message.
+    pub rest: Option<Flag>,
 }
 
 /// Parses every `#[codec(...)]` in `attrs`, accepting the keys of `position`.
@@ -152,6 +188,56 @@ pub fn parse_codec(attrs: &[Attribute], position: Position, errors: &mut Errors)
                     let len = parse_len(&meta, errors)?;
                     set_once(&mut out.len, len, &meta, "len", errors);
                 }
+                "count" => {
+                    let span = meta.path.span_of_key();
+                    let prefix: syn::Ident = meta.value()?.parse()?;
+                    if !COUNT_TYPES.contains(&prefix.to_string().as_str()) {
+                        errors.spanned(
+                            &prefix,
+                            format_args!(
+                                "unsupported count type `{prefix}`; expected one of: {}",
+                                COUNT_TYPES.join(", ")
+                            ),
+                        );
+                    }
+                    let count = Count {
+                        prefix,
+                        span,
+                        before: None,
+                    };
+                    set_once(&mut out.count, count, &meta, "count", errors);
+                }
+                "count_before" => {
+                    let field: syn::Ident = meta.value()?.parse()?;
+                    set_once(&mut out.count_before, field, &meta, "count_before", errors);
+                }
+                "expect" => {
+                    let span = meta.path.span_of_key();
+                    let lit: LitInt = meta.value()?.parse()?;
+                    if lit.base10_parse::<u64>().is_err() {
+                        errors.spanned(
+                            &lit,
+                            "`expect` takes a non-negative integer, like expect = 0",
+                        );
+                    }
+                    set_once(&mut out.expect, (lit, span), &meta, "expect", errors);
+                }
+                "marker" => {
+                    let marker = parse_tag(&meta, errors)?;
+                    set_once(&mut out.marker, marker, &meta, "marker", errors);
+                }
+                "optional" => {
+                    let flag = Flag {
+                        span: meta.path.span_of_key(),
+                    };
+                    set_once(&mut out.optional, flag, &meta, "optional", errors);
+                }
+                "rest" => {
+                    let flag = Flag {
+                        span: meta.path.span_of_key(),
+                    };
+                    set_once(&mut out.rest, flag, &meta, "rest", errors);
+                }
                 _ => unreachable!("key list and match arms agree"),
             }
             Ok(())
@@ -159,6 +245,14 @@ pub fn parse_codec(attrs: &[Attribute], position: Position, errors: &mut Errors)
         if let Err(err) = result {
             errors.push(err);
         }
+    }
+    match (&mut out.count, out.count_before.take()) {
+        (Some(count), before) => count.before = before,
+        (None, Some(before)) => errors.spanned(
+            &before,
+            "`count_before` places a `count`: add #[codec(count = u32, count_before = …)]",
+        ),
+        (None, None) => {}
     }
     out
 }

@@ -74,7 +74,67 @@ fn check_generics(container: &Container<'_>, errors: &mut Errors) {
 }
 
 fn check_fields(fields: &[Field<'_>], errors: &mut Errors) {
-    for field in fields {
+    for (index, field) in fields.iter().enumerate() {
+        check_shape_keys(field, errors);
+        if let Some(count) = &field.count {
+            if ast::generic_arg(field.wire_ty(), "Vec").is_none() {
+                errors.at(
+                    count.span,
+                    format_args!(
+                        "#[codec(count = …)] is for repeated parts: the field must be a `Vec<_>`, \
+                         not `{}`",
+                        ast::type_string(field.wire_ty())
+                    ),
+                );
+            }
+            if let Some(before) = &count.before {
+                if !fields[..index]
+                    .iter()
+                    .any(|f| f.name() == before.to_string())
+                {
+                    errors.spanned(
+                        before,
+                        format_args!(
+                            "`count_before = {before}` names no earlier field: the count goes \
+                             on the wire right before that field"
+                        ),
+                    );
+                }
+            }
+        }
+        if let Some((_, span)) = &field.expect {
+            if !ast::is_unsigned_int(field.ty) || field.since.is_some() {
+                errors.at(
+                    *span,
+                    format_args!(
+                        "#[codec(expect = …)] is for an unsigned integer field that always holds \
+                         one value, not `{}`",
+                        ast::type_string(field.ty)
+                    ),
+                );
+            }
+        }
+        if let Some(optional) = &field.optional {
+            if ast::option_inner(field.ty).is_none()
+                || field.since.is_some()
+                || field.marker.is_some()
+            {
+                errors.at(
+                    optional.span,
+                    "#[codec(optional)] is for an `Option<T>` field without #[since] or marker: \
+                     it is present when the next byte is one of `T`'s tags",
+                );
+            }
+        }
+        if let Some(rest) = &field.rest {
+            if index + 1 != fields.len() || !ast::is_byte_container(field.wire_ty()) {
+                errors.at(
+                    rest.span,
+                    "#[codec(rest)] takes every byte left: it must be the last field, of type \
+                     `PgBytes<'a>`, `Cow<'a, [u8]>` or `Vec<u8>`",
+                );
+            }
+        }
         if let Some(since) = &field.since {
             if ast::option_inner(field.ty).is_none() {
                 errors.spanned(
@@ -106,6 +166,24 @@ fn check_fields(fields: &[Field<'_>], errors: &mut Errors) {
                     ),
                 );
             }
+        }
+    }
+}
+
+/// A field has at most one wire shape: `len`, `count` or `rest`.
+fn check_shape_keys(field: &Field<'_>, errors: &mut Errors) {
+    let shapes = [
+        field.len.as_ref().map(|l| ("len", l.span)),
+        field.count.as_ref().map(|count| ("count", count.span)),
+        field.rest.as_ref().map(|r| ("rest", r.span)),
+    ];
+    let mut given = shapes.iter().flatten();
+    if let Some((first, _)) = given.next() {
+        for (other, span) in given {
+            errors.at(
+                *span,
+                format_args!("`{other}` conflicts with `{first}`: a field has one wire shape"),
+            );
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 
-use crate::{Ctx, DecodeError, EncodeError, Reader, Writer};
+use crate::{Ctx, DecodeError, DecodeErrorKind, EncodeError, Reader, TagSet, Writer};
 
 /// A value read from the wire, borrowing from the input where it can.
 ///
@@ -23,13 +23,18 @@ pub trait Encode {
     fn encoded_len(&self, ctx: Ctx) -> usize;
 }
 
-/// A message type that starts with a fixed tag byte. `#[codec(tag = …)]` implements it;
-/// dispatch enums use it to pick the variant from the first byte.
+/// A type whose encoding starts with a tag byte from a known set: a message with
+/// `#[codec(tag = …)]` (one tag), or a tagged enum (the union of its variants' tags).
+/// Dispatch enums use it to pick the variant from the first byte, and `#[codec(optional)]`
+/// to tell whether an optional part is there.
 pub trait Tagged {
-    /// The tag byte, e.g. `b'M'`.
-    const TAG: u8;
+    /// The tag bytes a value can start with.
+    const TAGS: TagSet;
     /// The Rust type's name, for errors.
     const NAME: &'static str;
+
+    /// The tag byte this value starts with.
+    fn tag(&self) -> u8;
 }
 
 /// Turns a value that borrows from decoded input into one that owns its data.
@@ -128,6 +133,43 @@ integer_codec! {
     i32 => read_i32, write_i32;
     u64 => read_u64, write_u64;
     i64 => read_i64, write_i64;
+}
+
+/// A boolean Int8: 0 or 1. PostgreSQL writes no other value, so others are errors (keeping
+/// `encode(decode(b)) == b` exact).
+impl<'a> Decode<'a> for bool {
+    fn decode(r: &mut Reader<'a>, _ctx: Ctx) -> Result<Self, DecodeError> {
+        let at = r.position();
+        match r.read_u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            found => Err(DecodeError::new(
+                DecodeErrorKind::InvalidValue {
+                    found: found.into(),
+                    expected: "0 (false) or 1 (true)",
+                },
+                at,
+            )),
+        }
+    }
+}
+
+impl Encode for bool {
+    fn encode(&self, w: &mut Writer<'_>, _ctx: Ctx) -> Result<(), EncodeError> {
+        w.write_u8(u8::from(*self));
+        Ok(())
+    }
+
+    fn encoded_len(&self, _ctx: Ctx) -> usize {
+        1
+    }
+}
+
+impl IntoOwned for bool {
+    type Owned = bool;
+    fn into_owned(self) -> bool {
+        self
+    }
 }
 
 impl<T: IntoOwned> IntoOwned for Option<T> {

@@ -5,7 +5,7 @@
 
 use core::fmt;
 
-use crate::Ctx;
+use crate::{Ctx, TagSet};
 
 /// One step of an error's location: a type and one of its fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +54,7 @@ pub enum DecodeErrorKind {
         /// The byte found.
         found: u8,
         /// The tags that would have been accepted.
-        expected: &'static [u8],
+        expected: TagSet,
     },
     /// A NUL-terminated String ran to the end of the message without its NUL.
     MissingNul,
@@ -79,6 +79,14 @@ pub enum DecodeErrorKind {
         /// What is allowed.
         expected: &'static str,
     },
+    /// The message is well-formed but cannot come at this point of the stream (for example
+    /// a Stream Stop without a Stream Start); see the stateful session decoder.
+    OutOfOrder {
+        /// The message's tag.
+        tag: u8,
+        /// What the protocol requires instead.
+        reason: &'static str,
+    },
     /// The message was complete but bytes were left after it.
     TrailingBytes {
         /// How many bytes were left.
@@ -97,6 +105,7 @@ impl DecodeErrorKind {
             Self::LengthTooLarge { length, .. } => write!(f, "length {length} too large"),
             Self::InvalidValue { found, .. } => write!(f, "invalid value {found}"),
             Self::TrailingBytes { remaining } => write!(f, "{remaining} trailing bytes"),
+            Self::OutOfOrder { tag, .. } => write!(f, "message {} out of order", TagByte(tag)),
         }
     }
 
@@ -106,24 +115,13 @@ impl DecodeErrorKind {
             Self::UnexpectedEnd { needed, available } => {
                 write!(f, " (needed {needed}, had {available})")
             }
-            Self::UnknownTag { expected, .. } => {
-                f.write_str("; expected ")?;
-                if expected.len() > 1 {
-                    f.write_str("one of ")?;
-                }
-                for (i, tag) in expected.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(", ")?;
-                    }
-                    write!(f, "{}", TagByte(*tag))?;
-                }
-                Ok(())
-            }
+            Self::UnknownTag { expected, .. } => write!(f, "; expected {expected}"),
             Self::MissingNul => f.write_str(" (the message ended first)"),
             Self::LengthTooLarge { available, .. } => {
                 write!(f, " (only {available} bytes left)")
             }
             Self::InvalidValue { expected, .. } => write!(f, "; expected {expected}"),
+            Self::OutOfOrder { reason, .. } => write!(f, ": {reason}"),
             Self::NegativeLength { .. } | Self::TrailingBytes { .. } => Ok(()),
         }
     }
@@ -257,6 +255,13 @@ pub enum EncodeErrorKind {
         /// What is allowed.
         expected: &'static str,
     },
+    /// The message cannot be sent at this point of the stream (session encoder).
+    OutOfOrder {
+        /// The message's tag.
+        tag: u8,
+        /// What the protocol requires instead.
+        reason: &'static str,
+    },
 }
 
 impl fmt::Display for EncodeErrorKind {
@@ -278,6 +283,13 @@ impl fmt::Display for EncodeErrorKind {
             }
             Self::InvalidValue { found, expected } => {
                 write!(f, "holds {found}; expected {expected}")
+            }
+            Self::OutOfOrder { tag, reason } => {
+                write!(
+                    f,
+                    "cannot be sent here (message {}): {reason}",
+                    TagByte(tag)
+                )
             }
         }
     }

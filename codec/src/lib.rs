@@ -55,9 +55,12 @@ extern crate self as pgoutput_codec;
 
 mod codec;
 mod ctx;
+mod envelope;
 mod error;
 mod message;
 mod reader;
+mod session;
+mod tags;
 mod types;
 mod writer;
 
@@ -67,9 +70,20 @@ pub mod __private;
 
 pub use codec::{decode, encode, encode_into, Decode, Encode, IntoOwned, Tagged};
 pub use ctx::{Ctx, CtxError, ProtocolVersion, Streaming};
+pub use envelope::{
+    ClientMessage, HotStandbyFeedback, PrimaryKeepalive, ServerMessage, StandbyStatusUpdate,
+    XLogData,
+};
 pub use error::{DecodeError, DecodeErrorKind, EncodeError, EncodeErrorKind, Frame};
-pub use message::{Message, MessageFlags, PgOutputMessage, StreamAbort};
+pub use message::{
+    Begin, BeginPrepare, ColumnValue, Commit, CommitPrepared, Delete, Insert, Message,
+    MessageFlags, OldTuple, Origin, PgOutputMessage, Prepare, Relation, RelationColumn,
+    ReplicaIdentity, RollbackPrepared, StreamAbort, StreamCommit, StreamPrepare, StreamStart,
+    StreamStop, Truncate, TruncateOptions, TupleData, Type, Update,
+};
 pub use pgoutput_codec_derive::{Decode, Encode};
 pub use reader::Reader;
+pub use session::{Decoder, Encoder};
+pub use tags::TagSet;
 pub use types::{Lsn, LsnParseError, Oid, PgBytes, PgStr, PgTimestamp, TimestampError, Xid};
 pub use writer::Writer;

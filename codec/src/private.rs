@@ -4,9 +4,10 @@
 //! Error context is added here, in one cold path per kind of failure, so that the generated
 //! code stays a straight line of calls.
 
-use crate::{Ctx, DecodeError, DecodeErrorKind, EncodeError, EncodeErrorKind, Reader, Writer};
-
-pub use core;
+use crate::{
+    Ctx, Decode, DecodeError, DecodeErrorKind, Encode, EncodeError, EncodeErrorKind, Reader,
+    TagSet, Writer,
+};
 
 /// Places a decode error in `message.field`.
 #[inline(always)]
@@ -34,31 +35,45 @@ pub fn encode_field(
     }
 }
 
-/// Reads the tag byte and checks it is `expected[0]`.
+/// Reads a message's tag byte and checks it is `tag`.
 #[inline]
-pub fn expect_tag(
+pub fn expect_tag(r: &mut Reader<'_>, tag: u8, message: &'static str) -> Result<(), DecodeError> {
+    expect_byte(r, tag, message, "tag")
+}
+
+/// Reads a constant byte that precedes `message.field` (`#[codec(marker = …)]`).
+#[inline]
+pub fn expect_byte(
     r: &mut Reader<'_>,
-    expected: &'static [u8],
+    byte: u8,
     message: &'static str,
+    field: &'static str,
 ) -> Result<(), DecodeError> {
     let at = r.position();
-    let found = field(r.read_u8(), message, "tag")?;
-    if Some(&found) == expected.first() {
+    let found = self::field(r.read_u8(), message, field)?;
+    if found == byte {
         Ok(())
     } else {
-        Err(unknown_tag(found, expected, at, message))
+        Err(unknown_tag(found, TagSet::single(byte), at, message, field))
     }
 }
 
-/// The error for a tag byte that matches nothing in `expected`.
+/// The error for a tag byte that is not in `expected`.
 #[cold]
 pub fn unknown_tag(
     found: u8,
-    expected: &'static [u8],
+    expected: TagSet,
     at: usize,
     message: &'static str,
+    field: &'static str,
 ) -> DecodeError {
-    DecodeError::new(DecodeErrorKind::UnknownTag { found, expected }, at).in_field(message, "tag")
+    DecodeError::new(DecodeErrorKind::UnknownTag { found, expected }, at).in_field(message, field)
+}
+
+/// `#[codec(optional)]`: whether the next byte starts a value of a type with these tags.
+#[inline]
+pub fn next_tag_in(r: &Reader<'_>, tags: TagSet) -> bool {
+    matches!(r.peek_u8(), Ok(tag) if tags.contains(tag))
 }
 
 /// `#[codec(len = i32)]`: an Int32 length, then that many bytes, borrowed.
@@ -71,6 +86,167 @@ pub fn read_i32_len_bytes<'a>(r: &mut Reader<'a>) -> Result<&'a [u8], DecodeErro
 #[inline]
 pub fn write_i32_len_bytes(w: &mut Writer<'_>, bytes: &[u8]) -> Result<(), EncodeError> {
     w.write_i32_len_bytes(bytes)
+}
+
+/// `#[codec(rest)]`: every byte left.
+#[inline]
+pub fn read_rest<'a>(r: &mut Reader<'a>) -> Result<&'a [u8], DecodeError> {
+    Ok(r.read_rest())
+}
+
+/// `#[codec(rest)]` when encoding.
+#[inline]
+pub fn write_rest(w: &mut Writer<'_>, bytes: &[u8]) -> Result<(), EncodeError> {
+    w.write_bytes(bytes);
+    Ok(())
+}
+
+/// An integer type that can carry an element count (`#[codec(count = …)]`).
+pub trait Count: Copy {
+    /// The count as a length; negative counts are errors.
+    fn to_len(self, at: usize) -> Result<usize, DecodeError>;
+    /// The count for `len` elements, if the type can carry it.
+    fn from_len(len: usize) -> Result<Self, EncodeError>;
+}
+
+macro_rules! count {
+    ($($ty:ty),*) => {$(
+        impl Count for $ty {
+            #[inline]
+            fn to_len(self, at: usize) -> Result<usize, DecodeError> {
+                usize::try_from(self).map_err(|_| {
+                    DecodeError::new(DecodeErrorKind::NegativeLength { length: self as i64 }, at)
+                })
+            }
+
+            #[inline]
+            fn from_len(len: usize) -> Result<Self, EncodeError> {
+                <$ty>::try_from(len).map_err(|_| {
+                    EncodeError::new(EncodeErrorKind::TooLong { length: len, max: <$ty>::MAX as usize })
+                })
+            }
+        }
+    )*};
+}
+
+count!(u8, u16, i16, u32, i32);
+
+/// `#[codec(count = u16)]` and friends: the count, then that many elements.
+#[inline]
+pub fn read_counted<'a, C, T>(r: &mut Reader<'a>, ctx: Ctx) -> Result<Vec<T>, DecodeError>
+where
+    C: Count + Decode<'a>,
+    T: Decode<'a>,
+{
+    let count = read_count::<C>(r, ctx)?;
+    read_elements(r, ctx, count)
+}
+
+/// A count, as a length and the offset it was read at.
+#[inline]
+pub fn read_count<'a, C: Count + Decode<'a>>(
+    r: &mut Reader<'a>,
+    ctx: Ctx,
+) -> Result<(usize, usize), DecodeError> {
+    let at = r.position();
+    Ok((C::decode(r, ctx)?.to_len(at)?, at))
+}
+
+/// `count` elements (with the offset of the count, for errors). Every element takes at
+/// least one byte, so a count larger than the bytes left is rejected before anything is
+/// allocated for it.
+#[inline]
+pub fn read_elements<'a, T: Decode<'a>>(
+    r: &mut Reader<'a>,
+    ctx: Ctx,
+    (count, at): (usize, usize),
+) -> Result<Vec<T>, DecodeError> {
+    r.check_len(count as u64, at)?;
+    let mut elements = Vec::with_capacity(count);
+    for _ in 0..count {
+        elements.push(T::decode(r, ctx)?);
+    }
+    Ok(elements)
+}
+
+/// Writes the count of `len` elements as a `C`.
+#[inline]
+pub fn write_count<C: Count + Encode>(
+    w: &mut Writer<'_>,
+    ctx: Ctx,
+    len: usize,
+) -> Result<(), EncodeError> {
+    C::from_len(len)?.encode(w, ctx)
+}
+
+/// Writes the count as a `C`, then the elements.
+#[inline]
+pub fn write_counted<C: Count + Encode, T: Encode>(
+    w: &mut Writer<'_>,
+    ctx: Ctx,
+    elements: &[T],
+) -> Result<(), EncodeError> {
+    write_count::<C>(w, ctx, elements.len())?;
+    write_elements(w, ctx, elements)
+}
+
+/// Writes the elements, one after another.
+#[inline]
+pub fn write_elements<T: Encode>(
+    w: &mut Writer<'_>,
+    ctx: Ctx,
+    elements: &[T],
+) -> Result<(), EncodeError> {
+    elements
+        .iter()
+        .try_for_each(|element| element.encode(w, ctx))
+}
+
+/// The bytes the elements take.
+#[inline]
+pub fn elements_len<T: Encode>(ctx: Ctx, elements: &[T]) -> usize {
+    elements
+        .iter()
+        .map(|element| element.encoded_len(ctx))
+        .sum()
+}
+
+/// `#[codec(expect = N)]` when decoding: the value read must be `N`.
+#[inline]
+pub fn expect_value<T: PartialEq + Into<u64> + Copy>(
+    value: T,
+    expected: T,
+    description: &'static str,
+    at: usize,
+) -> Result<T, DecodeError> {
+    if value == expected {
+        Ok(value)
+    } else {
+        Err(DecodeError::new(
+            DecodeErrorKind::InvalidValue {
+                found: value.into(),
+                expected: description,
+            },
+            at,
+        ))
+    }
+}
+
+/// `#[codec(expect = N)]` when encoding.
+#[inline]
+pub fn check_value<T: PartialEq + Into<u64> + Copy>(
+    value: T,
+    expected: T,
+    description: &'static str,
+) -> Result<(), EncodeError> {
+    if value == expected {
+        Ok(())
+    } else {
+        Err(EncodeError::new(EncodeErrorKind::InvalidValue {
+            found: value.into(),
+            expected: description,
+        }))
+    }
 }
 
 /// `#[since]` when encoding: a gated field must be `Some` exactly when the context puts it

@@ -1,4 +1,5 @@
-//! `impl Decode`: read the tag (if any), then each field in order, straight-line.
+//! `impl Decode`: read the tag (if any), then each field in order into a local, then build
+//! the value. Straight-line code; error context is added by `__private` helpers.
 
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
@@ -6,9 +7,10 @@ use syn::spanned::Spanned;
 use syn::Lifetime;
 
 use super::{
-    condition, error_scope, input_lifetime, internal, krate, tag_literal, with_static_lifetime,
+    binding, condition, counts_placed_before, early_count, input_lifetime, internal, krate,
+    tag_literal, with_static_lifetime, Scope,
 };
-use crate::ast::{Container, Data, Field, Style, Variant};
+use crate::ast::{self, Container, Data, Field, Style, Variant};
 
 pub fn expand(container: &Container<'_>) -> TokenStream {
     let krate = krate();
@@ -22,13 +24,13 @@ pub fn expand(container: &Container<'_>) -> TokenStream {
             let tag_check = container.tag.as_ref().map(|tag| {
                 let tag = tag_literal(tag.byte);
                 let name = container.name();
-                quote!(#krate::__private::expect_tag(#r, &[#tag], #name)?;)
+                quote!(#krate::__private::expect_tag(#r, #tag, #name)?;)
             });
-            let scope = error_scope(container, None, fields);
-            let construct = construct(quote!(Self), *style, fields, scope.as_deref(), &lifetime);
+            let scope = Scope::new(container, None, fields);
+            let construct = construct(quote!(Self), *style, fields, &scope, &lifetime);
             quote! {
                 #tag_check
-                ::core::result::Result::Ok(#construct)
+                #construct
             }
         }
         Data::Enum(variants) => decode_enum(container, variants, &lifetime),
@@ -52,65 +54,133 @@ pub fn expand(container: &Container<'_>) -> TokenStream {
     }
 }
 
-/// `Path { a: …, b: … }`, `Path(…)` or `Path`, each field decoded in order.
+/// Reads each field into a local, in wire order, then returns `Ok(Path { … })`.
 fn construct(
     path: TokenStream,
     style: Style,
     fields: &[Field<'_>],
-    scope: Option<&str>,
+    scope: &Scope,
     lifetime: &Lifetime,
 ) -> TokenStream {
-    let values = fields
-        .iter()
-        .map(|field| decode_field(field, scope, lifetime));
-    match style {
+    let bindings: Vec<_> = fields.iter().map(binding).collect();
+    let reads = fields.iter().zip(&bindings).map(|(field, binding)| {
+        let (before, value) = decode_field(field, scope, lifetime);
+        let early_counts = counts_placed_before(fields, field).map(|(_, counted)| {
+            let krate = krate();
+            let (r, ctx) = (internal("r"), internal("ctx"));
+            let local = early_count(counted);
+            let prefix = &counted.count.as_ref().unwrap().prefix;
+            let (message, name) = (&scope.message, counted.name());
+            quote! {
+                let #local = #krate::__private::field(
+                    #krate::__private::read_count::<#prefix>(#r, #ctx),
+                    #message,
+                    #name,
+                )?;
+            }
+        });
+        quote! {
+            #(#early_counts)*
+            #before
+            let #binding = #value;
+        }
+    });
+    let value = match style {
         Style::Unit => path,
-        Style::Tuple => quote!(#path( #(#values,)* )),
+        Style::Tuple => quote!(#path( #(#bindings),* )),
         Style::Named => {
             let members = fields.iter().map(|field| &field.member);
-            quote!(#path { #(#members: #values,)* })
+            quote!(#path { #(#members: #bindings),* })
         }
+    };
+    quote! {
+        #(#reads)*
+        ::core::result::Result::Ok(#value)
     }
 }
 
-/// The expression that reads one field.
-fn decode_field(field: &Field<'_>, scope: Option<&str>, lifetime: &Lifetime) -> TokenStream {
+/// The statements that come before one field (a marker byte) and the expression that
+/// reads it.
+fn decode_field(
+    field: &Field<'_>,
+    scope: &Scope,
+    lifetime: &Lifetime,
+) -> (TokenStream, TokenStream) {
     let krate = krate();
     let r = internal("r");
     let ctx = internal("ctx");
+    let at = internal("at");
+    let message = &scope.message;
+    let name = field.name();
     let ty = field.wire_ty();
-    let read = match &field.len {
-        Some(_) => quote!(#krate::__private::read_i32_len_bytes(#r)),
-        None => quote_spanned!(ty.span()=> <#ty as #krate::Decode<#lifetime>>::decode(#r, #ctx)),
-    };
-    let read = match scope {
-        Some(message) => {
-            let name = field.name();
-            quote!(#krate::__private::field(#read, #message, #name)?)
-        }
-        None => quote!(#read?),
-    };
-    let value = match &field.len {
-        Some(_) => quote!(::core::convert::From::from(#read)),
-        None => read,
-    };
-    match &field.since {
-        Some(since) => {
-            let (present, _) = condition(since);
-            quote! {
-                if #present {
-                    ::core::option::Option::Some(#value)
-                } else {
-                    ::core::option::Option::None
-                }
+    let read = if field.len.is_some() {
+        quote!(#krate::__private::read_i32_len_bytes(#r))
+    } else if field.rest.is_some() {
+        quote!(#krate::__private::read_rest(#r))
+    } else if let Some(count) = &field.count {
+        let element = field.element_ty();
+        match &count.before {
+            None => {
+                let prefix = &count.prefix;
+                quote!(#krate::__private::read_counted::<#prefix, #element>(#r, #ctx))
+            }
+            Some(_) => {
+                let local = early_count(field);
+                quote!(#krate::__private::read_elements::<#element>(#r, #ctx, #local))
             }
         }
-        None => value,
+    } else {
+        quote_spanned!(ty.span()=> <#ty as #krate::Decode<#lifetime>>::decode(#r, #ctx))
+    };
+    let placed = |result: TokenStream| {
+        if scope.transparent {
+            quote!(#result?)
+        } else {
+            quote!(#krate::__private::field(#result, #message, #name)?)
+        }
+    };
+    let mut value = placed(read);
+    if field.len.is_some() || field.rest.is_some() {
+        value = quote!(::core::convert::From::from(#value));
     }
+    if let Some((expected, _)) = &field.expect {
+        let description = expected.base10_digits();
+        let check = placed(quote! {
+            #krate::__private::expect_value(#value, #expected, #description, #at)
+        });
+        value = quote!({
+            let #at = #r.position();
+            #check
+        });
+    }
+    if let Some(since) = &field.since {
+        let (present, _) = condition(since);
+        value = quote! {
+            if #present {
+                ::core::option::Option::Some(#value)
+            } else {
+                ::core::option::Option::None
+            }
+        };
+    }
+    if field.optional.is_some() {
+        value = quote! {
+            if #krate::__private::next_tag_in(#r, <#ty as #krate::Tagged>::TAGS) {
+                ::core::option::Option::Some(#value)
+            } else {
+                ::core::option::Option::None
+            }
+        };
+    }
+    let before = field.marker.as_ref().map(|marker| {
+        let byte = tag_literal(marker.byte);
+        quote!(#krate::__private::expect_byte(#r, #byte, #message, #name)?;)
+    });
+    (quote!(#before), value)
 }
 
 /// A tagged union: dispatch on the first byte. Variants with their own `#[codec(tag)]`
-/// consume it here; newtype variants without one leave it to their inner message type.
+/// consume it here; newtype variants without one leave it to their inner type.
 fn decode_enum(
     container: &Container<'_>,
     variants: &[Variant<'_>],
@@ -120,53 +190,53 @@ fn decode_enum(
     let r = internal("r");
     let tag_var = internal("tag");
     let at = internal("at");
+    let ctx = internal("ctx");
     let name = container.name();
-    let expected = variants
-        .iter()
-        .map(|variant| variant_tag(container, variant, true));
     let arms = variants.iter().map(|variant| {
         let variant_ident = variant.ident;
         let path = quote!(Self::#variant_ident);
-        let test = variant_tag(container, variant, false);
-        let value = match &variant.tag {
+        let test = variant_tags(container, variant, false);
+        let body = match &variant.tag {
             Some(_) => {
-                let scope = error_scope(container, Some(variant_ident), &variant.fields);
-                let value = construct(
-                    path,
-                    variant.style,
-                    &variant.fields,
-                    scope.as_deref(),
-                    lifetime,
-                );
+                let scope = Scope::new(container, Some(variant_ident), &variant.fields);
+                let value = construct(path, variant.style, &variant.fields, &scope, lifetime);
                 quote! {
                     #r.read_u8()?;
                     #value
                 }
             }
             None => {
-                let field = &variant.fields[0];
-                let value = decode_field(field, None, lifetime);
-                quote!(#path(#value))
+                let ty = variant.fields[0].ty;
+                quote! {
+                    ::core::result::Result::Ok(#path(
+                        <#ty as #krate::Decode<#lifetime>>::decode(#r, #ctx)?
+                    ))
+                }
             }
         };
         quote! {
-            if #tag_var == #test {
-                return ::core::result::Result::Ok({ #value });
+            if #test.contains(#tag_var) {
+                return { #body };
             }
         }
     });
     quote! {
-        const EXPECTED: &[::core::primitive::u8] = &[#(#expected),*];
         let #at = #r.position();
         let #tag_var = #krate::__private::field(#r.peek_u8(), #name, "tag")?;
         #(#arms)*
-        ::core::result::Result::Err(#krate::__private::unknown_tag(#tag_var, EXPECTED, #at, #name))
+        ::core::result::Result::Err(#krate::__private::unknown_tag(
+            #tag_var,
+            <Self as #krate::Tagged>::TAGS,
+            #at,
+            #name,
+            "tag",
+        ))
     }
 }
 
-/// The tag byte of a variant: its literal, or its inner type's `Tagged::TAG`.
+/// The tag set of a variant: its literal, or its inner type's `Tagged::TAGS`.
 /// `in_const` writes the inner type with `'static` for use in a `const` item.
-pub(super) fn variant_tag(
+pub(super) fn variant_tags(
     container: &Container<'_>,
     variant: &Variant<'_>,
     in_const: bool,
@@ -175,7 +245,7 @@ pub(super) fn variant_tag(
     match &variant.tag {
         Some(tag) => {
             let tag = tag_literal(tag.byte);
-            quote!(#tag)
+            quote!(#krate::TagSet::single(#tag))
         }
         None => {
             let ty = variant.fields[0].ty;
@@ -184,14 +254,14 @@ pub(super) fn variant_tag(
             } else {
                 quote!(#ty)
             };
-            quote_spanned!(variant.fields[0].ty.span()=> <#ty as #krate::Tagged>::TAG)
+            quote_spanned!(variant.fields[0].ty.span()=> <#ty as #krate::Tagged>::TAGS)
         }
     }
 }
 
 /// A compile-time check that no two variants share a tag byte. Tags written on variants are
-/// compared by the macro itself (see `check`); a newtype variant's tag is its inner type's
-/// `Tagged::TAG`, known only to the compiler, so those pairs are compared in a `const`.
+/// compared by the macro itself (see `check`); a newtype variant's tags are its inner type's
+/// `Tagged::TAGS`, known only to the compiler, so those pairs are compared in a `const`.
 fn unique_tags_check(container: &Container<'_>, variants: &[Variant<'_>]) -> TokenStream {
     let mut checks = Vec::new();
     for (i, first) in variants.iter().enumerate() {
@@ -199,10 +269,10 @@ fn unique_tags_check(container: &Container<'_>, variants: &[Variant<'_>]) -> Tok
             if first.tag.is_some() && second.tag.is_some() {
                 continue;
             }
-            let a = variant_tag(container, first, true);
-            let b = variant_tag(container, second, true);
+            let a = variant_tags(container, first, true);
+            let b = variant_tags(container, second, true);
             let message = format!(
-                "duplicate tag in `{}`: variants `{}` ({}) and `{}` ({}) have the same tag byte",
+                "duplicate tag in `{}`: variants `{}` ({}) and `{}` ({}) share a tag byte",
                 container.name(),
                 first.ident,
                 describe(first),
@@ -210,7 +280,7 @@ fn unique_tags_check(container: &Container<'_>, variants: &[Variant<'_>]) -> Tok
                 describe(second),
             );
             checks.push(quote! {
-                if #a == #b {
+                if #a.intersects(#b) {
                     ::core::panic!(#message);
                 }
             });
@@ -230,9 +300,6 @@ fn unique_tags_check(container: &Container<'_>, variants: &[Variant<'_>]) -> Tok
 fn describe(variant: &Variant<'_>) -> String {
     match &variant.tag {
         Some(_) => "#[codec(tag)]".to_owned(),
-        None => {
-            let ty = variant.fields[0].ty;
-            format!("type `{}`", crate::ast::type_string(ty))
-        }
+        None => format!("type `{}`", ast::type_string(variant.fields[0].ty)),
     }
 }

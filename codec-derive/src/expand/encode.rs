@@ -3,7 +3,7 @@
 use proc_macro2::TokenStream;
 use quote::quote;
 
-use super::{binding, condition, error_scope, internal, krate, tag_literal};
+use super::{binding, condition, counts_placed_before, internal, krate, tag_literal, Scope};
 use crate::ast::{Container, Data, Field, Style};
 
 pub fn expand(container: &Container<'_>) -> TokenStream {
@@ -14,7 +14,7 @@ pub fn expand(container: &Container<'_>) -> TokenStream {
     let ctx = internal("ctx");
     let (encode, encoded_len) = match &container.data {
         Data::Struct(_, fields) => {
-            let scope = error_scope(container, None, fields);
+            let scope = Scope::new(container, None, fields);
             let accessors: Vec<TokenStream> = fields
                 .iter()
                 .map(|field| {
@@ -25,7 +25,7 @@ pub fn expand(container: &Container<'_>) -> TokenStream {
             let tag = container.tag.as_ref().map(|tag| tag_literal(tag.byte));
             let write_tag = tag.as_ref().map(|tag| quote!(#w.write_u8(#tag);));
             let tag_len = if tag.is_some() { quote!(1) } else { quote!(0) };
-            let writes = write_fields(fields, &accessors, scope.as_deref());
+            let writes = write_fields(fields, &accessors, &scope);
             let lens = field_lens(fields, &accessors);
             (
                 quote! {
@@ -54,8 +54,8 @@ pub fn expand(container: &Container<'_>) -> TokenStream {
                 match &variant.tag {
                     Some(tag) => {
                         let tag = tag_literal(tag.byte);
-                        let scope = error_scope(container, Some(variant_ident), &variant.fields);
-                        let writes = write_fields(&variant.fields, &accessors, scope.as_deref());
+                        let scope = Scope::new(container, Some(variant_ident), &variant.fields);
+                        let writes = write_fields(&variant.fields, &accessors, &scope);
                         let lens = field_lens(&variant.fields, &accessors);
                         encode_arms.push(quote! {
                             #pattern => {
@@ -66,11 +66,14 @@ pub fn expand(container: &Container<'_>) -> TokenStream {
                         len_arms.push(quote!(#pattern => 1 #(+ #lens)*,));
                     }
                     None => {
-                        // A newtype around a tagged message: it writes its own tag.
-                        let writes = write_fields(&variant.fields, &accessors, None);
-                        let lens = field_lens(&variant.fields, &accessors);
-                        encode_arms.push(quote!(#pattern => { #(#writes)* }));
-                        len_arms.push(quote!(#pattern => #(#lens)*,));
+                        // A newtype around a tagged type: it writes its own tag.
+                        let inner = &accessors[0];
+                        encode_arms.push(quote! {
+                            #pattern => #krate::Encode::encode(#inner, #w, #ctx)?,
+                        });
+                        len_arms.push(quote! {
+                            #pattern => #krate::Encode::encoded_len(#inner, #ctx),
+                        });
                     }
                 }
             }
@@ -113,53 +116,97 @@ pub fn expand(container: &Container<'_>) -> TokenStream {
 fn write_fields(
     fields: &[Field<'_>],
     accessors: &[TokenStream],
-    scope: Option<&str>,
+    scope: &Scope,
 ) -> Vec<TokenStream> {
     let krate = krate();
     let w = internal("w");
     let ctx = internal("ctx");
+    let message = &scope.message;
     fields
         .iter()
         .zip(accessors)
         .map(|(field, accessor)| {
-            let value = internal("value");
-            let write = |value: &TokenStream| match &field.len {
-                Some(_) => quote! {
-                    #krate::__private::write_i32_len_bytes(
-                        #w,
-                        ::core::convert::AsRef::<[::core::primitive::u8]>::as_ref(#value),
-                    )
-                },
-                None => quote!(#krate::Encode::encode(#value, #w, #ctx)),
-            };
-            let placed = |write: TokenStream| match scope {
-                Some(message) => {
-                    let name = field.name();
-                    quote!(#krate::__private::encode_field(#write, #message, #name)?;)
+            let name = field.name();
+            let placed = |result: TokenStream| {
+                if scope.transparent {
+                    quote!(#result?;)
+                } else {
+                    quote!(#krate::__private::encode_field(#result, #message, #name)?;)
                 }
-                None => quote!(#write?;),
             };
-            match &field.since {
-                Some(since) => {
-                    let (present, present_when) = condition(since);
-                    let message = scope.unwrap_or_default();
-                    let name = field.name();
-                    let write = placed(write(&quote!(#value)));
-                    quote! {
-                        #krate::__private::check_gated(
-                            ::core::option::Option::is_some(#accessor),
-                            #present,
-                            #present_when,
-                            #ctx,
-                            #message,
-                            #name,
-                        )?;
-                        if let ::core::option::Option::Some(#value) = #accessor {
-                            #write
-                        }
+            let value = internal("value");
+            // `value` is the wire value: the field itself, or what its `Option` holds.
+            let optional = field.since.is_some() || field.optional.is_some();
+            let v = if optional {
+                quote!(#value)
+            } else {
+                quote!(#accessor)
+            };
+            let mut statements = Vec::new();
+            for (index, counted) in counts_placed_before(fields, field) {
+                let prefix = &counted.count.as_ref().unwrap().prefix;
+                let elements = &accessors[index];
+                let counted_name = counted.name();
+                statements.push(quote! {
+                    #krate::__private::encode_field(
+                        #krate::__private::write_count::<#prefix>(#w, #ctx, (#elements).len()),
+                        #message,
+                        #counted_name,
+                    )?;
+                });
+            }
+            if let Some(marker) = &field.marker {
+                let byte = tag_literal(marker.byte);
+                statements.push(quote!(#w.write_u8(#byte);));
+            }
+            if let Some((expected, _)) = &field.expect {
+                let description = expected.base10_digits();
+                statements.push(placed(quote! {
+                    #krate::__private::check_value(*#v, #expected, #description)
+                }));
+            }
+            let bytes = quote!(::core::convert::AsRef::<[::core::primitive::u8]>::as_ref(#v));
+            let write = if field.len.is_some() {
+                quote!(#krate::__private::write_i32_len_bytes(#w, #bytes))
+            } else if field.rest.is_some() {
+                quote!(#krate::__private::write_rest(#w, #bytes))
+            } else if let Some(count) = &field.count {
+                match &count.before {
+                    None => {
+                        let prefix = &count.prefix;
+                        quote!(#krate::__private::write_counted::<#prefix, _>(#w, #ctx, #v))
+                    }
+                    // The count went out before an earlier field.
+                    Some(_) => quote!(#krate::__private::write_elements(#w, #ctx, #v)),
+                }
+            } else {
+                quote!(#krate::Encode::encode(#v, #w, #ctx))
+            };
+            statements.push(placed(write));
+            let body = quote!(#(#statements)*);
+            if let Some(since) = &field.since {
+                let (present, present_when) = condition(since);
+                quote! {
+                    #krate::__private::check_gated(
+                        ::core::option::Option::is_some(#accessor),
+                        #present,
+                        #present_when,
+                        #ctx,
+                        #message,
+                        #name,
+                    )?;
+                    if let ::core::option::Option::Some(#value) = #accessor {
+                        #body
                     }
                 }
-                None => placed(write(accessor)),
+            } else if field.optional.is_some() {
+                quote! {
+                    if let ::core::option::Option::Some(#value) = #accessor {
+                        #body
+                    }
+                }
+            } else {
+                body
             }
         })
         .collect()
@@ -174,21 +221,41 @@ fn field_lens(fields: &[Field<'_>], accessors: &[TokenStream]) -> Vec<TokenStrea
         .zip(accessors)
         .map(|(field, accessor)| {
             let value = internal("value");
-            let len = |value: &TokenStream| match &field.len {
-                Some(_) => quote!((4 + <[::core::primitive::u8]>::len(::core::convert::AsRef::<[::core::primitive::u8]>::as_ref(#value)))),
-                None => quote!(#krate::Encode::encoded_len(#value, #ctx)),
+            let optional = field.since.is_some() || field.optional.is_some();
+            let v = if optional {
+                quote!(#value)
+            } else {
+                quote!(#accessor)
             };
-            match &field.since {
-                Some(_) => {
-                    let inner = len(&quote!(#value));
-                    quote! {
-                        match #accessor {
-                            ::core::option::Option::Some(#value) => #inner,
-                            ::core::option::Option::None => 0,
-                        }
+            let bytes_len = quote! {
+                <[::core::primitive::u8]>::len(
+                    ::core::convert::AsRef::<[::core::primitive::u8]>::as_ref(#v),
+                )
+            };
+            let mut len = if field.len.is_some() {
+                quote!((4 + #bytes_len))
+            } else if field.rest.is_some() {
+                bytes_len
+            } else if let Some(count) = &field.count {
+                let prefix = &count.prefix;
+                quote! {
+                    (::core::mem::size_of::<#prefix>() + #krate::__private::elements_len(#ctx, #v))
+                }
+            } else {
+                quote!(#krate::Encode::encoded_len(#v, #ctx))
+            };
+            if field.marker.is_some() {
+                len = quote!((1 + #len));
+            }
+            if optional {
+                quote! {
+                    match #accessor {
+                        ::core::option::Option::Some(#value) => #len,
+                        ::core::option::Option::None => 0,
                     }
                 }
-                None => len(accessor),
+            } else {
+                len
             }
         })
         .collect()

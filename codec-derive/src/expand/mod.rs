@@ -102,24 +102,51 @@ fn condition(since: &Since) -> (TokenStream, String) {
     (quote!(#(#checks)&&*), words.join(" and "))
 }
 
-/// Where errors in a group of fields are reported: `Message`, `TupleColumn::Text`. `None`
-/// for newtypes, which are transparent: their errors belong to the enclosing field.
-fn error_scope(
-    container: &Container<'_>,
-    variant: Option<&Ident>,
-    fields: &[Field<'_>],
-) -> Option<String> {
-    let name = container.name();
-    match variant {
-        Some(variant) => Some(format!("{name}::{variant}")),
-        None if fields.len() == 1
+/// Where errors in a group of fields are reported: `Message`, `TupleColumn::Text`.
+pub(crate) struct Scope {
+    pub message: String,
+    /// Newtypes are transparent: their errors belong to the enclosing field, so their one
+    /// field adds no frame of its own.
+    pub transparent: bool,
+}
+
+impl Scope {
+    fn new(container: &Container<'_>, variant: Option<&Ident>, fields: &[Field<'_>]) -> Self {
+        let name = container.name();
+        let transparent = variant.is_none()
+            && fields.len() == 1
             && matches!(fields[0].member, Member::Unnamed(_))
-            && fields[0].since.is_none() =>
-        {
-            None
+            && fields[0].since.is_none()
+            && fields[0].marker.is_none()
+            && fields[0].expect.is_none();
+        Scope {
+            message: match variant {
+                Some(variant) => format!("{name}::{variant}"),
+                None => name,
+            },
+            transparent,
         }
-        None => Some(name),
     }
+}
+
+/// The `Vec` fields whose count goes on the wire right before `field`
+/// (`count_before = field`).
+fn counts_placed_before<'f, 'a>(
+    fields: &'f [Field<'a>],
+    field: &Field<'_>,
+) -> impl Iterator<Item = (usize, &'f Field<'a>)> {
+    let name = field.name();
+    fields.iter().enumerate().filter(move |(_, f)| {
+        f.count
+            .as_ref()
+            .and_then(|c| c.before.as_ref())
+            .is_some_and(|before| *before == name)
+    })
+}
+
+/// The local holding the count read early for a `count_before` field.
+fn early_count(field: &Field<'_>) -> Ident {
+    format_ident!("count_{}", binding(field), span = Span::mixed_site())
 }
 
 /// Wraps the whole expansion so its items cannot leak names into the user's module.
@@ -136,9 +163,7 @@ fn wrap(items: TokenStream) -> TokenStream {
 pub fn derive_decode(container: &Container<'_>) -> TokenStream {
     let mut items = decode::expand(container);
     items.extend(owned::expand(container));
-    if let (Some(tag), Data::Struct(..)) = (&container.tag, &container.data) {
-        items.extend(tagged(container, tag.byte));
-    }
+    items.extend(tagged(container));
     wrap(items)
 }
 
@@ -147,17 +172,50 @@ pub fn derive_encode(container: &Container<'_>) -> TokenStream {
     wrap(encode::expand(container))
 }
 
-fn tagged(container: &Container<'_>, byte: u8) -> TokenStream {
+/// `impl Tagged`: a tagged struct's one tag, or the union of an enum's variant tags.
+fn tagged(container: &Container<'_>) -> Option<TokenStream> {
     let krate = krate();
+    let (tags, tag_of_value) = match &container.data {
+        Data::Struct(..) => {
+            let tag = tag_literal(container.tag.as_ref()?.byte);
+            (quote!(#krate::TagSet::single(#tag)), quote!(#tag))
+        }
+        Data::Enum(variants) => {
+            let sets = variants
+                .iter()
+                .map(|v| decode::variant_tags(container, v, false));
+            let arms = variants.iter().map(|variant| {
+                let ident = variant.ident;
+                match &variant.tag {
+                    Some(tag) => {
+                        let tag = tag_literal(tag.byte);
+                        quote!(Self::#ident { .. } => #tag,)
+                    }
+                    None => {
+                        let inner = internal("inner");
+                        quote!(Self::#ident(#inner) => #krate::Tagged::tag(#inner),)
+                    }
+                }
+            });
+            (
+                quote!(#krate::TagSet::EMPTY #(.union(#sets))*),
+                quote!(match self { #(#arms)* }),
+            )
+        }
+    };
     let ident = container.ident;
     let (impl_generics, ty_generics, where_clause) = container.input.generics.split_for_impl();
-    let tag = tag_literal(byte);
     let name = container.name();
-    quote! {
+    Some(quote! {
         #[automatically_derived]
         impl #impl_generics #krate::Tagged for #ident #ty_generics #where_clause {
-            const TAG: ::core::primitive::u8 = #tag;
+            const TAGS: #krate::TagSet = #tags;
             const NAME: &'static ::core::primitive::str = #name;
+
+            #[inline]
+            fn tag(&self) -> ::core::primitive::u8 {
+                #tag_of_value
+            }
         }
-    }
+    })
 }

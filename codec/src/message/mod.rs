@@ -1,21 +1,67 @@
 //! pgoutput messages, one file per family, and the enum that dispatches over them.
 
+mod dml;
 mod logical;
+mod relation;
 mod stream;
+mod transaction;
+mod tuple;
+mod two_phase;
 
+pub use dml::{Delete, Insert, Truncate, TruncateOptions, Update};
 pub use logical::{Message, MessageFlags};
-pub use stream::StreamAbort;
+pub use relation::{Relation, RelationColumn, ReplicaIdentity, Type};
+pub use stream::{StreamAbort, StreamCommit, StreamStart, StreamStop};
+pub use transaction::{Begin, Commit, Origin};
+pub use tuple::{ColumnValue, OldTuple, TupleData};
+pub use two_phase::{BeginPrepare, CommitPrepared, Prepare, RollbackPrepared, StreamPrepare};
 
 /// Any pgoutput message, chosen by its tag byte.
 ///
 /// Decodes every known tag whatever the protocol version (PostgreSQL 18 sends Stream Abort
-/// even on protocol 1); rejects unknown tags with
-/// [`DecodeErrorKind::UnknownTag`](crate::DecodeErrorKind::UnknownTag).
+/// on protocol 1, and a two-phase slot sends two-phase messages on protocol 1); rejects
+/// unknown tags with [`DecodeErrorKind::UnknownTag`](crate::DecodeErrorKind::UnknownTag).
+/// To read a stream with Stream Start/Stop blocks, use the session
+/// [`Decoder`](crate::Decoder), which keeps the context up to date.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub enum PgOutputMessage<'a> {
+    /// `'B'`
+    Begin(Begin),
     /// `'M'`
     Message(Message<'a>),
+    /// `'C'`
+    Commit(Commit),
+    /// `'O'`
+    Origin(Origin<'a>),
+    /// `'R'`
+    Relation(Relation<'a>),
+    /// `'Y'`
+    Type(Type<'a>),
+    /// `'I'`
+    Insert(Insert<'a>),
+    /// `'U'`
+    Update(Update<'a>),
+    /// `'D'`
+    Delete(Delete<'a>),
+    /// `'T'`
+    Truncate(Truncate),
+    /// `'S'`
+    StreamStart(StreamStart),
+    /// `'E'`
+    StreamStop(StreamStop),
+    /// `'c'`
+    StreamCommit(StreamCommit),
     /// `'A'`
     StreamAbort(StreamAbort),
+    /// `'b'`
+    BeginPrepare(BeginPrepare<'a>),
+    /// `'P'`
+    Prepare(Prepare<'a>),
+    /// `'K'`
+    CommitPrepared(CommitPrepared<'a>),
+    /// `'r'`
+    RollbackPrepared(RollbackPrepared<'a>),
+    /// `'p'`
+    StreamPrepare(StreamPrepare<'a>),
 }

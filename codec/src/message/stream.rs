@@ -2,6 +2,45 @@
 
 use crate::{Lsn, PgTimestamp, Xid};
 
+/// Stream Start `'S'` (protocol 2, PostgreSQL 14): a block of a streamed transaction's
+/// changes begins. Inside the block, Relation, Type, Insert, Update, Delete, Truncate and
+/// Message carry an xid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[codec(tag = b'S')]
+pub struct StreamStart {
+    /// Top-level xid of the streamed transaction.
+    pub xid: Xid,
+    /// Whether this is the transaction's first block (Int8 1), or a later one (0).
+    pub first_segment: bool,
+}
+
+/// Stream Stop `'E'` (protocol 2, PostgreSQL 14): the current block ends. No fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, crate::Decode, crate::Encode)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[codec(tag = b'E')]
+pub struct StreamStop;
+
+/// Stream Commit `'c'` (protocol 2, PostgreSQL 14): a streamed transaction committed. Sent
+/// outside stream blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[codec(tag = b'c')]
+pub struct StreamCommit {
+    /// Top-level xid.
+    pub xid: Xid,
+    /// Unused flags; always 0.
+    #[codec(expect = 0)]
+    #[cfg_attr(feature = "arbitrary", arbitrary(value = 0))]
+    pub flags: u8,
+    /// The LSN of the commit.
+    pub commit_lsn: Lsn,
+    /// The end LSN of the transaction.
+    pub end_lsn: Lsn,
+    /// Commit timestamp.
+    pub commit_timestamp: PgTimestamp,
+}
+
 /// Stream Abort `'A'` (protocol 2+, PostgreSQL 14+; abort LSN and time PostgreSQL 16+): a
 /// streamed transaction, or one of its subtransactions, rolled back.
 ///

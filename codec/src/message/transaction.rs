@@ -1,0 +1,52 @@
+//! Transaction boundaries: Begin, Commit, Origin.
+
+use crate::{Lsn, PgStr, PgTimestamp, Xid};
+
+/// Begin `'B'` (protocol 1, PostgreSQL 10): a transaction starts.
+///
+/// There is no flags byte. PostgreSQL 15+ sends Begin lazily, right before the first change
+/// that is published, and sends nothing for empty transactions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[codec(tag = b'B')]
+pub struct Begin {
+    /// The final LSN of the transaction: the start of its commit record, equal to the
+    /// Commit's `commit_lsn`.
+    pub final_lsn: Lsn,
+    /// Commit timestamp (the origin's, if the commit carries origin information).
+    pub commit_timestamp: PgTimestamp,
+    /// Top-level xid.
+    pub xid: Xid,
+}
+
+/// Commit `'C'` (protocol 1, PostgreSQL 10): a transaction committed.
+///
+/// The flags byte is unused and always 0; PostgreSQL's reader rejects anything else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[codec(tag = b'C')]
+pub struct Commit {
+    /// Unused flags; always 0.
+    #[codec(expect = 0)]
+    #[cfg_attr(feature = "arbitrary", arbitrary(value = 0))]
+    pub flags: u8,
+    /// The LSN of the commit (start of the commit record).
+    pub commit_lsn: Lsn,
+    /// The end LSN of the transaction: what a client reports as flushed.
+    pub end_lsn: Lsn,
+    /// Commit timestamp.
+    pub commit_timestamp: PgTimestamp,
+}
+
+/// Origin `'O'` (protocol 1, PostgreSQL 10): the transaction came from a replication origin.
+///
+/// Sent right after Begin, Begin Prepare or the first Stream Start of a transaction.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[codec(tag = b'O')]
+pub struct Origin<'a> {
+    /// The LSN of the commit on the origin server (0 after a Stream Start).
+    pub origin_lsn: Lsn,
+    /// Name of the origin.
+    pub name: PgStr<'a>,
+}

@@ -1,0 +1,209 @@
+//! Stateful session decoding and encoding: the context follows Stream Start / Stream Stop.
+//!
+//! Inside a Stream Start/Stop block, Relation, Type, Insert, Update, Delete, Truncate and
+//! Message carry a leading xid that the bytes alone do not reveal. A [`Decoder`] (and the
+//! matching [`Encoder`]) is created from the negotiated options and tracks the blocks, so
+//! the caller never manages the context by hand. Messages that cannot come where they come
+//! (a Stream Stop without a Stream Start, say) are errors, not guesses.
+
+use crate::{
+    Ctx, CtxError, Decode, DecodeError, DecodeErrorKind, Encode, EncodeError, EncodeErrorKind,
+    PgOutputMessage, ProtocolVersion, Reader, Streaming, Tagged,
+};
+
+/// The context after a message with `tag`, or why the message cannot come now.
+///
+/// Mirrors the checks of PostgreSQL's apply worker (`worker.c`) that concern decoding:
+/// `duplicate STREAM START message`, `STREAM STOP message without STREAM START`,
+/// `STREAM COMMIT/ABORT/PREPARE message without STREAM STOP`.
+fn transition(ctx: Ctx, tag: u8) -> Result<Ctx, &'static str> {
+    match tag {
+        b'S' if ctx.in_stream() => {
+            Err("Stream Start inside a stream block: the previous block has no Stream Stop")
+        }
+        b'S' => ctx.with_in_stream(true).map_err(|_| {
+            "Stream Start in a session without streaming: negotiate streaming on or parallel"
+        }),
+        b'E' if !ctx.in_stream() => Err("Stream Stop without a Stream Start"),
+        b'E' => Ok(ctx.with_in_stream(false).unwrap_or(ctx)),
+        b'c' if ctx.in_stream() => {
+            Err("Stream Commit inside a stream block: Stream Stop comes first")
+        }
+        b'A' if ctx.in_stream() => {
+            Err("Stream Abort inside a stream block: Stream Stop comes first")
+        }
+        b'p' if ctx.in_stream() => {
+            Err("Stream Prepare inside a stream block: Stream Stop comes first")
+        }
+        _ => Ok(ctx),
+    }
+}
+
+/// Decodes the pgoutput messages of one replication session, in order.
+///
+/// ```
+/// use pgoutput_codec::{Decoder, PgOutputMessage, ProtocolVersion, Streaming};
+///
+/// let mut decoder = Decoder::new(ProtocolVersion::V2, Streaming::On)?;
+/// // Stream Start for xid 744, an Insert carrying that xid, Stream Stop.
+/// let start = b"S\0\0\x02\xe8\x01";
+/// let insert = b"I\0\0\x02\xe8\0\0\x40\x00N\0\x01t\0\0\0\x0242";
+/// let stop = b"E";
+/// assert!(matches!(decoder.decode(start)?, PgOutputMessage::StreamStart(_)));
+/// assert!(decoder.in_stream());
+/// let PgOutputMessage::Insert(insert) = decoder.decode(insert)? else { panic!() };
+/// assert_eq!(insert.xid.map(|x| x.0), Some(744));
+/// decoder.decode(stop)?;
+/// assert!(!decoder.in_stream());
+/// // A second Stream Stop is a protocol-order error.
+/// assert!(decoder.decode(stop).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decoder {
+    ctx: Ctx,
+}
+
+impl Decoder {
+    /// A decoder for a session that negotiated `version` and `streaming`.
+    pub fn new(version: ProtocolVersion, streaming: Streaming) -> Result<Self, CtxError> {
+        Ctx::new(version, streaming).map(Self::with_ctx)
+    }
+
+    /// A decoder starting from `ctx` (for example inside a block, to resume a stream).
+    pub fn with_ctx(ctx: Ctx) -> Self {
+        Decoder { ctx }
+    }
+
+    /// The context the next message will be decoded in.
+    pub fn ctx(&self) -> Ctx {
+        self.ctx
+    }
+
+    /// Whether we are between a Stream Start and its Stream Stop.
+    pub fn in_stream(&self) -> bool {
+        self.ctx.in_stream()
+    }
+
+    /// Decodes the next message. On error the session state is unchanged.
+    pub fn decode<'a>(&mut self, bytes: &'a [u8]) -> Result<PgOutputMessage<'a>, DecodeError> {
+        self.decode_as(bytes)
+    }
+
+    /// Decodes the next message as `M`, for example a user's enum that wraps
+    /// [`PgOutputMessage`] and adds message types of its own.
+    pub fn decode_as<'a, M: Decode<'a> + Tagged>(
+        &mut self,
+        bytes: &'a [u8],
+    ) -> Result<M, DecodeError> {
+        let after = match bytes.first() {
+            Some(&tag) => transition(self.ctx, tag).map_err(|reason| {
+                DecodeError::new(DecodeErrorKind::OutOfOrder { tag, reason }, 0)
+                    .in_field(M::NAME, "tag")
+            })?,
+            None => self.ctx,
+        };
+        let mut r = Reader::new(bytes);
+        let message = M::decode(&mut r, self.ctx)?;
+        r.finish()?;
+        self.ctx = after;
+        Ok(message)
+    }
+}
+
+/// Encodes the pgoutput messages of one replication session, in order: the counterpart of
+/// [`Decoder`], for servers and test fixtures.
+///
+/// ```
+/// use pgoutput_codec::{
+///     Decoder, Encoder, PgOutputMessage, ProtocolVersion, StreamStart, StreamStop, Streaming, Xid,
+/// };
+///
+/// let mut encoder = Encoder::new(ProtocolVersion::V2, Streaming::On)?;
+/// let mut decoder = Decoder::new(ProtocolVersion::V2, Streaming::On)?;
+/// let start = PgOutputMessage::StreamStart(StreamStart { xid: Xid(7), first_segment: true });
+/// let bytes = encoder.encode(&start)?;
+/// assert_eq!(decoder.decode(&bytes)?, start);
+/// assert!(encoder.in_stream());
+/// // Stream Start twice would nest blocks, which PostgreSQL never does.
+/// assert!(encoder.encode(&start).is_err());
+/// encoder.encode(&PgOutputMessage::StreamStop(StreamStop))?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Encoder {
+    ctx: Ctx,
+}
+
+impl Encoder {
+    /// An encoder for a session that negotiated `version` and `streaming`.
+    pub fn new(version: ProtocolVersion, streaming: Streaming) -> Result<Self, CtxError> {
+        Ctx::new(version, streaming).map(Self::with_ctx)
+    }
+
+    /// An encoder starting from `ctx`.
+    pub fn with_ctx(ctx: Ctx) -> Self {
+        Encoder { ctx }
+    }
+
+    /// The context the next message will be encoded in.
+    pub fn ctx(&self) -> Ctx {
+        self.ctx
+    }
+
+    /// Whether we are between a Stream Start and its Stream Stop.
+    pub fn in_stream(&self) -> bool {
+        self.ctx.in_stream()
+    }
+
+    /// Encodes the next message into a new buffer.
+    pub fn encode<M: Encode + Tagged + ?Sized>(
+        &mut self,
+        message: &M,
+    ) -> Result<Vec<u8>, EncodeError> {
+        let mut buf = Vec::with_capacity(message.encoded_len(self.ctx));
+        self.encode_into(message, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// Appends the next message to `buf`. On error `buf` and the session state are
+    /// unchanged.
+    pub fn encode_into<M: Encode + Tagged + ?Sized>(
+        &mut self,
+        message: &M,
+        buf: &mut Vec<u8>,
+    ) -> Result<(), EncodeError> {
+        let tag = message.tag();
+        let after = transition(self.ctx, tag)
+            .map_err(|reason| EncodeError::new(EncodeErrorKind::OutOfOrder { tag, reason }))?;
+        crate::encode_into(message, self.ctx, buf)?;
+        self.ctx = after;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_rules() {
+        let on = Ctx::new(ProtocolVersion::V2, Streaming::On).unwrap();
+        let block = on.with_in_stream(true).unwrap();
+        assert_eq!(transition(on, b'S'), Ok(block));
+        assert_eq!(transition(block, b'E'), Ok(on));
+        assert!(transition(block, b'S').is_err());
+        assert!(transition(on, b'E').is_err());
+        for tag in [b'c', b'A', b'p'] {
+            assert!(transition(block, tag).is_err());
+            assert_eq!(transition(on, tag), Ok(on));
+        }
+        // Non-streamed transactions and non-transactional messages may sit between blocks,
+        // and pgoutput never nests them inside one; either way their layout is the same.
+        assert_eq!(transition(block, b'I'), Ok(block));
+        let off = Ctx::plain(ProtocolVersion::V1);
+        assert!(transition(off, b'S').is_err());
+        // PostgreSQL 18 sends Stream Abort without streaming.
+        assert_eq!(transition(off, b'A'), Ok(off));
+    }
+}
