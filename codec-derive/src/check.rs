@@ -88,10 +88,7 @@ fn check_fields(fields: &[Field<'_>], errors: &mut Errors) {
                 );
             }
             if let Some(before) = &count.before {
-                if !fields[..index]
-                    .iter()
-                    .any(|f| f.name() == before.to_string())
-                {
+                if !fields[..index].iter().any(|f| *before == f.name()) {
                     errors.spanned(
                         before,
                         format_args!(

@@ -108,3 +108,45 @@ fn types_print_as_written() {
     let ty: syn::Type = parse_quote!(Option<PgStr<'a>>);
     assert_eq!(crate::ast::type_string(&ty), "Option<PgStr<'a>>");
 }
+
+#[test]
+fn counted_parts_markers_and_optional_parts() {
+    insta::assert_snapshot!(expand(parse_quote! {
+        #[codec(tag = b'U')]
+        pub struct Update<'a> {
+            pub relation_oid: Oid,
+            #[codec(optional)]
+            pub old_tuple: Option<OldTuple<'a>>,
+            #[codec(marker = b'N')]
+            pub new_tuple: TupleData<'a>,
+            #[codec(count = u16)]
+            pub columns: Vec<Column<'a>>,
+        }
+    }));
+}
+
+#[test]
+fn count_placed_before_another_field_and_expected_values() {
+    insta::assert_snapshot!(expand(parse_quote! {
+        #[codec(tag = b'T')]
+        pub struct Truncate {
+            #[codec(expect = 0)]
+            pub flags: u8,
+            pub options: TruncateOptions,
+            #[codec(count = u32, count_before = options)]
+            pub relation_oids: Vec<Oid>,
+        }
+    }));
+}
+
+#[test]
+fn rest_of_the_message() {
+    insta::assert_snapshot!(expand(parse_quote! {
+        #[codec(tag = b'w')]
+        pub struct XLogData<'a> {
+            pub wal_start: Lsn,
+            #[codec(rest)]
+            pub data: PgBytes<'a>,
+        }
+    }));
+}

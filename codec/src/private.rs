@@ -211,24 +211,24 @@ pub fn elements_len<T: Encode>(ctx: Ctx, elements: &[T]) -> usize {
         .sum()
 }
 
-/// `#[codec(expect = N)]` when decoding: the value read must be `N`.
+/// `#[codec(expect = N)]` when decoding: the value read (at `at`) must be `N`.
 #[inline]
 pub fn expect_value<T: PartialEq + Into<u64> + Copy>(
-    value: T,
+    read: Result<T, DecodeError>,
     expected: T,
     description: &'static str,
     at: usize,
 ) -> Result<T, DecodeError> {
-    if value == expected {
-        Ok(value)
-    } else {
-        Err(DecodeError::new(
+    match read {
+        Ok(value) if value == expected => Ok(value),
+        Ok(value) => Err(DecodeError::new(
             DecodeErrorKind::InvalidValue {
                 found: value.into(),
                 expected: description,
             },
             at,
-        ))
+        )),
+        Err(err) => Err(err),
     }
 }
 

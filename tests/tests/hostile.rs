@@ -7,10 +7,11 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use pgoutput_codec::{
-    decode, encode, DecodeError, DecodeErrorKind, Message, PgOutputMessage, ProtocolVersion,
-    StreamAbort, Streaming,
+    decode, encode, ColumnValue, Ctx, DecodeError, DecodeErrorKind, Decoder, Message, OldTuple,
+    PgOutputMessage, PrimaryKeepalive, ProtocolVersion, ReplicaIdentity, ServerMessage,
+    StreamAbort, Streaming, TagSet, Tagged, XLogData,
 };
-use pgoutput_tests::{ctx, message_cases, stream_abort_cases, unhex};
+use pgoutput_tests::{all_cases, ctx, message_cases, unhex};
 
 /// Counts the bytes this thread allocates, so a test can prove a decode allocated nothing
 /// (or nothing proportional to a length field).
@@ -51,32 +52,47 @@ fn assert_error(err: &DecodeError, kind: DecodeErrorKind, offset: usize, field: 
     assert_eq!(err.field(), Some(field), "{err}");
 }
 
+/// The Rust type of a message, as errors name it: `StreamAbort`.
+fn variant_name(message: &PgOutputMessage<'_>) -> String {
+    let debug = format!("{message:?}");
+    debug
+        .split(['(', ' '])
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
 #[test]
 fn every_proper_prefix_fails_with_a_positioned_error() {
     let mut checked = 0;
-    for case in message_cases() {
+    for case in all_cases() {
         let bytes = encode(&case.value, case.ctx).unwrap();
+        let name = variant_name(&case.value);
         for len in 0..bytes.len() {
-            let err = decode::<Message<'_>>(&bytes[..len], case.ctx).unwrap_err();
-            assert!(err.offset() <= len, "{}: {err}", case.name);
-            assert_eq!(err.message(), Some("Message"), "{}: {err}", case.name);
-            assert!(err.field().is_some(), "{}: {err}", case.name);
-            let via_enum = decode::<PgOutputMessage<'_>>(&bytes[..len], case.ctx).unwrap_err();
-            assert_eq!(via_enum.offset(), err.offset());
-            assert!(via_enum.field().is_some());
+            let err = decode::<PgOutputMessage<'_>>(&bytes[..len], case.ctx).unwrap_err();
+            let expected = if len == 0 {
+                "PgOutputMessage"
+            } else {
+                name.as_str()
+            };
+            assert!(err.offset() <= len, "{}[..{len}]: {err}", case.name);
+            assert_eq!(
+                err.message(),
+                Some(expected),
+                "{}[..{len}]: {err}",
+                case.name
+            );
+            assert!(err.field().is_some(), "{}[..{len}]: {err}", case.name);
+            let path = err.path();
+            assert!(
+                path.windows(2).all(|w| w[0] != w[1]),
+                "{}[..{len}]: {err}",
+                case.name
+            );
             checked += 1;
         }
     }
-    for case in stream_abort_cases() {
-        let bytes = encode(&case.value, case.ctx).unwrap();
-        for len in 0..bytes.len() {
-            let err = decode::<StreamAbort>(&bytes[..len], case.ctx).unwrap_err();
-            assert_eq!(err.message(), Some("StreamAbort"), "{}: {err}", case.name);
-            assert!(err.offset() <= len);
-            checked += 1;
-        }
-    }
-    assert!(checked > 200, "only {checked} prefixes checked");
+    assert!(checked > 1000, "only {checked} prefixes checked");
 }
 
 #[test]
@@ -132,36 +148,46 @@ fn truncation_names_the_field_it_cut() {
 #[test]
 fn unknown_tags() {
     let v1 = ctx::v1();
+    let all = PgOutputMessage::TAGS;
+    assert_eq!(all.len(), 19);
+    for tag in (0..=255u8).filter(|&tag| !all.contains(tag)) {
+        let err = decode::<PgOutputMessage<'_>>(&[tag, 0, 0, 0, 0], v1).unwrap_err();
+        assert_error(
+            &err,
+            DecodeErrorKind::UnknownTag {
+                found: tag,
+                expected: all,
+            },
+            0,
+            "tag",
+        );
+        assert_eq!(err.message(), Some("PgOutputMessage"));
+    }
     let err = decode::<PgOutputMessage<'_>>(b"Zxyz", v1).unwrap_err();
-    assert_error(
-        &err,
-        DecodeErrorKind::UnknownTag {
-            found: b'Z',
-            expected: b"MA",
-        },
-        0,
-        "tag",
-    );
-    assert_eq!(err.message(), Some("PgOutputMessage"));
     assert_eq!(
         err.to_string(),
-        "unknown tag 'Z' (0x5A) at byte 0 in PgOutputMessage.tag; expected one of 'M' (0x4D), 'A' (0x41)"
+        "unknown tag 'Z' (0x5A) at byte 0 in PgOutputMessage.tag; expected one of 'A' (0x41), \
+         'B' (0x42), 'C' (0x43), 'D' (0x44), 'E' (0x45), 'I' (0x49), 'K' (0x4B), 'M' (0x4D), \
+         'O' (0x4F), 'P' (0x50), 'R' (0x52), 'S' (0x53), 'T' (0x54), 'U' (0x55), 'Y' (0x59), \
+         'b' (0x62), 'c' (0x63), 'p' (0x70), 'r' (0x72)"
     );
     let err = decode::<Message<'_>>(b"A\0\0\0\x01\0\0\0\x01", v1).unwrap_err();
+    let expected = TagSet::single(b'M');
     assert_error(
         &err,
         DecodeErrorKind::UnknownTag {
             found: b'A',
-            expected: b"M",
+            expected,
         },
         0,
         "tag",
     );
-    let err = decode::<PgOutputMessage<'_>>(b"\x00", v1).unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "unknown tag 0x00 at byte 0 in PgOutputMessage.tag; expected one of 'M' (0x4D), 'A' (0x41)"
-    );
+    // Envelope tags are another layer: 'w' is not a pgoutput message.
+    let err = decode::<PgOutputMessage<'_>>(b"w", v1).unwrap_err();
+    assert!(matches!(
+        err.kind(),
+        DecodeErrorKind::UnknownTag { found: b'w', .. }
+    ));
     let err = decode::<PgOutputMessage<'_>>(b"", v1).unwrap_err();
     assert_error(
         &err,
@@ -252,16 +278,267 @@ fn trailing_bytes() {
     }
 }
 
+/// Messages without repeated parts decode without allocating: every string and byte value
+/// borrows from the input.
 #[test]
 fn decoding_a_valid_message_allocates_nothing() {
-    for case in message_cases() {
+    let mut checked = 0;
+    for case in all_cases() {
         let bytes = encode(&case.value, case.ctx).unwrap();
         let (message, allocated) = allocated_by(|| decode::<PgOutputMessage<'_>>(&bytes, case.ctx));
-        assert!(message.is_ok());
-        assert_eq!(
-            allocated, 0,
+        let message = message.unwrap();
+        let repeated = match &message {
+            PgOutputMessage::Relation(r) => std::mem::size_of_val(&r.columns[..]),
+            PgOutputMessage::Insert(_)
+            | PgOutputMessage::Update(_)
+            | PgOutputMessage::Delete(_)
+            | PgOutputMessage::Truncate(_) => bytes.len() * 64,
+            _ => 0,
+        };
+        assert!(
+            allocated <= repeated,
             "{}: decoding allocated {allocated} bytes",
             case.name
         );
+        checked += usize::from(repeated == 0);
     }
+    assert!(checked > 20);
+}
+
+/// Bytes of `hex` decoded in `ctx`, expecting an error.
+#[track_caller]
+fn decode_err(hex: &str, ctx: Ctx) -> DecodeError {
+    let bytes = unhex(hex);
+    match decode::<PgOutputMessage<'_>>(&bytes, ctx) {
+        Ok(message) => panic!("{hex} decoded as {message:?}"),
+        Err(err) => err,
+    }
+}
+
+#[test]
+fn oversized_counts_allocate_nothing_from_them() {
+    let v1 = ctx::v1();
+    // Insert whose TupleData claims 65535 columns but has one byte left.
+    let (err, allocated) = allocated_by(|| decode_err("490000400a4effff6e", v1));
+    assert_error(
+        &err,
+        DecodeErrorKind::LengthTooLarge {
+            length: 65_535,
+            available: 1,
+        },
+        6,
+        "columns",
+    );
+    assert_eq!(err.message(), Some("Insert"));
+    assert!(allocated < 512, "allocated {allocated} bytes");
+    // Truncate claiming 2^32 - 1 relations.
+    let (err, allocated) = allocated_by(|| decode_err("54ffffffff000000400a", v1));
+    let kind = DecodeErrorKind::LengthTooLarge {
+        length: u32::MAX.into(),
+        available: 4,
+    };
+    assert_error(&err, kind, 1, "relation_oids");
+    assert!(allocated < 512, "allocated {allocated} bytes");
+    // Relation claiming 65535 columns.
+    let (err, allocated) = allocated_by(|| decode_err("520000400a7000720064ffff00", v1));
+    assert_error(
+        &err,
+        DecodeErrorKind::LengthTooLarge {
+            length: 65_535,
+            available: 1,
+        },
+        10,
+        "columns",
+    );
+    assert!(allocated < 512, "allocated {allocated} bytes");
+}
+
+#[test]
+fn negative_and_oversized_value_lengths() {
+    let v1 = ctx::v1();
+    // Insert, one text column of length -1 (which is not NULL here: NULL is 'n').
+    let err = decode_err("490000400a4e000174ffffffff", v1);
+    assert_error(&err, DecodeErrorKind::NegativeLength { length: -1 }, 9, "0");
+    assert_eq!(err.message(), Some("Insert"));
+    assert_eq!(
+        err.to_string(),
+        "negative length -1 at byte 9 in Insert.new_tuple > TupleData.columns > ColumnValue::Text.0"
+    );
+    let (err, allocated) = allocated_by(|| decode_err("490000400a4e0001627fffffff00", v1));
+    let kind = DecodeErrorKind::LengthTooLarge {
+        length: i32::MAX as u64,
+        available: 1,
+    };
+    assert_error(&err, kind, 9, "0");
+    assert!(allocated < 512, "allocated {allocated} bytes");
+}
+
+#[test]
+fn unused_flags_must_be_zero() {
+    let mut checked = 0;
+    for case in all_cases() {
+        // The messages whose flags byte PostgreSQL's reader checks.
+        let offset = match &case.value {
+            PgOutputMessage::Commit(_)
+            | PgOutputMessage::Prepare(_)
+            | PgOutputMessage::CommitPrepared(_)
+            | PgOutputMessage::RollbackPrepared(_)
+            | PgOutputMessage::StreamPrepare(_) => 1,
+            PgOutputMessage::StreamCommit(_) => 5,
+            _ => continue,
+        };
+        let mut bytes = encode(&case.value, case.ctx).unwrap();
+        bytes[offset] = 1;
+        let err = decode::<PgOutputMessage<'_>>(&bytes, case.ctx).unwrap_err();
+        let kind = DecodeErrorKind::InvalidValue {
+            found: 1,
+            expected: "0",
+        };
+        assert_error(&err, kind, offset, "flags");
+        checked += 1;
+    }
+    assert_eq!(checked, 6);
+}
+
+#[test]
+fn invalid_bytes_in_fixed_positions() {
+    let v1 = ctx::v1();
+    let on = ctx::streaming(ProtocolVersion::V2, Streaming::On);
+    // Stream Start's first_segment is 0 or 1.
+    let err = decode_err("53000002e802", on);
+    assert_error(
+        &err,
+        DecodeErrorKind::InvalidValue {
+            found: 2,
+            expected: "0 (false) or 1 (true)",
+        },
+        5,
+        "first_segment",
+    );
+    // A column kind that is none of n, u, t, b.
+    let err = decode_err("490000400a4e000178", v1);
+    assert_error(
+        &err,
+        DecodeErrorKind::UnknownTag {
+            found: b'x',
+            expected: ColumnValue::TAGS,
+        },
+        8,
+        "tag",
+    );
+    assert_eq!(err.message(), Some("Insert"));
+    // Replica identity other than d, n, f, i.
+    let err = decode_err("520000400a70007200780000", v1);
+    assert_error(
+        &err,
+        DecodeErrorKind::UnknownTag {
+            found: b'x',
+            expected: ReplicaIdentity::TAGS,
+        },
+        9,
+        "tag",
+    );
+    // Insert without 'N' before its tuple.
+    let err = decode_err("490000400a4b0000", v1);
+    assert_error(
+        &err,
+        DecodeErrorKind::UnknownTag {
+            found: b'K',
+            expected: TagSet::single(b'N'),
+        },
+        5,
+        "new_tuple",
+    );
+    // Update with a byte that is none of K, O, N after the relation OID.
+    let err = decode_err("550000400a580000", v1);
+    assert_error(
+        &err,
+        DecodeErrorKind::UnknownTag {
+            found: b'X',
+            expected: TagSet::single(b'N'),
+        },
+        5,
+        "new_tuple",
+    );
+    // Delete needs K or O.
+    let err = decode_err("440000400a4e0000", v1);
+    assert_error(
+        &err,
+        DecodeErrorKind::UnknownTag {
+            found: b'N',
+            expected: OldTuple::TAGS,
+        },
+        5,
+        "tag",
+    );
+    assert_eq!(err.message(), Some("Delete"));
+}
+
+#[test]
+fn envelope_errors() {
+    let v1 = ctx::v1();
+    let err = decode::<ServerMessage<'_>>(b"w\0\0\0\0\0\0\0\x01\0\0", v1).unwrap_err();
+    assert_eq!(
+        (err.message(), err.field(), err.offset()),
+        (Some("XLogData"), Some("wal_end"), 9)
+    );
+    let mut keepalive = encode(
+        &PrimaryKeepalive {
+            wal_end: pgoutput_codec::Lsn(1),
+            send_time: pgoutput_codec::PgTimestamp(2),
+            reply_requested: true,
+        },
+        v1,
+    )
+    .unwrap();
+    keepalive[17] = 2;
+    let err = decode::<PrimaryKeepalive>(&keepalive, v1).unwrap_err();
+    assert_eq!((err.field(), err.offset()), (Some("reply_requested"), 17));
+    // XLogData's payload is whatever remains, even nothing.
+    let header = unhex("77000000000000000100000000000000010000000000000002");
+    let empty: XLogData<'_> = decode(&header, v1).unwrap();
+    assert!(empty.data.is_empty());
+}
+
+#[test]
+fn protocol_order_violations_are_errors_that_leave_the_session_unchanged() {
+    let mut decoder = Decoder::new(ProtocolVersion::V2, Streaming::On).unwrap();
+    let order = |err: DecodeError| match err.kind() {
+        DecodeErrorKind::OutOfOrder { reason, .. } => reason,
+        other => panic!("expected an order error, got {other:?}"),
+    };
+    assert_eq!(
+        order(decoder.decode(b"E").unwrap_err()),
+        "Stream Stop without a Stream Start"
+    );
+    decoder.decode(&unhex("53000002e801")).unwrap();
+    let reason = order(decoder.decode(&unhex("53000002e800")).unwrap_err());
+    assert!(
+        reason.starts_with("Stream Start inside a stream block"),
+        "{reason}"
+    );
+    let commit = unhex("63000002e800000000016b374d48000000016b374e10000304674534e714");
+    assert!(order(decoder.decode(&commit).unwrap_err()).starts_with("Stream Commit inside"));
+    assert!(
+        order(decoder.decode(&unhex("41000002e8000002e9")).unwrap_err())
+            .starts_with("Stream Abort inside")
+    );
+    // Still inside the block: the Insert carries its xid.
+    assert!(decoder.in_stream());
+    let insert = unhex("49000002e90000400a4e0000");
+    let insert = decoder.decode(&insert).unwrap();
+    assert!(matches!(insert, PgOutputMessage::Insert(i) if i.xid.is_some()));
+    decoder.decode(b"E").unwrap();
+    decoder.decode(&commit).unwrap();
+    // Without streaming there are no blocks at all.
+    let mut plain = Decoder::new(ProtocolVersion::V1, Streaming::Off).unwrap();
+    let err = plain.decode(&unhex("53000002e801")).unwrap_err();
+    assert!(order(err.clone()).contains("without streaming"), "{err}");
+    assert_eq!(err.to_string(), "message 'S' (0x53) out of order at byte 0 in PgOutputMessage.tag: Stream Start in a session without streaming: negotiate streaming on or parallel");
+    // But PostgreSQL 18's unsolicited Stream Abort decodes.
+    assert!(plain.decode(&unhex("41000002e8000002e9")).is_ok());
+    // A malformed message does not move the session either.
+    let mut decoder = Decoder::new(ProtocolVersion::V2, Streaming::On).unwrap();
+    assert!(decoder.decode(&unhex("53000002")).is_err());
+    assert!(!decoder.in_stream());
 }

@@ -3,8 +3,11 @@
 //! prints the seed that reproduces it.
 
 use arbitrary::{Arbitrary, Unstructured};
-use pgoutput_codec::{decode, encode, Ctx, Encode, PgOutputMessage, ProtocolVersion, Streaming};
-use pgoutput_tests::{hex, message_cases, stream_abort_cases};
+use pgoutput_codec::{
+    decode, encode, ClientMessage, Ctx, Decoder, Encode, Encoder, PgOutputMessage, ProtocolVersion,
+    ServerMessage, StreamStart, StreamStop, Streaming, Tagged, Xid,
+};
+use pgoutput_tests::{all_cases, fit_to_context, hex};
 
 /// SplitMix64: small, fast, and good enough to spread test inputs.
 struct Rng(u64);
@@ -86,12 +89,16 @@ fn encode_then_decode_gives_back_the_message_or_a_context_error() {
 fn arbitrary_bytes_never_panic_and_decoded_bytes_are_canonical() {
     let contexts = all_contexts();
     let mut decoded = 0;
-    for seed in 0..ITERATIONS {
+    // Random bytes rarely form a whole message, so this one runs longer.
+    for seed in 0..10 * ITERATIONS {
         let mut rng = Rng(seed ^ 0xA5A5);
         let mut bytes = rng.bytes(64);
         // Mostly known tags, so decoding gets past the first byte.
+        let tags: Vec<u8> = PgOutputMessage::TAGS.iter().collect();
         if let Some(first) = bytes.first_mut() {
-            *first = [b'M', b'A', *first][rng.below(3)];
+            if rng.below(8) > 0 {
+                *first = tags[rng.below(tags.len())];
+            }
         }
         let ctx = contexts[rng.below(contexts.len())];
         if let Ok(message) = decode::<PgOutputMessage<'_>>(&bytes, ctx) {
@@ -100,19 +107,16 @@ fn arbitrary_bytes_never_panic_and_decoded_bytes_are_canonical() {
             decoded += 1;
         }
     }
-    assert!(decoded > 100, "only {decoded} random inputs decoded");
+    assert!(decoded > 200, "only {decoded} random inputs decoded");
 }
 
 /// Valid messages with random damage: flipped bytes, cuts, insertions.
 #[test]
 fn mutated_messages_never_panic() {
-    let mut valid = Vec::new();
-    for case in message_cases() {
-        valid.push((encode(&case.value, case.ctx).unwrap(), case.ctx));
-    }
-    for case in stream_abort_cases() {
-        valid.push((encode(&case.value, case.ctx).unwrap(), case.ctx));
-    }
+    let valid: Vec<_> = all_cases()
+        .into_iter()
+        .map(|case| (encode(&case.value, case.ctx).unwrap(), case.ctx))
+        .collect();
     let contexts = all_contexts();
     for seed in 0..ITERATIONS {
         let mut rng = Rng(seed ^ 0x5A5A_0000);
@@ -141,4 +145,99 @@ fn mutated_messages_never_panic() {
             assert_eq!(encode(&message, ctx).unwrap(), bytes, "seed {seed}");
         }
     }
+}
+
+/// Whole sessions: random sequences of messages with stream blocks, encoded by the session
+/// encoder, decode back identically with the session decoder, which tracks the blocks.
+#[test]
+fn sessions_round_trip() {
+    let mut messages_checked = 0;
+    let mut blocks = 0;
+    for seed in 0..2_000u64 {
+        let mut rng = Rng(seed ^ 0x5E55_1011);
+        let data = rng.bytes(4096);
+        let mut u = Unstructured::new(&data);
+        let Ok(options) = Ctx::arbitrary(&mut u) else {
+            continue;
+        };
+        let options = options.with_in_stream(false).unwrap();
+        let mut encoder = Encoder::with_ctx(options);
+        let mut decoder = Decoder::with_ctx(options);
+        let mut sent = Vec::new();
+        let mut frames = Vec::new();
+        for _ in 0..rng.below(40) {
+            let streaming = options.streaming() != Streaming::Off;
+            let mut message = match rng.below(10) {
+                0 if streaming && !encoder.in_stream() => {
+                    blocks += 1;
+                    PgOutputMessage::StreamStart(StreamStart {
+                        xid: Xid(744),
+                        first_segment: rng.below(2) == 0,
+                    })
+                }
+                1 if encoder.in_stream() => PgOutputMessage::StreamStop(StreamStop),
+                _ => match PgOutputMessage::arbitrary(&mut u) {
+                    Ok(message) => message,
+                    Err(_) => break,
+                },
+            };
+            // Keep to what the protocol allows here, as a real server does.
+            let tag = message.tag();
+            let allowed = match tag {
+                b'S' => streaming && !encoder.in_stream(),
+                b'E' => encoder.in_stream(),
+                b'c' | b'A' | b'p' => !encoder.in_stream(),
+                _ => true,
+            };
+            if !allowed {
+                continue;
+            }
+            fit_to_context(&mut message, encoder.ctx());
+            let bytes = encoder
+                .encode(&message)
+                .unwrap_or_else(|e| panic!("seed {seed}: {message:?} in {}: {e}", encoder.ctx()));
+            frames.push(bytes);
+            sent.push(message);
+        }
+        for (frame, message) in frames.iter().zip(&sent) {
+            let decoded = decoder.decode(frame).unwrap_or_else(|e| {
+                panic!("seed {seed}: {} in {}: {e}", hex(frame), decoder.ctx())
+            });
+            assert_eq!(&decoded, message, "seed {seed}");
+            messages_checked += 1;
+        }
+        assert_eq!(decoder.ctx(), encoder.ctx(), "seed {seed}");
+    }
+    assert!(
+        messages_checked > 10_000,
+        "only {messages_checked} messages"
+    );
+    assert!(blocks > 500, "only {blocks} stream blocks");
+}
+
+#[test]
+fn envelope_round_trips_and_never_panics() {
+    let v1 = Ctx::plain(ProtocolVersion::V1);
+    let (mut server, mut client) = (0, 0);
+    for seed in 0..ITERATIONS {
+        let mut rng = Rng(seed ^ 0xE4E1_0BE0);
+        let data = rng.bytes(128);
+        let mut u = Unstructured::new(&data);
+        if let Ok(message) = ServerMessage::arbitrary(&mut u) {
+            let bytes = encode(&message, v1).unwrap();
+            assert_eq!(decode::<ServerMessage<'_>>(&bytes, v1).unwrap(), message);
+            server += 1;
+        }
+        if let Ok(message) = ClientMessage::arbitrary(&mut u) {
+            let bytes = encode(&message, v1).unwrap();
+            assert_eq!(decode::<ClientMessage>(&bytes, v1).unwrap(), message);
+            client += 1;
+        }
+        let _ = decode::<ServerMessage<'_>>(&data, v1);
+        let _ = decode::<ClientMessage>(&data, v1);
+    }
+    assert!(
+        server > 1000 && client > 1000,
+        "{server} server, {client} client messages"
+    );
 }

@@ -139,19 +139,21 @@ fn decode_field(
             quote!(#krate::__private::field(#result, #message, #name)?)
         }
     };
-    let mut value = placed(read);
+    let mut value = match &field.expect {
+        Some((expected, _)) => {
+            let description = expected.base10_digits();
+            let checked = placed(quote! {
+                #krate::__private::expect_value(#read, #expected, #description, #at)
+            });
+            quote!({
+                let #at = #r.position();
+                #checked
+            })
+        }
+        None => placed(read),
+    };
     if field.len.is_some() || field.rest.is_some() {
         value = quote!(::core::convert::From::from(#value));
-    }
-    if let Some((expected, _)) = &field.expect {
-        let description = expected.base10_digits();
-        let check = placed(quote! {
-            #krate::__private::expect_value(#value, #expected, #description, #at)
-        });
-        value = quote!({
-            let #at = #r.position();
-            #check
-        });
     }
     if let Some(since) = &field.since {
         let (present, _) = condition(since);

@@ -1,6 +1,6 @@
-use pgoutput_codec::{Decode, Encode, Lsn, Message};
+use pgoutput_codec::{Decode, Encode, Lsn, PgOutputMessage};
 
-/// A user message that reuses Message's tag by mistake.
+/// A user message that reuses pgoutput's 'M' (Message) by mistake.
 #[derive(Debug, Decode, Encode)]
 #[codec(tag = b'M')]
 struct Marker {
@@ -9,7 +9,7 @@ struct Marker {
 
 #[derive(Debug, Decode, Encode)]
 enum Extended<'a> {
-    Message(Message<'a>),
+    PgOutput(PgOutputMessage<'a>),
     Marker(Marker),
 }
 
