@@ -17,6 +17,12 @@ pub fn check(container: &Container<'_>, errors: &mut Errors) {
                     "an enum has no tag of its own: put #[codec(tag = …)] on each variant",
                 );
             }
+            if variants.len() > 255 {
+                errors.spanned(
+                    container.ident,
+                    "a tagged enum has at most 255 variants: a tag byte can tell no more apart",
+                );
+            }
             let mut seen: Vec<(u8, &syn::Ident)> = Vec::new();
             for variant in variants {
                 check_fields(&variant.fields, errors);

@@ -70,6 +70,24 @@ pub fn unknown_tag(
     DecodeError::new(DecodeErrorKind::UnknownTag { found, expected }, at).in_field(message, field)
 }
 
+/// A dispatch enum's lookup table: for each byte, the index of the variant whose tags hold
+/// it, or `u8::MAX`. Built at compile time, so dispatch is one indexed load and a `match`.
+pub const fn variant_table(variant_tags: &[TagSet]) -> [u8; 256] {
+    let mut table = [u8::MAX; 256];
+    let mut variant = 0;
+    while variant < variant_tags.len() {
+        let mut byte = 0;
+        while byte < 256 {
+            if variant_tags[variant].contains(byte as u8) {
+                table[byte] = variant as u8;
+            }
+            byte += 1;
+        }
+        variant += 1;
+    }
+    table
+}
+
 /// `#[codec(optional)]`: whether the next byte starts a value of a type with these tags.
 #[inline]
 pub fn next_tag_in(r: &Reader<'_>, tags: TagSet) -> bool {

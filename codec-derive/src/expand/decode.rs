@@ -181,8 +181,9 @@ fn decode_field(
     (quote!(#before), value)
 }
 
-/// A tagged union: dispatch on the first byte. Variants with their own `#[codec(tag)]`
-/// consume it here; newtype variants without one leave it to their inner type.
+/// A tagged union: dispatch on the first byte through a compile-time table from tag byte
+/// to variant. Variants with their own `#[codec(tag)]` consume the byte here; newtype
+/// variants without one leave it to their inner type.
 fn decode_enum(
     container: &Container<'_>,
     variants: &[Variant<'_>],
@@ -194,10 +195,13 @@ fn decode_enum(
     let at = internal("at");
     let ctx = internal("ctx");
     let name = container.name();
-    let arms = variants.iter().map(|variant| {
+    let sets = variants
+        .iter()
+        .map(|variant| variant_tags(container, variant, true));
+    let arms = variants.iter().enumerate().map(|(index, variant)| {
+        let index = index as u8;
         let variant_ident = variant.ident;
         let path = quote!(Self::#variant_ident);
-        let test = variant_tags(container, variant, false);
         let body = match &variant.tag {
             Some(_) => {
                 let scope = Scope::new(container, Some(variant_ident), &variant.fields);
@@ -216,23 +220,23 @@ fn decode_enum(
                 }
             }
         };
-        quote! {
-            if #test.contains(#tag_var) {
-                return { #body };
-            }
-        }
+        quote!(#index => { #body })
     });
     quote! {
+        const VARIANT_OF_TAG: [::core::primitive::u8; 256] =
+            #krate::__private::variant_table(&[#(#sets),*]);
         let #at = #r.position();
         let #tag_var = #krate::__private::field(#r.peek_u8(), #name, "tag")?;
-        #(#arms)*
-        ::core::result::Result::Err(#krate::__private::unknown_tag(
-            #tag_var,
-            <Self as #krate::Tagged>::TAGS,
-            #at,
-            #name,
-            "tag",
-        ))
+        match VARIANT_OF_TAG[#tag_var as ::core::primitive::usize] {
+            #(#arms)*
+            _ => ::core::result::Result::Err(#krate::__private::unknown_tag(
+                #tag_var,
+                <Self as #krate::Tagged>::TAGS,
+                #at,
+                #name,
+                "tag",
+            )),
+        }
     }
 }
 
