@@ -691,3 +691,5 @@ pub fn fit_to_context(message: &mut PgOutputMessage<'_>, ctx: Ctx) {
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+
+pub mod pg;
