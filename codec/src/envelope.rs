@@ -26,6 +26,7 @@ use crate::{Lsn, PgBytes, PgTimestamp, Xid};
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[codec(tag = b'w')]
 pub struct XLogData<'a> {
     /// The starting point of the WAL data in this message.
@@ -43,6 +44,7 @@ pub struct XLogData<'a> {
 /// Primary keepalive `'k'` (server → client).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[codec(tag = b'k')]
 pub struct PrimaryKeepalive {
     /// The current end of WAL on the server.
@@ -57,6 +59,7 @@ pub struct PrimaryKeepalive {
 /// `flush_lsn` advances the slot's confirmed position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[codec(tag = b'r')]
 pub struct StandbyStatusUpdate {
     /// The last WAL byte + 1 received and written to disk.
@@ -74,6 +77,7 @@ pub struct StandbyStatusUpdate {
 /// Hot standby feedback `'h'` (client → server; meant for physical standbys).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[codec(tag = b'h')]
 pub struct HotStandbyFeedback {
     /// The client's clock at the time of transmission.
@@ -91,8 +95,11 @@ pub struct HotStandbyFeedback {
 /// What the server sends inside copy-both mode.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(tag = "type", rename_all = "snake_case"))]
 pub enum ServerMessage<'a> {
     /// `'w'`
+    #[cfg_attr(feature = "serde", serde(rename = "xlog_data"))]
     XLogData(XLogData<'a>),
     /// `'k'`
     PrimaryKeepalive(PrimaryKeepalive),
@@ -101,6 +108,8 @@ pub enum ServerMessage<'a> {
 /// What the client sends inside copy-both mode.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(tag = "type", rename_all = "snake_case"))]
 pub enum ClientMessage {
     /// `'r'`
     StandbyStatusUpdate(StandbyStatusUpdate),

@@ -59,6 +59,8 @@ mod envelope;
 mod error;
 mod message;
 mod reader;
+#[cfg(feature = "serde")]
+mod serde_form;
 mod session;
 mod tags;
 mod types;

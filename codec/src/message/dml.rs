@@ -7,6 +7,7 @@ use crate::{Oid, OldTuple, TupleData, Xid};
 /// `xid` is on the wire only inside a Stream Start/Stop block (protocol 2+).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[codec(tag = b'I')]
 pub struct Insert<'a> {
     /// Xid of the (sub)transaction; only inside a stream block.
@@ -26,6 +27,7 @@ pub struct Insert<'a> {
 /// key there is none.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[codec(tag = b'U')]
 pub struct Update<'a> {
     /// Xid of the (sub)transaction; only inside a stream block.
@@ -45,6 +47,7 @@ pub struct Update<'a> {
 /// (`'K'`) or whole old row (`'O'`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[codec(tag = b'D')]
 pub struct Delete<'a> {
     /// Xid of the (sub)transaction; only inside a stream block.
@@ -61,6 +64,7 @@ pub struct Delete<'a> {
 /// On the wire the Int32 relation count comes *before* the options byte, then the OIDs.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[codec(tag = b'T')]
 pub struct Truncate {
     /// Xid of the (sub)transaction; only inside a stream block.
@@ -76,6 +80,7 @@ pub struct Truncate {
 /// Truncate's option bits. Unknown bits are kept, so re-encoding is exact.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct TruncateOptions(pub u8);
 
 impl TruncateOptions {

@@ -30,6 +30,7 @@ use crate::{
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[codec(tag = b'M')]
 pub struct Message<'a> {
     /// Top-level xid of the streamed transaction; only inside a stream block.
@@ -60,6 +61,8 @@ impl Message<'_> {
 /// value is [`DecodeErrorKind::InvalidValue`], not an unknown tag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum MessageFlags {
     /// `transactional = false`: decoded and sent at once, outside any transaction.
     #[default]

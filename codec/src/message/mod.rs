@@ -25,6 +25,8 @@ pub use two_phase::{BeginPrepare, CommitPrepared, Prepare, RollbackPrepared, Str
 /// [`Decoder`](crate::Decoder), which keeps the context up to date.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(tag = "type", rename_all = "snake_case"))]
 pub enum PgOutputMessage<'a> {
     /// `'B'`
     Begin(Begin),

@@ -8,6 +8,7 @@ use crate::{Oid, PgStr, Xid};
 /// `xid` is on the wire only inside a Stream Start/Stop block (protocol 2+).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[codec(tag = b'R')]
 pub struct Relation<'a> {
     /// Xid of the (sub)transaction; only inside a stream block.
@@ -40,6 +41,7 @@ impl Relation<'_> {
 /// A column of a [`Relation`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct RelationColumn<'a> {
     /// Flags: bit 0 (1) marks the column as part of the key. Kept whole, so that
     /// re-encoding reproduces any bits a future server sets.
@@ -65,6 +67,8 @@ impl RelationColumn<'_> {
 /// `pg_class.relreplident`, an Int8 character.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum ReplicaIdentity {
     /// `'d'`: the primary key, if any.
     #[codec(tag = b'd')]
@@ -86,6 +90,7 @@ pub enum ReplicaIdentity {
 /// `xid` is on the wire only inside a Stream Start/Stop block (protocol 2+).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[codec(tag = b'Y')]
 pub struct Type<'a> {
     /// Xid of the (sub)transaction; only inside a stream block.

@@ -7,6 +7,7 @@ use crate::{Lsn, PgTimestamp, Xid};
 /// Message carry an xid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[codec(tag = b'S')]
 pub struct StreamStart {
     /// Top-level xid of the streamed transaction.
@@ -18,6 +19,7 @@ pub struct StreamStart {
 /// Stream Stop `'E'` (protocol 2, PostgreSQL 14): the current block ends. No fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[codec(tag = b'E')]
 pub struct StreamStop;
 
@@ -25,6 +27,7 @@ pub struct StreamStop;
 /// outside stream blocks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[codec(tag = b'c')]
 pub struct StreamCommit {
     /// Top-level xid.
@@ -65,6 +68,7 @@ pub struct StreamCommit {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[codec(tag = b'A')]
 pub struct StreamAbort {
     /// Top-level xid of the streamed transaction.

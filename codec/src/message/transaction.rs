@@ -8,6 +8,7 @@ use crate::{Lsn, PgStr, PgTimestamp, Xid};
 /// that is published, and sends nothing for empty transactions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[codec(tag = b'B')]
 pub struct Begin {
     /// The final LSN of the transaction: the start of its commit record, equal to the
@@ -24,6 +25,7 @@ pub struct Begin {
 /// The flags byte is unused and always 0; PostgreSQL's reader rejects anything else.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[codec(tag = b'C')]
 pub struct Commit {
     /// Unused flags; always 0.
@@ -43,6 +45,7 @@ pub struct Commit {
 /// Sent right after Begin, Begin Prepare or the first Stream Start of a transaction.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[codec(tag = b'O')]
 pub struct Origin<'a> {
     /// The LSN of the commit on the origin server (0 after a Stream Start).

@@ -6,6 +6,8 @@ use crate::PgBytes;
 /// the Relation message's columns.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(transparent))]
 pub struct TupleData<'a> {
     /// One value per column.
     #[codec(count = u16)]
@@ -23,6 +25,8 @@ impl<'a> TupleData<'a> {
 /// per column (a type without a binary send function stays text in binary mode).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum ColumnValue<'a> {
     /// `'n'`: NULL.
     #[codec(tag = b'n')]
@@ -60,6 +64,8 @@ impl ColumnValue<'_> {
 /// The old row of an Update or Delete.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum OldTuple<'a> {
     /// `'K'`: the old replica identity key. It lists every published column, with NULL for
     /// those outside the key (REPLICA IDENTITY DEFAULT or USING INDEX).

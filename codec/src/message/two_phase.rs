@@ -8,6 +8,7 @@ use crate::{Lsn, PgStr, PgTimestamp, Xid};
 /// no flags byte.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[codec(tag = b'b')]
 pub struct BeginPrepare<'a> {
     /// The LSN of the prepare (start of the PREPARE record).
@@ -25,6 +26,7 @@ pub struct BeginPrepare<'a> {
 /// Prepare `'P'` (protocol 3, PostgreSQL 15): the transaction was prepared.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[codec(tag = b'P')]
 pub struct Prepare<'a> {
     /// Unused flags; always 0.
@@ -46,6 +48,7 @@ pub struct Prepare<'a> {
 /// Commit Prepared `'K'` (protocol 3, PostgreSQL 15): COMMIT PREPARED.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[codec(tag = b'K')]
 pub struct CommitPrepared<'a> {
     /// Unused flags; always 0.
@@ -67,6 +70,7 @@ pub struct CommitPrepared<'a> {
 /// Rollback Prepared `'r'` (protocol 3, PostgreSQL 15): ROLLBACK PREPARED.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[codec(tag = b'r')]
 pub struct RollbackPrepared<'a> {
     /// Unused flags; always 0.
@@ -91,6 +95,7 @@ pub struct RollbackPrepared<'a> {
 /// Sent after its last Stream Stop, outside any block.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[codec(tag = b'p')]
 pub struct StreamPrepare<'a> {
     /// Unused flags; always 0.

@@ -7,6 +7,7 @@ use crate::{Decode, Encode};
 /// A transaction id (`TransactionId`, uint32). 0 is `InvalidTransactionId`.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Decode, Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Xid(pub u32);
 
 impl Xid {
@@ -46,6 +47,7 @@ impl From<Xid> for u32 {
 /// An object id (`Oid`, uint32): relation and type identifiers.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Decode, Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Oid(pub u32);
 
 impl fmt::Debug for Oid {

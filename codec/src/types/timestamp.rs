@@ -71,6 +71,8 @@ pub enum TimestampError {
     OutOfRange,
     /// The `SystemTime` has a fraction of a microsecond, which the wire cannot carry.
     SubMicrosecond,
+    /// The text is not a timestamp as `Display` prints it.
+    Syntax,
 }
 
 impl fmt::Display for TimestampError {
@@ -79,6 +81,9 @@ impl fmt::Display for TimestampError {
             TimestampError::OutOfRange => "timestamp out of range",
             TimestampError::SubMicrosecond => {
                 "timestamp has sub-microsecond precision, which PostgreSQL cannot carry"
+            }
+            TimestampError::Syntax => {
+                "invalid timestamp: expected YYYY-MM-DD HH:MM:SS[.ffffff]+00, infinity or -infinity"
             }
         })
     }
@@ -154,6 +159,92 @@ impl fmt::Debug for PgTimestamp {
     }
 }
 
+impl core::str::FromStr for PgTimestamp {
+    type Err = TimestampError;
+
+    /// Parses what `Display` prints: `2023-11-14 22:13:20.123456+00` (fraction optional,
+    /// any year including negative ones), `infinity` and `-infinity`. Exact for every
+    /// `i64`: `t.to_string().parse() == Ok(t)`.
+    fn from_str(s: &str) -> Result<Self, TimestampError> {
+        match s {
+            "infinity" => return Ok(Self::INFINITY),
+            "-infinity" => return Ok(Self::NEG_INFINITY),
+            _ => {}
+        }
+        let bad = TimestampError::Syntax;
+        let rest = s.strip_suffix("+00").ok_or(bad)?;
+        let (date, time) = rest.split_once(' ').ok_or(bad)?;
+        let (negative, date) = match date.strip_prefix('-') {
+            Some(date) => (true, date),
+            None => (false, date),
+        };
+        let mut date_parts = date.splitn(3, '-');
+        let number = |part: Option<&str>, max_len: usize| -> Result<i64, TimestampError> {
+            let part = part.ok_or(bad)?;
+            if part.is_empty() || part.len() > max_len || !part.bytes().all(|b| b.is_ascii_digit())
+            {
+                return Err(bad);
+            }
+            part.parse().map_err(|_| bad)
+        };
+        let year = number(date_parts.next(), 18)?;
+        let year = if negative { -year } else { year };
+        let month = number(date_parts.next(), 2)?;
+        let day = number(date_parts.next(), 2)?;
+        let (clock, fraction) = match time.split_once('.') {
+            Some((clock, fraction)) => (clock, Some(fraction)),
+            None => (time, None),
+        };
+        let mut clock_parts = clock.splitn(3, ':');
+        let hour = number(clock_parts.next(), 2)?;
+        let minute = number(clock_parts.next(), 2)?;
+        let second = number(clock_parts.next(), 2)?;
+        let micros = match fraction {
+            Some(f) if !f.is_empty() && f.len() <= 6 && f.bytes().all(|b| b.is_ascii_digit()) => {
+                format!("{f:0<6}").parse::<i64>().map_err(|_| bad)?
+            }
+            Some(_) => return Err(bad),
+            None => 0,
+        };
+        if !(1..=12).contains(&month)
+            || !(1..=31).contains(&day)
+            || hour > 23
+            || minute > 59
+            || second > 59
+        {
+            return Err(bad);
+        }
+        let days = days_from_civil(year, month, day).ok_or(TimestampError::OutOfRange)? - 10_957;
+        if civil_from_days(days + 10_957) != (year, month as u32, day as u32) {
+            return Err(bad); // 31 February and the like
+        }
+        let of_day = (hour * 3600 + minute * 60 + second) * 1_000_000 + micros;
+        const DAY: i64 = 86_400_000_000;
+        // Before 2000 count back from the next midnight, so that values near i64::MIN do
+        // not overflow on the way.
+        let micros = if days < 0 {
+            (days + 1)
+                .checked_mul(DAY)
+                .and_then(|v| v.checked_sub(DAY - of_day))
+        } else {
+            days.checked_mul(DAY).and_then(|v| v.checked_add(of_day))
+        };
+        micros.map(PgTimestamp).ok_or(TimestampError::OutOfRange)
+    }
+}
+
+/// A proleptic Gregorian date to days since 1970-01-01 (Howard Hinnant's algorithm);
+/// `None` on overflow.
+fn days_from_civil(year: i64, month: i64, day: i64) -> Option<i64> {
+    let y = year.checked_sub(i64::from(month <= 2))?;
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era.checked_mul(146_097)?.checked_add(doe - 719_468)
+}
+
 /// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
 fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
@@ -198,6 +289,37 @@ mod tests {
             PgTimestamp::try_from(fine),
             Err(TimestampError::SubMicrosecond)
         );
+    }
+
+    #[test]
+    fn text_round_trips_for_every_value() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut values = vec![0, 1, -1, i64::MAX, i64::MIN, i64::MAX - 1, i64::MIN + 1];
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            values.push(x as i64);
+            values.push((x as i64) >> (x % 64));
+        }
+        for v in values {
+            let text = PgTimestamp(v).to_string();
+            assert_eq!(
+                text.parse::<PgTimestamp>(),
+                Ok(PgTimestamp(v)),
+                "{v}: {text}"
+            );
+        }
+        for bad in [
+            "",
+            "2024-02-30 00:00:00+00",
+            "2024-01-01 24:00:00+00",
+            "2024-01-01 00:00:00",
+            "2024-01-01T00:00:00+00",
+            "2024-01-01 00:00:00.1234567+00",
+        ] {
+            assert!(bad.parse::<PgTimestamp>().is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -95,6 +95,13 @@ pub fn check_stream(
             )
         })?;
         coverage.tags.insert(message.tag());
+        // The JSON form is exact on real messages too: bytes -> JSON -> bytes.
+        let json = serde_json::to_string(&message).map_err(|e| e.to_string())?;
+        let from_json: PgOutputMessage<'_> =
+            serde_json::from_str(&json).map_err(|e| format!("row {i} {json}: {e}"))?;
+        ensure(from_json == message, || {
+            format!("row {i}: JSON round trip changed {json}")
+        })?;
         reading
             .check(facts, options, row, &message)
             .map_err(|e| format!("row {i} {message:?}: {e}"))?;
