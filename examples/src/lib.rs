@@ -1,3 +1,4 @@
 //! Example code for pgoutput-codec, shared by the example programs and the tests.
 
+pub mod cli;
 pub mod extension;

@@ -1,0 +1,154 @@
+//! `decode`, `encode` and `check`: between bytes and JSON, through the session codec.
+
+use std::fs::File;
+use std::io::{self, BufRead, Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use pgoutput_codec::{Decoder, Encoder, PgOutputMessage};
+
+use super::input::{frames, to_hex, InputFormat};
+use super::SessionArgs;
+
+#[derive(Debug, Args)]
+pub struct DecodeArgs {
+    #[command(flatten)]
+    session: SessionArgs,
+    /// How the messages are written in the input.
+    #[arg(long, value_enum, default_value_t = InputFormat::Hex)]
+    input: InputFormat,
+    /// Read this file instead of standard input.
+    file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct EncodeArgs {
+    #[command(flatten)]
+    session: SessionArgs,
+    /// Read this file of JSON lines instead of standard input.
+    file: Option<PathBuf>,
+}
+
+fn open(file: &Option<PathBuf>) -> Result<Box<dyn Read>, String> {
+    match file {
+        Some(path) => File::open(path)
+            .map(|f| Box::new(f) as Box<dyn Read>)
+            .map_err(|e| format!("{}: {e}", path.display())),
+        None => Ok(Box::new(io::stdin())),
+    }
+}
+
+fn io_error(err: io::Error) -> String {
+    format!("I/O error: {err}")
+}
+
+/// Bytes in, JSON lines out.
+pub fn decode(args: &DecodeArgs) -> Result<ExitCode, String> {
+    let mut decoder = Decoder::with_ctx(args.session.ctx()?);
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    let mut failed = 0;
+    for frame in frames(open(&args.file)?, args.input) {
+        let frame = frame.map_err(io_error)?;
+        let label = frame.label(args.input);
+        let decoded = frame.bytes.and_then(|bytes| match decoder.decode(&bytes) {
+            Ok(message) => serde_json::to_string(&message).map_err(|e| e.to_string()),
+            Err(err) => Err(err.to_string()),
+        });
+        match decoded {
+            Ok(json) => writeln!(out, "{json}").map_err(io_error)?,
+            Err(err) => {
+                failed += 1;
+                out.flush().map_err(io_error)?;
+                eprintln!("{label}: {err}");
+            }
+        }
+    }
+    out.flush().map_err(io_error)?;
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// JSON lines in, hex lines out.
+pub fn encode(args: &EncodeArgs) -> Result<ExitCode, String> {
+    let mut encoder = Encoder::with_ctx(args.session.ctx()?);
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    let mut failed = 0;
+    for (index, line) in io::BufReader::new(open(&args.file)?).lines().enumerate() {
+        let line = line.map_err(io_error)?;
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let encoded = serde_json::from_str::<PgOutputMessage<'_>>(trimmed)
+            .map_err(|e| format!("invalid JSON message: {e}"))
+            .and_then(|message| encoder.encode(&message).map_err(|e| e.to_string()));
+        match encoded {
+            Ok(bytes) => writeln!(out, "{}", to_hex(&bytes)).map_err(io_error)?,
+            Err(err) => {
+                failed += 1;
+                out.flush().map_err(io_error)?;
+                eprintln!("line {}: {err}", index + 1);
+            }
+        }
+    }
+    out.flush().map_err(io_error)?;
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Decode and re-encode; report what does not come back.
+pub fn check(args: &DecodeArgs) -> Result<ExitCode, String> {
+    let ctx = args.session.ctx()?;
+    let mut decoder = Decoder::with_ctx(ctx);
+    let mut encoder = Encoder::with_ctx(ctx);
+    let (mut passed, mut failed) = (0usize, 0usize);
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    for frame in frames(open(&args.file)?, args.input) {
+        let frame = frame.map_err(io_error)?;
+        let label = frame.label(args.input);
+        let outcome = frame.bytes.and_then(|bytes| {
+            let message = decoder.decode(&bytes).map_err(|e| e.to_string())?;
+            // Keep the encoder's stream state in step with the decoder's.
+            let again = encoder
+                .encode(&message)
+                .map_err(|e| format!("re-encoding failed: {e}"))?;
+            if again == bytes {
+                return Ok(());
+            }
+            let at = again
+                .iter()
+                .zip(&bytes)
+                .position(|(a, b)| a != b)
+                .unwrap_or(again.len().min(bytes.len()));
+            Err(format!(
+                "re-encoded bytes differ from the input at byte {at}: input {}, re-encoded {}",
+                to_hex(&bytes),
+                to_hex(&again)
+            ))
+        });
+        match outcome {
+            Ok(()) => passed += 1,
+            Err(err) => {
+                failed += 1;
+                writeln!(out, "{label}: {err}").map_err(io_error)?;
+            }
+        }
+    }
+    writeln!(out, "{passed} passed, {failed} failed").map_err(io_error)?;
+    out.flush().map_err(io_error)?;
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
