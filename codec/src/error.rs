@@ -285,11 +285,7 @@ impl fmt::Display for EncodeErrorKind {
                 write!(f, "holds {found}; expected {expected}")
             }
             Self::OutOfOrder { tag, reason } => {
-                write!(
-                    f,
-                    "cannot be sent here (message {}): {reason}",
-                    TagByte(tag)
-                )
+                write!(f, "message {} cannot be sent here: {reason}", TagByte(tag))
             }
         }
     }
@@ -375,6 +371,10 @@ impl fmt::Display for EncodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let path = &self.0.path;
         match path.split_last() {
+            // An order error is about the whole message, which its text names.
+            None if matches!(self.0.kind, EncodeErrorKind::OutOfOrder { .. }) => {
+                return write!(f, "{}", self.0.kind)
+            }
             None => f.write_str("value")?,
             Some((outer, inner)) => {
                 write!(f, "{}.{}", outer.message, outer.field)?;

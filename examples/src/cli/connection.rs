@@ -353,9 +353,17 @@ impl Connection {
     /// Reads more bytes; `false` at end of stream.
     fn fill(&mut self) -> Result<bool, String> {
         let mut chunk = [0; 16 * 1024];
-        let n = self.socket.read(&mut chunk).map_err(io_error)?;
-        self.input.extend_from_slice(&chunk[..n]);
-        Ok(n > 0)
+        loop {
+            match self.socket.read(&mut chunk) {
+                Ok(n) => {
+                    self.input.extend_from_slice(&chunk[..n]);
+                    return Ok(n > 0);
+                }
+                // A signal (Ctrl-C) interrupted the read: nothing was lost, read again.
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(io_error(e)),
+            }
+        }
     }
 
     /// Runs a replication command and returns the rows of its result, as text.
@@ -430,7 +438,11 @@ impl Connection {
                 Err(e)
                     if matches!(
                         e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                        // Nothing arrived in time, or a signal (Ctrl-C) interrupted the
+                        // wait: let the caller look at its clock and its stop flag.
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
                     ) =>
                 {
                     return Ok(CopyEvent::Idle)

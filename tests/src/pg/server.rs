@@ -195,6 +195,15 @@ impl Server {
         }
         writeln!(conf, "TimeZone = 'UTC'")?;
         writeln!(conf, "DateStyle = 'ISO, YMD'")?;
+        writeln!(conf, "password_encryption = 'scram-sha-256'")?;
+        // The role `tailer` must authenticate with SCRAM-SHA-256, so that clients prove they
+        // can; everyone else is trusted on the socket.
+        fs::write(
+            self.data().join("pg_hba.conf"),
+            "local all tailer scram-sha-256\n\
+             local all all trust\n\
+             local replication all trust\n",
+        )?;
         Ok(())
     }
 
@@ -216,6 +225,15 @@ impl Server {
     /// The server's port (its socket is `.s.PGSQL.<port>`).
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// A libpq-style connection string for `user` over the server's socket.
+    pub fn conninfo(&self, user: &str, password: &str) -> String {
+        format!(
+            "host={} port={} user={user} password={password} dbname=postgres",
+            self.dir.display(),
+            self.port
+        )
     }
 
     /// The highest pgoutput protocol version the server speaks.

@@ -7,8 +7,10 @@
 //! server binaries it says so and passes, unless `PGOUTPUT_REQUIRE_LIVE=1` (which the
 //! README's test command sets) makes their absence a failure.
 
+mod capture;
 mod checks;
 mod scenario;
+mod tail;
 
 use std::panic::{self, AssertUnwindSafe};
 use std::process::ExitCode;
@@ -183,6 +185,14 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
         server.version(),
         server.socket_dir().display()
     );
+    if let Err(err) = scenario::setup(&server) {
+        report.record(&format!("{label}: schema"), Err(err.to_string()));
+        return;
+    }
+    report.record(
+        &format!("{label}: pgoutput tail --create-slot"),
+        guarded(|| tail::create_slot(&server)),
+    );
     let facts = match scenario::run(&server) {
         Ok(facts) => facts,
         Err(err) => {
@@ -202,6 +212,11 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
         );
         let result = guarded(|| {
             let rows = peek(&server, &options)?;
+            if let Some(dir) = std::env::var_os("PGOUTPUT_LIVE_CAPTURE") {
+                if capture::wanted(&options) {
+                    capture::write(dir.as_ref(), &server, &facts, &options, &rows)?;
+                }
+            }
             checks::check_stream(&facts, &options, &rows, &mut coverage)
         });
         report.record(&name, result);
@@ -214,6 +229,20 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
     report.record(
         &format!("{label}: walsender stream and status updates"),
         walsender,
+    );
+    let tailed = option_sets(&server)
+        .into_iter()
+        .filter(|o| o.slot == "plain" && o.binary == (o.version.number() % 2 == 0));
+    for options in tailed {
+        let name = format!(
+            "{label}: pgoutput tail over SCRAM, proto {}, streaming {}, binary {}",
+            options.version, options.streaming, options.binary
+        );
+        report.record(&name, guarded(|| tail::check(&server, &options)));
+    }
+    report.record(
+        &format!("{label}: pgoutput tail stops cleanly on Ctrl-C"),
+        guarded(|| tail::check_interrupt(&server)),
     );
     println!(
         "live: {label} done in {:.1}s",

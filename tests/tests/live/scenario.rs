@@ -25,7 +25,14 @@ SELECT pg_replication_origin_create('upstream');
 SELECT pg_create_logical_replication_slot('plain', 'pgoutput') IS NOT NULL;
 SELECT pg_create_logical_replication_slot('two_phase', 'pgoutput', false, true) IS NOT NULL;
 SELECT pg_create_logical_replication_slot('walsender', 'pgoutput') IS NOT NULL;
+CREATE ROLE tailer LOGIN REPLICATION PASSWORD 'tailer-secret';
+SELECT pg_create_logical_replication_slot('tail_' || v || '_' || mode, 'pgoutput') IS NOT NULL
+  FROM (VALUES (1, 'off'), (2, 'off'), (2, 'on'), (3, 'off'), (3, 'on'),
+               (4, 'off'), (4, 'on'), (4, 'parallel')) AS sets (v, mode);
 "#;
+
+/// The role `pgoutput tail` logs in as, with SCRAM-SHA-256.
+pub const TAIL_USER: (&str, &str) = ("tailer", "tailer-secret");
 
 /// The columns of `accounts` as the RETURNING clauses print them: text output, then send
 /// output as hex, for each column in order.
@@ -148,9 +155,13 @@ fn unhex(hex: &str) -> Vec<u8> {
     pgoutput_tests::unhex(hex)
 }
 
-/// Runs the schema and the workload, learning the facts.
+/// Creates the schema, publication, slots and roles.
+pub fn setup(server: &Server) -> io::Result<()> {
+    server.psql(SCHEMA).map(drop)
+}
+
+/// Runs the workload, learning the facts.
 pub fn run(server: &Server) -> io::Result<Facts> {
-    server.psql(SCHEMA)?;
     let mut facts = Facts::default();
     for (step, sql) in workload() {
         let out = server.psql(&format!("\\pset null '\\\\N'\n{sql}"))?;

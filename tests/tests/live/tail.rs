@@ -1,0 +1,282 @@
+//! `pgoutput tail` against the live server: the built binary connects as a SCRAM-SHA-256
+//! role, streams each option set's slot, and must print exactly the messages the SQL
+//! interface returns for that slot, in order, then leave the slot confirmed at the last
+//! transaction it printed.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use pgoutput_codec::{Decoder, Lsn, PgOutputMessage, Streaming};
+use pgoutput_tests::pg::Server;
+
+use crate::scenario::TAIL_USER;
+use crate::{peek, Options};
+
+/// The `pgoutput` binary cargo built next to this test (the examples package's bin).
+fn binary() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let path = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|dir| dir.join("pgoutput"))
+        .ok_or("no target directory")?;
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "{} is missing: build it with `cargo build -p pgoutput-examples --bin pgoutput` \
+             (cargo test --workspace builds it)",
+            path.display()
+        ))
+    }
+}
+
+fn tail_command(server: &Server, args: &[&str]) -> Result<Command, String> {
+    let mut command = Command::new(binary()?);
+    let (user, password) = TAIL_USER;
+    command
+        .arg("tail")
+        .arg(server.conninfo(user, password))
+        .args(args);
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    Ok(command)
+}
+
+/// Waits for `child`, killing it after `limit`.
+fn wait(mut child: Child, limit: Duration) -> Result<Output, String> {
+    let deadline = Instant::now() + limit;
+    // Standard output may already be taken (and read) by the caller.
+    let stdout = child.stdout.take();
+    let mut stderr = child.stderr.take().ok_or("stderr")?;
+    let out = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        match stdout {
+            Some(mut stdout) => stdout.read_to_end(&mut buf).map(|_| buf),
+            None => Ok(buf),
+        }
+    });
+    let err = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        stderr.read_to_end(&mut buf).map(|_| buf)
+    });
+    let status = loop {
+        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            return Err(format!("pgoutput tail did not finish within {limit:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = out
+        .join()
+        .map_err(|_| "stdout thread")?
+        .map_err(|e| e.to_string())?;
+    let stderr = err
+        .join()
+        .map_err(|_| "stderr thread")?
+        .map_err(|e| e.to_string())?;
+    Ok(Output {
+        status,
+        stdout,
+        stderr,
+    })
+}
+
+fn current_lsn(server: &Server) -> Result<String, String> {
+    server
+        .query_one("SELECT pg_current_wal_lsn();")
+        .map_err(|e| e.to_string())
+}
+
+fn confirmed(server: &Server, slot: &str) -> Result<Lsn, String> {
+    server
+        .query_one(&format!(
+            "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '{slot}';"
+        ))
+        .map_err(|e| e.to_string())?
+        .parse()
+        .map_err(|e| format!("{e}"))
+}
+
+/// `--create-slot`, run before the workload so the new slot sees all of it.
+pub fn create_slot(server: &Server) -> Result<String, String> {
+    let end = current_lsn(server)?;
+    let output = wait(
+        tail_command(
+            server,
+            &[
+                "--slot",
+                "tail_created",
+                "--create-slot",
+                "--publication",
+                "pub",
+                "--end-lsn",
+                &end,
+            ],
+        )?
+        .spawn()
+        .map_err(|e| e.to_string())?,
+        Duration::from_secs(60),
+    )?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if !output.status.success() || !stderr.contains("created slot tail_created") {
+        return Err(format!("{}: {stderr}", output.status));
+    }
+    Ok(stderr.lines().next().unwrap_or_default().to_owned())
+}
+
+/// The LSN a client reports as flushed after a message that ends a transaction.
+fn transaction_end(message: &PgOutputMessage<'_>) -> Option<Lsn> {
+    match message {
+        PgOutputMessage::Commit(m) => Some(m.end_lsn),
+        PgOutputMessage::StreamCommit(m) => Some(m.end_lsn),
+        PgOutputMessage::Prepare(m) => Some(m.end_lsn),
+        PgOutputMessage::StreamPrepare(m) => Some(m.end_lsn),
+        PgOutputMessage::CommitPrepared(m) => Some(m.end_lsn),
+        PgOutputMessage::RollbackPrepared(m) => Some(m.rollback_end_lsn),
+        _ => None,
+    }
+}
+
+/// Streams the slot of `options` with the binary and compares with the SQL interface.
+pub fn check(server: &Server, options: &Options) -> Result<String, String> {
+    let mode = options.streaming.to_string();
+    let slot = format!("tail_{}_{mode}", options.version);
+    let expected_rows = peek(
+        server,
+        &Options {
+            slot: Box::leak(slot.clone().into_boxed_str()),
+            ..*options
+        },
+    )?;
+    let mut decoder =
+        Decoder::new(options.version, options.streaming).map_err(|e| e.to_string())?;
+    let mut expected = Vec::new();
+    let mut last_end = Lsn(0);
+    for row in &expected_rows {
+        let message = decoder.decode(&row.data).map_err(|e| e.to_string())?;
+        if let Some(end) = transaction_end(&message) {
+            last_end = last_end.max(end);
+        }
+        expected.push(serde_json::to_value(&message).map_err(|e| e.to_string())?);
+    }
+    let end = current_lsn(server)?;
+    let version = options.version.number().to_string();
+    let mut args = vec![
+        "--slot",
+        &slot,
+        "--publication",
+        "pub",
+        "--proto-version",
+        &version,
+        "--messages",
+        "--end-lsn",
+        &end,
+    ];
+    if options.streaming != Streaming::Off {
+        args.extend(["--streaming", &mode]);
+    }
+    if options.binary {
+        args.push("--binary");
+    }
+    let output = wait(
+        tail_command(server, &args)?
+            .spawn()
+            .map_err(|e| e.to_string())?,
+        Duration::from_secs(120),
+    )?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if !output.status.success() {
+        return Err(format!(
+            "pgoutput tail failed with {}: {stderr}",
+            output.status
+        ));
+    }
+    let printed: Vec<serde_json::Value> = output
+        .stdout
+        .lines()
+        .map(|line| {
+            serde_json::from_str(&line.map_err(|e| e.to_string())?).map_err(|e| e.to_string())
+        })
+        .collect::<Result<_, _>>()?;
+    if printed.len() != expected.len() {
+        return Err(format!(
+            "printed {} messages, the slot holds {}: {stderr}",
+            printed.len(),
+            expected.len()
+        ));
+    }
+    if let Some(i) = (0..printed.len()).find(|&i| printed[i] != expected[i]) {
+        return Err(format!(
+            "message {i}: printed {} but the slot holds {}",
+            printed[i], expected[i]
+        ));
+    }
+    let flushed = format!("last flushed LSN {last_end}");
+    if !stderr.contains(&flushed) {
+        return Err(format!("stderr does not report {flushed:?}: {stderr}"));
+    }
+    let confirmed = confirmed(server, &slot)?;
+    if confirmed != last_end {
+        return Err(format!(
+            "slot {slot} confirmed at {confirmed}, expected the last commit {last_end}"
+        ));
+    }
+    Ok(format!(
+        "{} messages in order, slot confirmed at {confirmed}",
+        printed.len()
+    ))
+}
+
+/// Ctrl-C (SIGINT) stops `tail` cleanly: it exits 0 and reports the last flushed LSN.
+pub fn check_interrupt(server: &Server) -> Result<String, String> {
+    let mut child = tail_command(
+        server,
+        &[
+            "--slot",
+            "tail_created",
+            "--publication",
+            "pub",
+            "--format",
+            "compact",
+        ],
+    )?
+    .spawn()
+    .map_err(|e| e.to_string())?;
+    let stdout = child.stdout.take().ok_or("stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let first = lines
+        .next()
+        .ok_or("tail printed nothing")?
+        .map_err(|e| e.to_string())?;
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .map_err(|e| e.to_string())?;
+    if !kill.success() {
+        return Err("kill -INT failed".into());
+    }
+    // Keep reading so the child never blocks on a full pipe while it shuts down.
+    let rest = std::thread::spawn(move || lines.count());
+    let output = wait(child, Duration::from_secs(30))?;
+    let printed = 1 + rest.join().map_err(|_| "reader")?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if !output.status.success()
+        || !stderr.contains("interrupted")
+        || !stderr.contains("last flushed LSN")
+    {
+        return Err(format!("{}: {stderr}", output.status));
+    }
+    Ok(format!(
+        "stopped after {printed} lines (first: {}); {}",
+        first.chars().take(40).collect::<String>(),
+        stderr.lines().last().unwrap_or_default()
+    ))
+}
