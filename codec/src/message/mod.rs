@@ -67,3 +67,21 @@ pub enum PgOutputMessage<'a> {
     /// `'p'`
     StreamPrepare(StreamPrepare<'a>),
 }
+
+impl PgOutputMessage<'_> {
+    /// For a message that ends a transaction (Commit, Stream Commit, Prepare, Stream
+    /// Prepare, Commit Prepared, Rollback Prepared): the end LSN a client reports as flushed
+    /// in its standby status update once it has the whole transaction, so the slot advances
+    /// past it. `None` for every other message.
+    pub fn transaction_end_lsn(&self) -> Option<crate::Lsn> {
+        match self {
+            Self::Commit(m) => Some(m.end_lsn),
+            Self::StreamCommit(m) => Some(m.end_lsn),
+            Self::Prepare(m) => Some(m.end_lsn),
+            Self::StreamPrepare(m) => Some(m.end_lsn),
+            Self::CommitPrepared(m) => Some(m.end_lsn),
+            Self::RollbackPrepared(m) => Some(m.rollback_end_lsn),
+            _ => None,
+        }
+    }
+}

@@ -91,19 +91,6 @@ fn quote_literal(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
 }
 
-/// Where a message ends a transaction, the LSN a client reports as flushed after it.
-fn transaction_end(message: &PgOutputMessage<'_>) -> Option<Lsn> {
-    match message {
-        PgOutputMessage::Commit(m) => Some(m.end_lsn),
-        PgOutputMessage::StreamCommit(m) => Some(m.end_lsn),
-        PgOutputMessage::Prepare(m) => Some(m.end_lsn),
-        PgOutputMessage::StreamPrepare(m) => Some(m.end_lsn),
-        PgOutputMessage::CommitPrepared(m) => Some(m.end_lsn),
-        PgOutputMessage::RollbackPrepared(m) => Some(m.rollback_end_lsn),
-        _ => None,
-    }
-}
-
 struct Session {
     conn: Connection,
     flushed: Lsn,
@@ -216,7 +203,7 @@ pub fn tail(args: &TailArgs) -> Result<ExitCode, String> {
                         }
                         _ => {}
                     }
-                    if let Some(end) = transaction_end(&message) {
+                    if let Some(end) = message.transaction_end_lsn() {
                         open_transaction = false;
                         // Report a transaction as flushed only once it is on standard output.
                         out.flush().map_err(|e| format!("standard output: {e}"))?;

@@ -196,11 +196,14 @@ impl Server {
         writeln!(conf, "TimeZone = 'UTC'")?;
         writeln!(conf, "DateStyle = 'ISO, YMD'")?;
         writeln!(conf, "password_encryption = 'scram-sha-256'")?;
-        // The role `tailer` must authenticate with SCRAM-SHA-256, so that clients prove they
-        // can; everyone else is trusted on the socket.
+        // The roles `tailer`, `md5_tailer` and `password_tailer` must authenticate with
+        // SCRAM-SHA-256, MD5 and a cleartext password, so that clients prove they can;
+        // everyone else is trusted on the socket.
         fs::write(
             self.data().join("pg_hba.conf"),
             "local all tailer scram-sha-256\n\
+             local all md5_tailer md5\n\
+             local all password_tailer password\n\
              local all all trust\n\
              local replication all trust\n",
         )?;

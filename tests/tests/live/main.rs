@@ -103,8 +103,13 @@ pub struct Row {
     pub data: Vec<u8>,
 }
 
-/// Reads the slot through the SQL interface without consuming it.
+/// Reads the slot of `options` through the SQL interface without consuming it.
 pub fn peek(server: &Server, options: &Options) -> Result<Vec<Row>, String> {
+    peek_slot(server, options.slot, options)
+}
+
+/// Reads `slot` with the pgoutput options of `options`, without consuming it.
+pub fn peek_slot(server: &Server, slot: &str, options: &Options) -> Result<Vec<Row>, String> {
     let args: Vec<String> = options
         .pairs()
         .iter()
@@ -112,7 +117,7 @@ pub fn peek(server: &Server, options: &Options) -> Result<Vec<Row>, String> {
         .collect();
     let sql = format!(
         "SELECT lsn, xid, encode(data, 'hex') FROM pg_logical_slot_peek_binary_changes('{}', NULL, NULL, {});",
-        options.slot,
+        slot,
         args.join(", ")
     );
     let out = server.psql(&sql).map_err(|e| e.to_string())?;
@@ -243,6 +248,10 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
     report.record(
         &format!("{label}: pgoutput tail stops cleanly on Ctrl-C"),
         guarded(|| tail::check_interrupt(&server)),
+    );
+    report.record(
+        &format!("{label}: pgoutput tail with MD5 and password authentication"),
+        guarded(|| tail::check_authentication(&server)),
     );
     println!(
         "live: {label} done in {:.1}s",

@@ -26,6 +26,10 @@ SELECT pg_create_logical_replication_slot('plain', 'pgoutput') IS NOT NULL;
 SELECT pg_create_logical_replication_slot('two_phase', 'pgoutput', false, true) IS NOT NULL;
 SELECT pg_create_logical_replication_slot('walsender', 'pgoutput') IS NOT NULL;
 CREATE ROLE tailer LOGIN REPLICATION PASSWORD 'tailer-secret';
+SET password_encryption = 'md5';
+CREATE ROLE md5_tailer LOGIN REPLICATION PASSWORD 'md5-secret';
+RESET password_encryption;
+CREATE ROLE password_tailer LOGIN REPLICATION PASSWORD 'plain-secret';
 SELECT pg_create_logical_replication_slot('tail_' || v || '_' || mode, 'pgoutput') IS NOT NULL
   FROM (VALUES (1, 'off'), (2, 'off'), (2, 'on'), (3, 'off'), (3, 'on'),
                (4, 'off'), (4, 'on'), (4, 'parallel')) AS sets (v, mode);
@@ -33,6 +37,10 @@ SELECT pg_create_logical_replication_slot('tail_' || v || '_' || mode, 'pgoutput
 
 /// The role `pgoutput tail` logs in as, with SCRAM-SHA-256.
 pub const TAIL_USER: (&str, &str) = ("tailer", "tailer-secret");
+/// A role that authenticates with MD5.
+pub const MD5_USER: (&str, &str) = ("md5_tailer", "md5-secret");
+/// A role that authenticates with a cleartext password.
+pub const PASSWORD_USER: (&str, &str) = ("password_tailer", "plain-secret");
 
 /// The columns of `accounts` as the RETURNING clauses print them: text output, then send
 /// output as hex, for each column in order.

@@ -8,11 +8,11 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use pgoutput_codec::{Decoder, Lsn, PgOutputMessage, Streaming};
+use pgoutput_codec::{Decoder, Lsn, Streaming};
 use pgoutput_tests::pg::Server;
 
-use crate::scenario::TAIL_USER;
-use crate::{peek, Options};
+use crate::scenario::{MD5_USER, PASSWORD_USER, TAIL_USER};
+use crate::{peek_slot, Options};
 
 /// The `pgoutput` binary cargo built next to this test (the examples package's bin).
 fn binary() -> Result<PathBuf, String> {
@@ -34,8 +34,16 @@ fn binary() -> Result<PathBuf, String> {
 }
 
 fn tail_command(server: &Server, args: &[&str]) -> Result<Command, String> {
+    tail_command_as(server, TAIL_USER, args)
+}
+
+/// `pgoutput tail` logging in as `user` with `password`.
+fn tail_command_as(
+    server: &Server,
+    (user, password): (&str, &str),
+    args: &[&str],
+) -> Result<Command, String> {
     let mut command = Command::new(binary()?);
-    let (user, password) = TAIL_USER;
     command
         .arg("tail")
         .arg(server.conninfo(user, password))
@@ -132,37 +140,18 @@ pub fn create_slot(server: &Server) -> Result<String, String> {
     Ok(stderr.lines().next().unwrap_or_default().to_owned())
 }
 
-/// The LSN a client reports as flushed after a message that ends a transaction.
-fn transaction_end(message: &PgOutputMessage<'_>) -> Option<Lsn> {
-    match message {
-        PgOutputMessage::Commit(m) => Some(m.end_lsn),
-        PgOutputMessage::StreamCommit(m) => Some(m.end_lsn),
-        PgOutputMessage::Prepare(m) => Some(m.end_lsn),
-        PgOutputMessage::StreamPrepare(m) => Some(m.end_lsn),
-        PgOutputMessage::CommitPrepared(m) => Some(m.end_lsn),
-        PgOutputMessage::RollbackPrepared(m) => Some(m.rollback_end_lsn),
-        _ => None,
-    }
-}
-
 /// Streams the slot of `options` with the binary and compares with the SQL interface.
 pub fn check(server: &Server, options: &Options) -> Result<String, String> {
     let mode = options.streaming.to_string();
     let slot = format!("tail_{}_{mode}", options.version);
-    let expected_rows = peek(
-        server,
-        &Options {
-            slot: Box::leak(slot.clone().into_boxed_str()),
-            ..*options
-        },
-    )?;
+    let expected_rows = peek_slot(server, &slot, options)?;
     let mut decoder =
         Decoder::new(options.version, options.streaming).map_err(|e| e.to_string())?;
     let mut expected = Vec::new();
     let mut last_end = Lsn(0);
     for row in &expected_rows {
         let message = decoder.decode(&row.data).map_err(|e| e.to_string())?;
-        if let Some(end) = transaction_end(&message) {
+        if let Some(end) = message.transaction_end_lsn() {
             last_end = last_end.max(end);
         }
         expected.push(serde_json::to_value(&message).map_err(|e| e.to_string())?);
@@ -278,5 +267,52 @@ pub fn check_interrupt(server: &Server) -> Result<String, String> {
         "stopped after {printed} lines (first: {}); {}",
         first.chars().take(40).collect::<String>(),
         stderr.lines().last().unwrap_or_default()
+    ))
+}
+
+/// MD5 and cleartext password authentication: each role creates a slot and stops at once;
+/// a wrong password is refused with the server's message.
+pub fn check_authentication(server: &Server) -> Result<String, String> {
+    let mut done = Vec::new();
+    for (method, (user, password)) in [("md5", MD5_USER), ("password", PASSWORD_USER)] {
+        let end = current_lsn(server)?;
+        let slot = format!("tail_auth_{method}");
+        let args = [
+            "--slot",
+            &slot,
+            "--create-slot",
+            "--publication",
+            "pub",
+            "--end-lsn",
+            &end,
+        ];
+        let output = wait(
+            tail_command_as(server, (user, password), &args)?
+                .spawn()
+                .map_err(|e| e.to_string())?,
+            Duration::from_secs(60),
+        )?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        if !output.status.success() || !stderr.contains(&format!("created slot {slot}")) {
+            return Err(format!("{method}: {}: {stderr}", output.status));
+        }
+        let wrong = wait(
+            tail_command_as(server, (user, "wrong"), &args)?
+                .spawn()
+                .map_err(|e| e.to_string())?,
+            Duration::from_secs(60),
+        )?;
+        let stderr = String::from_utf8_lossy(&wrong.stderr);
+        if wrong.status.success() || !stderr.contains("password authentication failed") {
+            return Err(format!(
+                "{method} with a wrong password: {}: {stderr}",
+                wrong.status
+            ));
+        }
+        done.push(method);
+    }
+    Ok(format!(
+        "{} authentication, and wrong passwords refused",
+        done.join(" and ")
     ))
 }
