@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 
-use crate::{Ctx, DecodeError, DecodeErrorKind, EncodeError, Reader, TagSet, Writer};
+use crate::{Ctx, DecodeError, EncodeError, Reader, TagSet, Writer};
 
 /// A value read from the wire, borrowing from the input where it can.
 ///
@@ -139,18 +139,8 @@ integer_codec! {
 /// `encode(decode(b)) == b` exact).
 impl<'a> Decode<'a> for bool {
     fn decode(r: &mut Reader<'a>, _ctx: Ctx) -> Result<Self, DecodeError> {
-        let at = r.position();
-        match r.read_u8()? {
-            0 => Ok(false),
-            1 => Ok(true),
-            found => Err(DecodeError::new(
-                DecodeErrorKind::InvalidValue {
-                    found: found.into(),
-                    expected: "0 (false) or 1 (true)",
-                },
-                at,
-            )),
-        }
+        r.read_u8_in(0..=1, "0 (false) or 1 (true)")
+            .map(|byte| byte == 1)
     }
 }
 

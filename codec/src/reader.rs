@@ -85,6 +85,29 @@ impl<'a> Reader<'a> {
         Ok(byte)
     }
 
+    /// An Int8 that must lie in `allowed`; anything else is
+    /// [`DecodeErrorKind::InvalidValue`] with `expected` as the explanation.
+    #[inline]
+    pub fn read_u8_in(
+        &mut self,
+        allowed: core::ops::RangeInclusive<u8>,
+        expected: &'static str,
+    ) -> Result<u8, DecodeError> {
+        let at = self.pos;
+        let byte = self.read_u8()?;
+        if allowed.contains(&byte) {
+            Ok(byte)
+        } else {
+            Err(DecodeError::new(
+                DecodeErrorKind::InvalidValue {
+                    found: byte.into(),
+                    expected,
+                },
+                at,
+            ))
+        }
+    }
+
     /// Int8, signed.
     #[inline]
     pub fn read_i8(&mut self) -> Result<i8, DecodeError> {

@@ -1,8 +1,8 @@
 //! Logical decoding messages (`pg_logical_emit_message`).
 
 use crate::{
-    Ctx, Decode, DecodeError, DecodeErrorKind, Encode, EncodeError, IntoOwned, Lsn, PgBytes, PgStr,
-    Reader, Writer, Xid,
+    Ctx, Decode, DecodeError, Encode, EncodeError, IntoOwned, Lsn, PgBytes, PgStr, Reader, Writer,
+    Xid,
 };
 
 /// Message `'M'` (protocol 1+, PostgreSQL 14+; sent only with the `messages` option): a
@@ -58,7 +58,7 @@ impl Message<'_> {
 /// PostgreSQL writes no other value, so decoding rejects any other.
 ///
 /// Hand-written rather than derived: it is a validated Int8, not a tagged shape, and a bad
-/// value is [`DecodeErrorKind::InvalidValue`], not an unknown tag.
+/// value is [`DecodeErrorKind::InvalidValue`](crate::DecodeErrorKind::InvalidValue), not an unknown tag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -83,17 +83,9 @@ impl MessageFlags {
 
 impl<'a> Decode<'a> for MessageFlags {
     fn decode(r: &mut Reader<'a>, _ctx: Ctx) -> Result<Self, DecodeError> {
-        let at = r.position();
-        match r.read_u8()? {
+        match r.read_u8_in(0..=1, "0 (non-transactional) or 1 (transactional)")? {
             0 => Ok(MessageFlags::NonTransactional),
-            1 => Ok(MessageFlags::Transactional),
-            found => Err(DecodeError::new(
-                DecodeErrorKind::InvalidValue {
-                    found: found.into(),
-                    expected: "0 (non-transactional) or 1 (transactional)",
-                },
-                at,
-            )),
+            _ => Ok(MessageFlags::Transactional),
         }
     }
 }
