@@ -109,3 +109,52 @@ fn value_forms() {
         r#"{"type":"stream_abort","xid":744,"subtransaction_xid":745,"abort_lsn":null,"abort_timestamp":null}"#
     );
 }
+
+/// JSON and timestamp text from outside are untrusted: damaged input is an error, never a
+/// panic (extreme years included).
+#[test]
+fn damaged_json_and_timestamps_never_panic() {
+    let alphabet: Vec<char> = "0123456789-:. +\"{}[],abcdefxyz\\".chars().collect();
+    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut next = |n: usize| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % n as u64) as usize
+    };
+    let jsons: Vec<String> = all_cases()
+        .iter()
+        .map(|c| serde_json::to_string(&c.value).unwrap())
+        .collect();
+    let mut parsed = 0;
+    for _ in 0..20_000 {
+        let mut chars: Vec<char> = jsons[next(jsons.len())].chars().collect();
+        for _ in 0..=next(3) {
+            let at = next(chars.len());
+            chars[at] = alphabet[next(alphabet.len())];
+        }
+        let text: String = chars.into_iter().collect();
+        parsed += usize::from(serde_json::from_str::<PgOutputMessage<'_>>(&text).is_ok());
+    }
+    assert!(parsed > 100, "only {parsed} damaged messages still parsed");
+    for _ in 0..20_000 {
+        let digits = |n: usize, next: &mut dyn FnMut(usize) -> usize| -> String {
+            (0..n).map(|_| char::from(b'0' + next(10) as u8)).collect()
+        };
+        let year_len = 1 + next(19);
+        let text = format!(
+            "{}{}-{}-{} {}:{}:{}.{}+00",
+            if next(2) == 0 { "-" } else { "" },
+            digits(year_len, &mut next),
+            digits(2, &mut next),
+            digits(2, &mut next),
+            digits(2, &mut next),
+            digits(2, &mut next),
+            digits(2, &mut next),
+            digits(1 + next(6), &mut next)
+        );
+        if let Ok(ts) = text.parse::<PgTimestamp>() {
+            assert_eq!(ts.to_string().parse::<PgTimestamp>(), Ok(ts), "{text}");
+        }
+    }
+}

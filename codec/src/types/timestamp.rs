@@ -214,7 +214,9 @@ impl core::str::FromStr for PgTimestamp {
         {
             return Err(bad);
         }
-        let days = days_from_civil(year, month, day).ok_or(TimestampError::OutOfRange)? - 10_957;
+        let days = days_from_civil(year, month, day)
+            .and_then(|days| days.checked_sub(10_957))
+            .ok_or(TimestampError::OutOfRange)?;
         if civil_from_days(days + 10_957) != (year, month as u32, day as u32) {
             return Err(bad); // 31 February and the like
         }
@@ -319,6 +321,32 @@ mod tests {
             "2024-01-01 00:00:00.1234567+00",
         ] {
             assert!(bad.parse::<PgTimestamp>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn extreme_years_are_errors_not_overflows() {
+        for text in [
+            "-250000000000000000-01-01 00:00:00+00",
+            // Lands 208 days above i64::MIN days: subtracting the 2000 epoch overflowed here.
+            "-25252734927764584-01-01 00:00:00+00",
+            "999999999999999999-12-31 23:59:59.999999+00",
+            "-999999999999999999-01-01 00:00:00+00",
+            "300000-01-01 00:00:00+00",
+            "-300000-01-01 00:00:00+00",
+        ] {
+            assert_eq!(
+                text.parse::<PgTimestamp>(),
+                Err(TimestampError::OutOfRange),
+                "{text}"
+            );
+        }
+        // Every year around the edges of the range either parses exactly or is out of range.
+        for year in (-290_400..-290_100).chain(294_100..294_400) {
+            let text = format!("{year}-06-15 12:00:00+00");
+            if let Ok(ts) = text.parse::<PgTimestamp>() {
+                assert_eq!(ts.to_string().parse::<PgTimestamp>(), Ok(ts));
+            }
         }
     }
 
