@@ -1,6 +1,5 @@
 //! The `pgoutput` command-line tool: the codec without writing Rust.
 
-mod connection;
 mod convert;
 mod input;
 mod tail;

@@ -12,8 +12,8 @@ use pgoutput_codec::{
     ServerMessage, StandbyStatusUpdate,
 };
 
-use super::connection::{ConnInfo, Connection, CopyEvent};
 use super::StreamingArg;
+use crate::connection::{ConnInfo, Connection, CopyEvent};
 
 #[derive(Debug, Args)]
 #[command(after_help = "\

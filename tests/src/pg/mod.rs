@@ -1,9 +1,8 @@
 //! A harness for real PostgreSQL servers: start one in a temporary directory, run SQL
-//! through its own `psql`, speak the replication protocol to its walsender, and stop it and
-//! remove its files when done (also when a test panics).
+//! through its own `psql`, and stop it and remove its files when done (also when a test
+//! panics). Replication connections go through `pgoutput_examples::connection`, the same
+//! client `pgoutput tail` uses.
 
 mod server;
-mod walsender;
 
 pub use server::{find_servers, Server, ServerBinaries};
-pub use walsender::{ReplicationStream, WalsenderError};

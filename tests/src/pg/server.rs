@@ -231,9 +231,12 @@ impl Server {
     }
 
     /// A libpq-style connection string for `user` over the server's socket.
-    pub fn conninfo(&self, user: &str, password: &str) -> String {
+    pub fn conninfo(&self, user: &str, password: Option<&str>) -> String {
+        let password = password
+            .map(|p| format!(" password={p}"))
+            .unwrap_or_default();
         format!(
-            "host={} port={} user={user} password={password} dbname=postgres",
+            "host={} port={} user={user}{password} dbname=postgres",
             self.dir.display(),
             self.port
         )

@@ -9,8 +9,9 @@ use pgoutput_codec::{
     OldTuple, PgOutputMessage, PgTimestamp, ProtocolVersion, ReplicaIdentity, ServerMessage,
     StandbyStatusUpdate, Streaming, Tagged, TupleData, Xid,
 };
+use pgoutput_examples::connection::{ConnInfo, Connection, CopyEvent};
 use pgoutput_tests::hex;
-use pgoutput_tests::pg::{ReplicationStream, Server};
+use pgoutput_tests::pg::Server;
 
 use crate::scenario::{Facts, Value};
 use crate::{peek, Options, Row};
@@ -610,21 +611,34 @@ pub fn check_walsender(server: &Server, _facts: &Facts) -> Result<String, String
             .map_err(|e| format!("{e}"))
     };
     let before = confirmed(server)?;
-    let err = |e: pgoutput_tests::pg::WalsenderError| e.to_string();
-    let mut stream =
-        ReplicationStream::connect(server.socket_dir(), server.port(), "postgres", "postgres")
-            .map_err(err)?;
-    let pairs = options.pairs();
-    let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    stream
-        .start_replication("walsender", "0/0", &pairs)
-        .map_err(err)?;
+    let conninfo = ConnInfo::parse(Some(&server.conninfo("postgres", None)), |_| None)?;
+    let mut conn = Connection::connect(&conninfo)?;
+    let pgoutput_options: Vec<String> = options
+        .pairs()
+        .iter()
+        .map(|(k, v)| format!("{k} '{v}'"))
+        .collect();
+    conn.start_replication(&format!(
+        "START_REPLICATION SLOT walsender LOGICAL 0/0 ({})",
+        pgoutput_options.join(", ")
+    ))?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let next_frame = |conn: &mut Connection| -> Result<Vec<u8>, String> {
+        loop {
+            match conn.poll_copy_data(Duration::from_millis(500))? {
+                CopyEvent::Data(frame) => return Ok(frame),
+                CopyEvent::Idle if Instant::now() < deadline => {}
+                CopyEvent::Idle => return Err("the walsender went quiet for 60 s".into()),
+                CopyEvent::End => return Err("the walsender ended the stream".into()),
+            }
+        }
+    };
     let envelope = Ctx::plain(ProtocolVersion::V1);
     let mut decoder =
         Decoder::new(options.version, options.streaming).map_err(|e| e.to_string())?;
     let (mut received, mut keepalives, mut last_commit) = (0, 0, Lsn(0));
     while received < expected.len() {
-        let frame = stream.next_copy_data().map_err(err)?;
+        let frame = next_frame(&mut conn)?;
         let message: ServerMessage<'_> =
             decode(&frame, envelope).map_err(|e| format!("{}: {e}", hex(&frame)))?;
         ensure(
@@ -644,10 +658,11 @@ pub fn check_walsender(server: &Server, _facts: &Facts) -> Result<String, String
                 ensure(xlog.wal_start == xlog.wal_end, || {
                     "logical XLogData has wal_start != wal_end".into()
                 })?;
-                match decoder.decode(&xlog.data).map_err(|e| e.to_string())? {
-                    PgOutputMessage::Commit(c) => last_commit = c.end_lsn,
-                    PgOutputMessage::StreamCommit(c) => last_commit = c.end_lsn,
-                    PgOutputMessage::CommitPrepared(c) => last_commit = c.end_lsn,
+                let message = decoder.decode(&xlog.data).map_err(|e| e.to_string())?;
+                if let Some(end) = message.transaction_end_lsn() {
+                    last_commit = end;
+                }
+                match message {
                     PgOutputMessage::Relation(_) | PgOutputMessage::Type(_) => {
                         ensure(xlog.wal_start == Lsn(0), || {
                             "Relation/Type XLogData LSN is not 0".into()
@@ -668,12 +683,10 @@ pub fn check_walsender(server: &Server, _facts: &Facts) -> Result<String, String
         send_time: PgTimestamp::now(),
         reply_requested: true,
     };
-    stream
-        .send_copy_data(&encode(&update, envelope).map_err(|e| e.to_string())?)
-        .map_err(err)?;
+    conn.send_copy_data(&encode(&update, envelope).map_err(|e| e.to_string())?)?;
     // reply_requested makes the server answer with a keepalive at once.
     loop {
-        let frame = stream.next_copy_data().map_err(err)?;
+        let frame = next_frame(&mut conn)?;
         if let ServerMessage::PrimaryKeepalive(_) =
             decode(&frame, envelope).map_err(|e| e.to_string())?
         {
@@ -690,6 +703,6 @@ pub fn check_walsender(server: &Server, _facts: &Facts) -> Result<String, String
     ensure(after == last_commit, || {
         format!("confirmed_flush_lsn {after}, expected {last_commit} (was {before})")
     })?;
-    stream.finish().map_err(err)?;
+    conn.finish_copy()?;
     Ok(format!("{received} payloads equal to the SQL interface's, {keepalives} keepalives, slot confirmed {before} -> {after}"))
 }

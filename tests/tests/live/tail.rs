@@ -46,7 +46,7 @@ fn tail_command_as(
     let mut command = Command::new(binary()?);
     command
         .arg("tail")
-        .arg(server.conninfo(user, password))
+        .arg(server.conninfo(user, Some(password)))
         .args(args);
     command
         .stdin(Stdio::null())

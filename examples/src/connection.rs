@@ -1,6 +1,7 @@
-//! A replication connection: connection strings, sockets, start-up and authentication
-//! (password, MD5, SCRAM-SHA-256), simple queries and copy-both mode. Messages are framed
-//! and parsed by `postgres-protocol`; pgoutput itself is the codec's business.
+//! A logical replication connection: connection strings, sockets, start-up and
+//! authentication (password, MD5, SCRAM-SHA-256), simple queries and copy-both mode.
+//! Messages are framed and parsed by `postgres-protocol`; pgoutput itself is the codec's
+//! business. `pgoutput tail` and the live conformance tests both connect through it.
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -143,6 +144,7 @@ fn parse_key_values(text: &str) -> Result<Vec<(String, String)>, String> {
     }
 }
 
+#[derive(Debug)]
 enum Socket {
     Tcp(TcpStream),
     Unix(UnixStream),
@@ -189,6 +191,7 @@ enum Backend {
 }
 
 /// What arrived in copy-both mode.
+#[derive(Debug)]
 pub enum CopyEvent {
     /// A CopyData payload.
     Data(Vec<u8>),
@@ -199,6 +202,7 @@ pub enum CopyEvent {
 }
 
 /// A connection in logical walsender mode.
+#[derive(Debug)]
 pub struct Connection {
     socket: Socket,
     input: BytesMut,
