@@ -3,3 +3,4 @@
 pub mod cli;
 pub mod connection;
 pub mod extension;
+pub mod hex;

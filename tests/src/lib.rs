@@ -13,16 +13,12 @@ use pgoutput_codec::{
 
 /// Lower-case hex, no separators (as PostgreSQL's `encode(…, 'hex')` prints bytea).
 pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    pgoutput_examples::hex::to_hex(bytes)
 }
 
 /// The bytes of a hex string; panics on malformed input (test fixtures only).
 pub fn unhex(hex: &str) -> Vec<u8> {
-    assert!(hex.len() % 2 == 0, "odd-length hex {hex:?}");
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex digit"))
-        .collect()
+    pgoutput_examples::hex::parse_hex(hex).unwrap_or_else(|e| panic!("{e}: {hex:?}"))
 }
 
 /// What a round-trip snapshot shows: the context, the bytes and the decoded value.

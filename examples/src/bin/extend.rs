@@ -7,6 +7,7 @@ use pgoutput_codec::{
     Decoder, Encoder, PgOutputMessage, ProtocolVersion, StreamStart, StreamStop, Streaming, Xid,
 };
 use pgoutput_examples::extension::{ExtendedMessage, Heartbeat};
+use pgoutput_examples::hex::to_hex;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut encoder = Encoder::new(ProtocolVersion::V2, Streaming::On)?;
@@ -31,7 +32,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let bytes = encoder.encode(message)?;
         let decoded: ExtendedMessage<'_> = decoder.decode_as(&bytes)?;
         assert_eq!(&decoded, message);
-        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let hex = to_hex(&bytes);
         println!("{hex:<40} {decoded:?}");
     }
     Ok(())

@@ -7,10 +7,7 @@ use pgoutput_codec::{
     decode, encode, Ctx, Lsn, Message, MessageFlags, PgOutputMessage, PgTimestamp, ProtocolVersion,
     StreamAbort, Streaming, Xid,
 };
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+use pgoutput_examples::hex::to_hex;
 
 /// Encodes `message` in `ctx`, prints it, and checks it decodes back to the same value.
 fn show(
@@ -23,7 +20,7 @@ fn show(
     assert_eq!(&decoded, message);
     println!(
         "{label}\n  context: {ctx}\n  bytes:   {}\n  decoded: {decoded:?}\n",
-        hex(&bytes)
+        to_hex(&bytes)
     );
     Ok(())
 }

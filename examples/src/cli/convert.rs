@@ -8,8 +8,9 @@ use std::process::ExitCode;
 use clap::Args;
 use pgoutput_codec::{Decoder, Encoder, PgOutputMessage};
 
-use super::input::{frames, to_hex, InputFormat};
+use super::input::{frames, InputFormat};
 use super::SessionArgs;
+use crate::hex::to_hex;
 
 #[derive(Debug, Args)]
 pub struct DecodeArgs {

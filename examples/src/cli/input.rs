@@ -4,6 +4,8 @@ use std::io::{self, BufRead, Read};
 
 use clap::ValueEnum;
 
+use crate::hex::parse_hex;
+
 pub const FORMATS_HELP: &str = "\
 Input formats (--input):
   hex  One message per line as hex digits, upper or lower case; spaces between digits are
@@ -66,35 +68,6 @@ fn hex_frames(reader: impl BufRead + 'static) -> impl Iterator<Item = io::Result
             bytes: parse_hex(trimmed),
         }))
     })
-}
-
-/// Hex digits (spaces allowed between them) to bytes.
-pub fn parse_hex(text: &str) -> Result<Vec<u8>, String> {
-    let digits: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    if let Some(at) = digits.iter().position(|b| !b.is_ascii_hexdigit()) {
-        return Err(format!(
-            "invalid hex: {:?} is not a hex digit",
-            char::from(digits[at])
-        ));
-    }
-    if digits.len() % 2 != 0 {
-        return Err(format!(
-            "invalid hex: odd number of digits ({})",
-            digits.len()
-        ));
-    }
-    Ok(digits
-        .chunks(2)
-        .map(|pair| {
-            let nibble = |d: u8| (d as char).to_digit(16).unwrap_or(0) as u8;
-            nibble(pair[0]) << 4 | nibble(pair[1])
-        })
-        .collect())
-}
-
-/// Lower-case hex.
-pub fn to_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn raw_frames(mut reader: impl Read + 'static) -> impl Iterator<Item = io::Result<Frame>> {

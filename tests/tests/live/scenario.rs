@@ -6,6 +6,7 @@ use std::io;
 
 use pgoutput_codec::{Lsn, Oid, Xid};
 use pgoutput_tests::pg::Server;
+use pgoutput_tests::unhex;
 
 pub const SCHEMA: &str = r#"
 CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy');
@@ -157,10 +158,6 @@ pub struct Facts {
     pub columns: HashMap<String, Vec<CatalogColumn>>,
     /// The OID of the enum type `mood`.
     pub mood_oid: Oid,
-}
-
-fn unhex(hex: &str) -> Vec<u8> {
-    pgoutput_tests::unhex(hex)
 }
 
 /// Creates the schema, publication, slots and roles.
