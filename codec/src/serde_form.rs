@@ -18,32 +18,25 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::{Lsn, PgBytes, PgStr, PgTimestamp};
 
-impl Serialize for Lsn {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
+/// Types whose JSON form is their text form: `Display` out, `FromStr` in.
+macro_rules! serde_as_text {
+    ($($ty:ty),*) => {$(
+        impl Serialize for $ty {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let text = Cow::<str>::deserialize(d)?;
+                text.parse().map_err(|e| de::Error::custom(format!("{e}: {text:?}")))
+            }
+        }
+    )*};
 }
 
-impl<'de> Deserialize<'de> for Lsn {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = Cow::<str>::deserialize(d)?;
-        text.parse().map_err(de::Error::custom)
-    }
-}
-
-impl Serialize for PgTimestamp {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for PgTimestamp {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = Cow::<str>::deserialize(d)?;
-        text.parse()
-            .map_err(|e| de::Error::custom(format!("{e}: {text:?}")))
-    }
-}
+serde_as_text!(Lsn, PgTimestamp);
 
 /// Bytes as a string when they are UTF-8, else as `{"hex": "…"}`.
 fn serialize_bytes<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {

@@ -8,7 +8,7 @@
 
 use crate::{
     Ctx, CtxError, Decode, DecodeError, DecodeErrorKind, Encode, EncodeError, EncodeErrorKind,
-    PgOutputMessage, ProtocolVersion, Reader, Streaming, Tagged,
+    PgOutputMessage, ProtocolVersion, Streaming, Tagged,
 };
 
 /// The context after a message with `tag`, or why the message cannot come now.
@@ -103,9 +103,7 @@ impl Decoder {
             })?,
             None => self.ctx,
         };
-        let mut r = Reader::new(bytes);
-        let message = M::decode(&mut r, self.ctx)?;
-        r.finish()?;
+        let message = crate::decode(bytes, self.ctx)?;
         self.ctx = after;
         Ok(message)
     }
