@@ -8,7 +8,7 @@ use syn::Lifetime;
 
 use super::{
     binding, condition, counts_placed_before, early_count, input_lifetime, internal, krate,
-    tag_literal, with_static_lifetime, Scope,
+    tag_literal, with_fields, with_static_lifetime, Scope,
 };
 use crate::ast::{self, Container, Data, Field, Style, Variant};
 
@@ -85,14 +85,7 @@ fn construct(
             let #binding = #value;
         }
     });
-    let value = match style {
-        Style::Unit => path,
-        Style::Tuple => quote!(#path( #(#bindings),* )),
-        Style::Named => {
-            let members = fields.iter().map(|field| &field.member);
-            quote!(#path { #(#members: #bindings),* })
-        }
-    };
+    let value = with_fields(path, style, fields, &bindings);
     quote! {
         #(#reads)*
         ::core::result::Result::Ok(#value)

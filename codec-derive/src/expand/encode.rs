@@ -3,8 +3,10 @@
 use proc_macro2::TokenStream;
 use quote::quote;
 
-use super::{binding, condition, counts_placed_before, internal, krate, tag_literal, Scope};
-use crate::ast::{Container, Data, Field, Style};
+use super::{
+    condition, counts_placed_before, internal, krate, tag_literal, variant_pattern, Scope,
+};
+use crate::ast::{Container, Data, Field};
 
 pub fn expand(container: &Container<'_>) -> TokenStream {
     let krate = krate();
@@ -41,15 +43,7 @@ pub fn expand(container: &Container<'_>) -> TokenStream {
             let mut len_arms = Vec::new();
             for variant in variants {
                 let variant_ident = variant.ident;
-                let bindings: Vec<_> = variant.fields.iter().map(binding).collect();
-                let pattern = match variant.style {
-                    Style::Unit => quote!(Self::#variant_ident),
-                    Style::Tuple => quote!(Self::#variant_ident(#(#bindings),*)),
-                    Style::Named => {
-                        let members = variant.fields.iter().map(|f| &f.member);
-                        quote!(Self::#variant_ident { #(#members: #bindings),* })
-                    }
-                };
+                let (pattern, bindings) = variant_pattern(variant);
                 let accessors: Vec<TokenStream> = bindings.iter().map(|b| quote!(#b)).collect();
                 match &variant.tag {
                     Some(tag) => {

@@ -11,7 +11,7 @@ use proc_macro2::{Ident, Span, TokenStream, TokenTree};
 use quote::{format_ident, quote, ToTokens};
 use syn::{Lifetime, LitByte, Member};
 
-use crate::ast::{Container, Data, Field};
+use crate::ast::{Container, Data, Field, Style, Variant};
 use crate::attr::{Condition, Since};
 
 /// The runtime crate, by absolute path.
@@ -30,6 +30,39 @@ fn binding(field: &Field<'_>) -> Ident {
         Member::Named(ident) => format_ident!("f_{}", ident, span = Span::mixed_site()),
         Member::Unnamed(index) => format_ident!("f{}", index.index, span = Span::mixed_site()),
     }
+}
+
+/// `path`, `path(v0, v1)` or `path { a: va, b: vb }`, as `style` requires: the one shape
+/// that builds a value and matches a variant alike.
+fn with_fields(
+    path: TokenStream,
+    style: Style,
+    fields: &[Field<'_>],
+    values: impl IntoIterator<Item = impl ToTokens>,
+) -> TokenStream {
+    let values = values.into_iter();
+    match style {
+        Style::Unit => path,
+        Style::Tuple => quote!(#path(#(#values),*)),
+        Style::Named => {
+            let members = fields.iter().map(|field| &field.member);
+            quote!(#path { #(#members: #values),* })
+        }
+    }
+}
+
+/// The pattern `Self::Variant(f0, …)` / `Self::Variant { a: f_a, … }` binding every field
+/// of `variant`, and those bindings.
+fn variant_pattern(variant: &Variant<'_>) -> (TokenStream, Vec<Ident>) {
+    let ident = variant.ident;
+    let bindings: Vec<Ident> = variant.fields.iter().map(binding).collect();
+    let pattern = with_fields(
+        quote!(Self::#ident),
+        variant.style,
+        &variant.fields,
+        &bindings,
+    );
+    (pattern, bindings)
 }
 
 /// A tag byte as a literal: `b'M'`.

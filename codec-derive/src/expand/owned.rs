@@ -3,7 +3,7 @@
 use proc_macro2::TokenStream;
 use quote::quote;
 
-use super::{binding, krate};
+use super::{krate, variant_pattern, with_fields};
 use crate::ast::{Container, Data, Field, Style};
 
 pub fn expand(container: &Container<'_>) -> TokenStream {
@@ -34,15 +34,7 @@ pub fn expand(container: &Container<'_>) -> TokenStream {
         Data::Enum(variants) => {
             let arms = variants.iter().map(|variant| {
                 let variant_ident = variant.ident;
-                let bindings: Vec<_> = variant.fields.iter().map(binding).collect();
-                let pattern = match variant.style {
-                    Style::Unit => quote!(Self::#variant_ident),
-                    Style::Tuple => quote!(Self::#variant_ident(#(#bindings),*)),
-                    Style::Named => {
-                        let members = variant.fields.iter().map(|f| &f.member);
-                        quote!(Self::#variant_ident { #(#members: #bindings),* })
-                    }
-                };
+                let (pattern, bindings) = variant_pattern(variant);
                 let value = rebuild(
                     quote!(#ident::#variant_ident),
                     variant.style,
@@ -69,6 +61,7 @@ pub fn expand(container: &Container<'_>) -> TokenStream {
     }
 }
 
+/// The value at `path` with every field made owned.
 fn rebuild(
     path: TokenStream,
     style: Style,
@@ -77,12 +70,5 @@ fn rebuild(
 ) -> TokenStream {
     let krate = krate();
     let owned = values.map(|value| quote!(#krate::IntoOwned::into_owned(#value)));
-    match style {
-        Style::Unit => path,
-        Style::Tuple => quote!(#path(#(#owned),*)),
-        Style::Named => {
-            let members = fields.iter().map(|f| &f.member);
-            quote!(#path { #(#members: #owned),* })
-        }
-    }
+    with_fields(path, style, fields, owned)
 }
