@@ -53,6 +53,8 @@
 // The derive macros name this crate `::pgoutput_codec`, also from inside it.
 extern crate self as pgoutput_codec;
 
+#[cfg(feature = "client")]
+pub mod client;
 mod codec;
 mod ctx;
 mod envelope;
@@ -61,9 +63,13 @@ mod message;
 mod reader;
 #[cfg(feature = "serde")]
 mod serde_form;
+#[cfg(feature = "server")]
+pub mod server;
 mod session;
 mod tags;
 mod types;
+#[cfg(feature = "client")]
+pub mod wire;
 mod writer;
 
 #[doc(hidden)]

@@ -1,6 +1,5 @@
 //! Example code for pgoutput-codec, shared by the example programs and the tests.
 
 pub mod cli;
-pub mod connection;
 pub mod extension;
 pub mod hex;

@@ -13,7 +13,7 @@ use pgoutput_codec::{
 };
 
 use super::StreamingArg;
-use crate::connection::{ConnInfo, Connection, CopyEvent};
+use pgoutput_codec::client::{ConnInfo, Connection, CopyEvent};
 
 #[derive(Debug, Args)]
 #[command(after_help = "\
@@ -108,7 +108,7 @@ impl Session {
         };
         let payload =
             encode(&update, Ctx::plain(ProtocolVersion::V1)).map_err(|e| e.to_string())?;
-        self.conn.send_copy_data(&payload)?;
+        self.conn.send_copy_data(&payload).map_err(|e| e.to_string())?;
         self.last_status = Instant::now();
         Ok(())
     }
@@ -118,20 +118,25 @@ pub fn tail(args: &TailArgs) -> Result<ExitCode, String> {
     let version =
         ProtocolVersion::from_number(args.proto_version).ok_or("invalid protocol version")?;
     let mut decoder = Decoder::new(version, args.streaming.into()).map_err(|e| e.to_string())?;
-    let info = ConnInfo::parse(args.conninfo.as_deref(), |var| std::env::var(var).ok())?;
+    let mut info = ConnInfo::parse(args.conninfo.as_deref(), |var| std::env::var(var).ok())
+        .map_err(|e| e.to_string())?;
+    if std::env::var_os("PGAPPNAME").is_none() {
+        info.application_name = "pgoutput tail".into();
+    }
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = Arc::clone(&stop);
         ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst))
             .map_err(|e| format!("Ctrl-C handler: {e}"))?;
     }
-    let mut conn = Connection::connect(&info)?;
+    let mut conn = Connection::connect(&info).map_err(|e| e.to_string())?;
     if args.create_slot {
         let two_phase = if args.two_phase { " TWO_PHASE" } else { "" };
         let rows = conn.simple_query(&format!(
             "CREATE_REPLICATION_SLOT {} LOGICAL pgoutput{two_phase}",
             quote_ident(&args.slot)
-        ))?;
+        ))
+        .map_err(|e| e.to_string())?;
         let point = rows
             .first()
             .and_then(|row| row.get(1).cloned().flatten())
@@ -165,7 +170,8 @@ pub fn tail(args: &TailArgs) -> Result<ExitCode, String> {
         "START_REPLICATION SLOT {} LOGICAL {start} ({})",
         quote_ident(&args.slot),
         options.join(", ")
-    ))?;
+    ))
+    .map_err(|e| e.to_string())?;
     eprintln!("pgoutput tail: streaming slot {} from {start}", args.slot);
 
     let envelope = Ctx::plain(ProtocolVersion::V1);
@@ -180,7 +186,10 @@ pub fn tail(args: &TailArgs) -> Result<ExitCode, String> {
     let interval = Duration::from_secs(args.status_interval.max(1));
     let mut reached_end = false;
     while !stop.load(Ordering::SeqCst) && !reached_end {
-        match session.conn.poll_copy_data(Duration::from_millis(200))? {
+        match session
+            .conn
+            .poll_copy_data(Duration::from_millis(200))
+            .map_err(|e| e.to_string())? {
             CopyEvent::Data(frame) => match decode::<ServerMessage<'_>>(&frame, envelope)
                 .map_err(|e| e.to_string())?
             {
@@ -236,7 +245,7 @@ pub fn tail(args: &TailArgs) -> Result<ExitCode, String> {
     }
     out.flush().map_err(|e| format!("standard output: {e}"))?;
     session.send_status(false)?;
-    session.conn.finish_copy()?;
+    session.conn.finish_copy().map_err(|e| e.to_string())?;
     let why = if stop.load(Ordering::SeqCst) {
         "interrupted"
     } else if reached_end {

@@ -9,7 +9,7 @@ use pgoutput_codec::{
     OldTuple, PgOutputMessage, PgTimestamp, ProtocolVersion, ReplicaIdentity, ServerMessage,
     StandbyStatusUpdate, Streaming, Tagged, TupleData, Xid,
 };
-use pgoutput_examples::connection::{ConnInfo, Connection, CopyEvent};
+use pgoutput_codec::client::{ConnInfo, Connection, CopyEvent};
 use pgoutput_tests::hex;
 use pgoutput_tests::pg::Server;
 
@@ -611,8 +611,9 @@ pub fn check_walsender(server: &Server, _facts: &Facts) -> Result<String, String
             .map_err(|e| format!("{e}"))
     };
     let before = confirmed(server)?;
-    let conninfo = ConnInfo::parse(Some(&server.conninfo("postgres", None)), |_| None)?;
-    let mut conn = Connection::connect(&conninfo)?;
+    let conninfo = ConnInfo::parse(Some(&server.conninfo("postgres", None)), |_| None)
+        .map_err(|e| e.to_string())?;
+    let mut conn = Connection::connect(&conninfo).map_err(|e| e.to_string())?;
     let pgoutput_options: Vec<String> = options
         .pairs()
         .iter()
@@ -621,11 +622,15 @@ pub fn check_walsender(server: &Server, _facts: &Facts) -> Result<String, String
     conn.start_replication(&format!(
         "START_REPLICATION SLOT walsender LOGICAL 0/0 ({})",
         pgoutput_options.join(", ")
-    ))?;
+    ))
+    .map_err(|e| e.to_string())?;
     let deadline = Instant::now() + Duration::from_secs(60);
     let next_frame = |conn: &mut Connection| -> Result<Vec<u8>, String> {
         loop {
-            match conn.poll_copy_data(Duration::from_millis(500))? {
+            match conn
+                .poll_copy_data(Duration::from_millis(500))
+                .map_err(|e| e.to_string())?
+            {
                 CopyEvent::Data(frame) => return Ok(frame),
                 CopyEvent::Idle if Instant::now() < deadline => {}
                 CopyEvent::Idle => return Err("the walsender went quiet for 60 s".into()),
@@ -683,7 +688,8 @@ pub fn check_walsender(server: &Server, _facts: &Facts) -> Result<String, String
         send_time: PgTimestamp::now(),
         reply_requested: true,
     };
-    conn.send_copy_data(&encode(&update, envelope).map_err(|e| e.to_string())?)?;
+    conn.send_copy_data(&encode(&update, envelope).map_err(|e| e.to_string())?)
+        .map_err(|e| e.to_string())?;
     // reply_requested makes the server answer with a keepalive at once.
     loop {
         let frame = next_frame(&mut conn)?;
@@ -703,6 +709,6 @@ pub fn check_walsender(server: &Server, _facts: &Facts) -> Result<String, String
     ensure(after == last_commit, || {
         format!("confirmed_flush_lsn {after}, expected {last_commit} (was {before})")
     })?;
-    conn.finish_copy()?;
+    conn.finish_copy().map_err(|e| e.to_string())?;
     Ok(format!("{received} payloads equal to the SQL interface's, {keepalives} keepalives, slot confirmed {before} -> {after}"))
 }

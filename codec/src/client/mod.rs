@@ -1,0 +1,358 @@
+//! A logical replication client: connection strings, start-up and authentication
+//! (cleartext password, MD5, SCRAM-SHA-256), replication commands, and copy-both streaming.
+//! Messages are framed and parsed by `postgres-protocol`; pgoutput itself is the codec's
+//! business. Blocking `std::net` I/O: it runs on any thread, inside any async runtime's
+//! tests too.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use pgoutput_codec::client::{ConnInfo, Connection, CopyEvent};
+//!
+//! let info = ConnInfo::parse(Some("host=localhost user=repl dbname=app"), |v| std::env::var(v).ok())?;
+//! let mut conn = Connection::connect(&info)?;
+//! let system = conn.simple_query("IDENTIFY_SYSTEM")?;
+//! println!("system {:?} at {:?}", system[0][0], system[0][2]);
+//! conn.start_replication(
+//!     "START_REPLICATION SLOT \"s\" LOGICAL 0/0 (proto_version '1', publication_names 'p')",
+//! )?;
+//! while let CopyEvent::Data(frame) = conn.poll_copy_data(Duration::from_secs(1))? {
+//!     println!("{} bytes", frame.len()); // an XLogData or keepalive: decode with the codec
+//! }
+//! # Ok::<(), pgoutput_codec::client::ClientError>(())
+//! ```
+
+mod conninfo;
+mod error;
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use fallible_iterator::FallibleIterator;
+use postgres_protocol::authentication::md5_hash;
+use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM_SHA_256};
+use postgres_protocol::message::backend::{ErrorResponseBody, Header, Message};
+use postgres_protocol::message::frontend;
+
+pub use conninfo::ConnInfo;
+pub use error::{ClientError, ServerError};
+
+use crate::wire::Socket;
+
+/// A backend message: postgres-protocol's, or the CopyBothResponse it does not know.
+enum Backend {
+    Message(Message),
+    CopyBothResponse,
+}
+
+/// What arrived in copy-both mode.
+#[derive(Debug)]
+pub enum CopyEvent {
+    /// A CopyData payload.
+    Data(Vec<u8>),
+    /// Nothing within the poll interval.
+    Idle,
+    /// The server ended the stream.
+    End,
+}
+
+/// A connection in logical walsender mode (`replication=database`).
+#[derive(Debug)]
+pub struct Connection {
+    socket: Socket,
+    input: BytesMut,
+}
+
+fn server_error(body: &ErrorResponseBody) -> ClientError {
+    let mut err = ServerError {
+        severity: String::new(),
+        code: String::new(),
+        message: String::new(),
+        detail: None,
+        hint: None,
+    };
+    let mut fields = body.fields();
+    while let Ok(Some(field)) = fields.next() {
+        let value = String::from_utf8_lossy(field.value_bytes()).into_owned();
+        match field.type_() {
+            b'S' => err.severity = value,
+            b'C' => err.code = value,
+            b'M' => err.message = value,
+            b'D' => err.detail = Some(value),
+            b'H' => err.hint = Some(value),
+            _ => {}
+        }
+    }
+    ClientError::Server(err)
+}
+
+fn protocol(text: &str) -> ClientError {
+    ClientError::Protocol(text.to_owned())
+}
+
+impl Connection {
+    /// Connects, starts a logical replication session and authenticates.
+    pub fn connect(info: &ConnInfo) -> Result<Connection, ClientError> {
+        let socket = if info.host.starts_with('/') {
+            let path = Path::new(&info.host).join(format!(".s.PGSQL.{}", info.port));
+            UnixStream::connect(&path)
+                .map(Socket::Unix)
+                .map_err(|source| ClientError::Connect {
+                    target: path.display().to_string(),
+                    source,
+                })?
+        } else {
+            TcpStream::connect((info.host.as_str(), info.port))
+                .map(Socket::Tcp)
+                .map_err(|source| ClientError::Connect {
+                    target: format!("{}:{}", info.host, info.port),
+                    source,
+                })?
+        };
+        let mut conn = Connection {
+            socket,
+            input: BytesMut::with_capacity(64 * 1024),
+        };
+        let mut out = BytesMut::new();
+        let params = [
+            ("user", info.user.as_str()),
+            ("database", info.dbname.as_str()),
+            ("replication", "database"),
+            ("application_name", info.application_name.as_str()),
+            ("client_encoding", "UTF8"),
+        ];
+        frontend::startup_message(params.iter().copied(), &mut out)?;
+        conn.send(&out)?;
+        let password = || {
+            info.password.as_deref().ok_or_else(|| {
+                ClientError::Auth(
+                    "the server asks for a password: give password= or set PGPASSWORD".into(),
+                )
+            })
+        };
+        let mut scram: Option<ScramSha256> = None;
+        loop {
+            let mut out = BytesMut::new();
+            match conn.recv()? {
+                Message::AuthenticationOk => {}
+                Message::AuthenticationCleartextPassword => {
+                    frontend::password_message(password()?.as_bytes(), &mut out)?;
+                }
+                Message::AuthenticationMd5Password(body) => {
+                    let hash = md5_hash(info.user.as_bytes(), password()?.as_bytes(), body.salt());
+                    frontend::password_message(hash.as_bytes(), &mut out)?;
+                }
+                Message::AuthenticationSasl(body) => {
+                    let mut mechanisms = body.mechanisms();
+                    let mut offered = false;
+                    while let Some(mechanism) = mechanisms.next()? {
+                        offered |= mechanism == SCRAM_SHA_256;
+                    }
+                    if !offered {
+                        return Err(ClientError::Auth(
+                            "the server offers no SASL mechanism this client supports (SCRAM-SHA-256)".into(),
+                        ));
+                    }
+                    let client =
+                        ScramSha256::new(password()?.as_bytes(), ChannelBinding::unsupported());
+                    frontend::sasl_initial_response(SCRAM_SHA_256, client.message(), &mut out)?;
+                    scram = Some(client);
+                }
+                Message::AuthenticationSaslContinue(body) => {
+                    let client = scram
+                        .as_mut()
+                        .ok_or_else(|| protocol("SASL continue without SASL"))?;
+                    client
+                        .update(body.data())
+                        .map_err(|e| ClientError::Auth(format!("SCRAM: {e}")))?;
+                    frontend::sasl_response(client.message(), &mut out)?;
+                }
+                Message::AuthenticationSaslFinal(body) => {
+                    let client = scram
+                        .as_mut()
+                        .ok_or_else(|| protocol("SASL final without SASL"))?;
+                    client.finish(body.data()).map_err(|e| {
+                        ClientError::Auth(format!("SCRAM: the server's proof is wrong: {e}"))
+                    })?;
+                }
+                Message::ReadyForQuery(_) => return Ok(conn),
+                Message::ErrorResponse(body) => return Err(server_error(&body)),
+                Message::ParameterStatus(_)
+                | Message::BackendKeyData(_)
+                | Message::NoticeResponse(_) => {}
+                _ => return Err(protocol("unexpected message during start-up")),
+            }
+            if !out.is_empty() {
+                conn.send(&out)?;
+            }
+        }
+    }
+
+    fn send(&mut self, bytes: &[u8]) -> Result<(), ClientError> {
+        self.socket.write_all(bytes).map_err(ClientError::Io)
+    }
+
+    /// The next complete message in the input buffer, if there is one.
+    ///
+    /// postgres-protocol parses every backend message but CopyBothResponse (`'W'`), which
+    /// only replication uses; that one is recognised from its header here.
+    fn parse(&mut self) -> Result<Option<Backend>, ClientError> {
+        if let Some(header) = Header::parse(&self.input)? {
+            if header.tag() == b'W' {
+                let total = header.len() as usize + 1;
+                if self.input.len() < total {
+                    return Ok(None);
+                }
+                let _ = self.input.split_to(total);
+                return Ok(Some(Backend::CopyBothResponse));
+            }
+        }
+        Ok(Message::parse(&mut self.input)?.map(Backend::Message))
+    }
+
+    /// The next message, waiting as long as it takes.
+    fn recv_any(&mut self) -> Result<Backend, ClientError> {
+        self.socket.set_read_timeout(None)?;
+        loop {
+            if let Some(message) = self.parse()? {
+                return Ok(message);
+            }
+            if !self.fill()? {
+                return Err(ClientError::Closed);
+            }
+        }
+    }
+
+    /// The next message other than CopyBothResponse.
+    fn recv(&mut self) -> Result<Message, ClientError> {
+        match self.recv_any()? {
+            Backend::Message(message) => Ok(message),
+            Backend::CopyBothResponse => Err(protocol("unexpected CopyBothResponse")),
+        }
+    }
+
+    /// Reads more bytes; `false` at end of stream.
+    fn fill(&mut self) -> Result<bool, ClientError> {
+        let mut chunk = [0; 16 * 1024];
+        loop {
+            match self.socket.read(&mut chunk) {
+                Ok(n) => {
+                    self.input.extend_from_slice(&chunk[..n]);
+                    return Ok(n > 0);
+                }
+                // A signal (Ctrl-C) interrupted the read: nothing was lost, read again.
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(ClientError::Io(e)),
+            }
+        }
+    }
+
+    /// Runs a replication command (or query) and returns the rows of its result, as text.
+    pub fn simple_query(&mut self, sql: &str) -> Result<Vec<Vec<Option<String>>>, ClientError> {
+        let mut out = BytesMut::new();
+        frontend::query(sql, &mut out)?;
+        self.send(&out)?;
+        let mut rows = Vec::new();
+        let mut error = None;
+        loop {
+            match self.recv()? {
+                Message::DataRow(body) => {
+                    let buffer = body.buffer();
+                    let mut ranges = body.ranges();
+                    let mut row = Vec::new();
+                    while let Some(range) = ranges.next()? {
+                        row.push(range.map(|r| String::from_utf8_lossy(&buffer[r]).into_owned()));
+                    }
+                    rows.push(row);
+                }
+                Message::ErrorResponse(body) => error = Some(server_error(&body)),
+                Message::ReadyForQuery(_) => return error.map_or(Ok(rows), Err),
+                _ => {}
+            }
+        }
+    }
+
+    /// Sends START_REPLICATION and waits for copy-both mode.
+    pub fn start_replication(&mut self, command: &str) -> Result<(), ClientError> {
+        let mut out = BytesMut::new();
+        frontend::query(command, &mut out)?;
+        self.send(&out)?;
+        loop {
+            let message = match self.recv_any()? {
+                Backend::CopyBothResponse => return Ok(()),
+                Backend::Message(message) => message,
+            };
+            match message {
+                Message::ErrorResponse(body) => {
+                    let error = server_error(&body);
+                    // Drain to ReadyForQuery so the connection stays consistent.
+                    while !matches!(self.recv()?, Message::ReadyForQuery(_)) {}
+                    return Err(error);
+                }
+                Message::NoticeResponse(_) => {}
+                _ => return Err(protocol("unexpected reply to START_REPLICATION")),
+            }
+        }
+    }
+
+    /// The next CopyData payload, or `Idle` when none arrives within `wait`.
+    pub fn poll_copy_data(&mut self, wait: Duration) -> Result<CopyEvent, ClientError> {
+        loop {
+            if let Some(message) = self.parse()? {
+                let Backend::Message(message) = message else {
+                    continue;
+                };
+                match message {
+                    Message::CopyData(body) => return Ok(CopyEvent::Data(body.data().to_vec())),
+                    Message::CopyDone | Message::CommandComplete(_) | Message::ReadyForQuery(_) => {
+                        return Ok(CopyEvent::End)
+                    }
+                    Message::ErrorResponse(body) => return Err(server_error(&body)),
+                    _ => continue,
+                }
+            }
+            self.socket.set_read_timeout(Some(wait))?;
+            let mut chunk = [0; 64 * 1024];
+            match self.socket.read(&mut chunk) {
+                Ok(0) => return Ok(CopyEvent::End),
+                Ok(n) => self.input.extend_from_slice(&chunk[..n]),
+                // Nothing arrived in time, or a signal (Ctrl-C) interrupted the wait: let
+                // the caller look at its clock and its stop flag.
+                Err(e) if crate::wire::socket_timeout(&e) => return Ok(CopyEvent::Idle),
+                Err(e) => return Err(ClientError::Io(e)),
+            }
+        }
+    }
+
+    /// Sends a CopyData payload (a standby status update).
+    pub fn send_copy_data(&mut self, payload: &[u8]) -> Result<(), ClientError> {
+        let mut out = BytesMut::new();
+        frontend::CopyData::new(payload)?.write(&mut out);
+        self.send(&out)
+    }
+
+    /// Ends copy-both mode and waits for the server to finish (its ReadyForQuery), ignoring
+    /// data still in flight.
+    pub fn finish_copy(&mut self) -> Result<(), ClientError> {
+        let mut out = BytesMut::new();
+        frontend::copy_done(&mut out);
+        self.send(&out)?;
+        loop {
+            match self.recv()? {
+                Message::ReadyForQuery(_) => return Ok(()),
+                Message::ErrorResponse(body) => return Err(server_error(&body)),
+                _ => {}
+            }
+        }
+    }
+
+    /// Sends Terminate and closes the connection.
+    pub fn close(mut self) -> Result<(), ClientError> {
+        let mut out = BytesMut::new();
+        frontend::terminate(&mut out);
+        self.send(&out)
+    }
+}

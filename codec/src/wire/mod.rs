@@ -1,0 +1,19 @@
+//! The frontend/backend protocol underneath replication: sockets and message framing,
+//! shared by the replication [`client`](crate::client) and the test
+//! [`server`](crate::server).
+//!
+//! The client side builds on `postgres-protocol` (it writes frontend messages and parses
+//! backend ones). That crate has no server side, so the other direction lives here:
+//! [`frontend`] reads what clients send, [`backend`] writes what servers answer, each a
+//! few lines per message with the documentation's layout beside it.
+
+#[cfg(feature = "server")]
+pub(crate) mod backend;
+#[cfg(feature = "server")]
+pub(crate) mod frontend;
+#[cfg(feature = "server")]
+pub(crate) mod scram;
+mod socket;
+
+pub use socket::Socket;
+pub(crate) use socket::is_timeout as socket_timeout;
