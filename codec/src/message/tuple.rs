@@ -84,3 +84,24 @@ impl<'a> OldTuple<'a> {
         }
     }
 }
+
+/// Text: the value in PostgreSQL's text form.
+impl From<&str> for ColumnValue<'static> {
+    fn from(text: &str) -> Self {
+        ColumnValue::Text(PgBytes::from(text.as_bytes().to_vec()))
+    }
+}
+
+/// Text: the value in PostgreSQL's text form.
+impl From<String> for ColumnValue<'static> {
+    fn from(text: String) -> Self {
+        ColumnValue::Text(PgBytes::from(text.into_bytes()))
+    }
+}
+
+/// `None` is NULL; `Some` a value in text form.
+impl<T: Into<ColumnValue<'static>>> From<Option<T>> for ColumnValue<'static> {
+    fn from(value: Option<T>) -> Self {
+        value.map_or(ColumnValue::Null, Into::into)
+    }
+}

@@ -1,0 +1,246 @@
+//! The pgoutput options of START_REPLICATION, checked as pgoutput checks them
+//! (`parse_output_parameters` and `pgoutput_startup`), with the same messages and
+//! SQLSTATEs for the server version the test server announces.
+
+use super::command::{boolean, error, identifier_list, CommandError, Options};
+use crate::{ProtocolVersion, Streaming};
+
+/// What a client asked pgoutput for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamOptions {
+    /// `proto_version`.
+    pub proto_version: ProtocolVersion,
+    /// `publication_names`, as identifiers (quoted names keep their case).
+    pub publication_names: Vec<String>,
+    /// `streaming`: off, on, or parallel.
+    pub streaming: Streaming,
+    /// `binary`: column values in binary form.
+    pub binary: bool,
+    /// `messages`: logical decoding messages.
+    pub messages: bool,
+    /// `two_phase`: prepared transactions as Begin Prepare … Prepare, then Commit or
+    /// Rollback Prepared.
+    pub two_phase: bool,
+    /// `origin 'none'`: only changes that did not come from another origin.
+    pub origin_none: bool,
+}
+
+impl StreamOptions {
+    /// `proto_version` and `publication_names`, nothing else.
+    pub fn new(proto_version: ProtocolVersion, publications: &[&str]) -> StreamOptions {
+        StreamOptions {
+            proto_version,
+            publication_names: publications.iter().map(|p| (*p).to_owned()).collect(),
+            streaming: Streaming::Off,
+            binary: false,
+            messages: false,
+            two_phase: false,
+            origin_none: false,
+        }
+    }
+
+    /// Sets `streaming`.
+    pub fn streaming(mut self, streaming: Streaming) -> StreamOptions {
+        self.streaming = streaming;
+        self
+    }
+
+    /// Sets `binary`.
+    pub fn binary(mut self, binary: bool) -> StreamOptions {
+        self.binary = binary;
+        self
+    }
+
+    /// Sets `messages`.
+    pub fn messages(mut self, messages: bool) -> StreamOptions {
+        self.messages = messages;
+        self
+    }
+
+    /// Sets `two_phase`.
+    pub fn two_phase(mut self, two_phase: bool) -> StreamOptions {
+        self.two_phase = two_phase;
+        self
+    }
+
+    /// Parses and checks START_REPLICATION's options as a server of major version
+    /// `major` does.
+    pub(crate) fn parse(options: &Options, major: u32) -> Result<StreamOptions, CommandError> {
+        let pg18 = major >= 16;
+        let mut seen: Vec<&str> = Vec::new();
+        let mut proto: Option<u32> = None;
+        let mut publications: Option<Vec<String>> = None;
+        let mut streaming = Streaming::Off;
+        let (mut binary, mut messages, mut two_phase, mut origin_none) = (false, false, false, false);
+        for (name, value) in options {
+            if seen.contains(&name.as_str()) {
+                return Err(error("42601", "conflicting or redundant options"));
+            }
+            seen.push(name);
+            let value = value.as_deref();
+            match name.as_str() {
+                "proto_version" => {
+                    let text = value.unwrap_or("");
+                    let number: u64 = text
+                        .trim_start()
+                        .trim_start_matches('+')
+                        .parse()
+                        .map_err(|_| error("22023", "invalid proto_version"))?;
+                    let number = u32::try_from(number).map_err(|_| {
+                        error("22023", format!("proto_version \"{text}\" out of range"))
+                    })?;
+                    proto = Some(number);
+                }
+                "publication_names" => {
+                    publications = Some(
+                        identifier_list(value.unwrap_or(""))
+                            .ok_or_else(|| error("42602", "invalid publication_names syntax"))?,
+                    );
+                }
+                "binary" => binary = boolean(name, value)?,
+                "messages" => messages = boolean(name, value)?,
+                "two_phase" => two_phase = boolean(name, value)?,
+                "streaming" if pg18 => {
+                    streaming = match value.map(str::to_ascii_lowercase).as_deref() {
+                        None | Some("true") | Some("on") => Streaming::On,
+                        Some("false") | Some("off") => Streaming::Off,
+                        Some("parallel") => Streaming::Parallel,
+                        _ => {
+                            return Err(error(
+                                "42601",
+                                "streaming requires a Boolean value or \"parallel\"",
+                            ))
+                        }
+                    }
+                }
+                "streaming" => {
+                    streaming = if boolean(name, value)? {
+                        Streaming::On
+                    } else {
+                        Streaming::Off
+                    }
+                }
+                "origin" if pg18 => {
+                    let value =
+                        value.ok_or_else(|| error("42601", "origin requires a parameter"))?;
+                    origin_none = match value.to_ascii_lowercase().as_str() {
+                        "none" => true,
+                        "any" => false,
+                        _ => {
+                            return Err(error(
+                                "22023",
+                                format!("unrecognized origin value: \"{value}\""),
+                            ))
+                        }
+                    };
+                }
+                other => {
+                    return Err(error("XX000", format!("unrecognized pgoutput option: {other}")))
+                }
+            }
+        }
+        if pg18 {
+            for (given, name) in [
+                (proto.is_some(), "proto_version"),
+                (publications.is_some(), "publication_names"),
+            ] {
+                if !given {
+                    return Err(error("22023", format!("option \"{name}\" missing")));
+                }
+            }
+        }
+        let proto = proto.unwrap_or(0);
+        let max = if pg18 { 4 } else { 3 };
+        let who = if pg18 { "server only supports" } else { "we only support" };
+        if proto > max {
+            return Err(error(
+                "0A000",
+                format!("client sent proto_version={proto} but {who} protocol {max} or lower"),
+            ));
+        }
+        let Some(version) = ProtocolVersion::from_number(proto) else {
+            return Err(error(
+                "0A000",
+                format!("client sent proto_version={proto} but {who} protocol 1 or higher"),
+            ));
+        };
+        let publication_names = publications.unwrap_or_default();
+        if !pg18 && publication_names.is_empty() {
+            return Err(error("22023", "publication_names parameter missing"));
+        }
+        if streaming == Streaming::On && proto < 2 {
+            return Err(error(
+                "22023",
+                format!("requested proto_version={proto} does not support streaming, need 2 or higher"),
+            ));
+        }
+        if streaming == Streaming::Parallel && proto < 4 {
+            return Err(error(
+                "22023",
+                format!("requested proto_version={proto} does not support parallel streaming, need 4 or higher"),
+            ));
+        }
+        if two_phase && proto < 3 {
+            return Err(error(
+                "22023",
+                format!("requested proto_version={proto} does not support two-phase commit, need 3 or higher"),
+            ));
+        }
+        Ok(StreamOptions {
+            proto_version: version,
+            publication_names,
+            streaming,
+            binary,
+            messages,
+            two_phase,
+            origin_none,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(options: &[(&str, Option<&str>)], major: u32) -> Result<StreamOptions, CommandError> {
+        let options: Options = options
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.map(str::to_owned)))
+            .collect();
+        StreamOptions::parse(&options, major)
+    }
+
+    #[test]
+    fn as_postgres_checks_them() {
+        let ok = parse(
+            &[
+                ("proto_version", Some("4")),
+                ("streaming", Some("parallel")),
+                ("origin", Some("any")),
+                ("publication_names", Some("\"p\"")),
+                ("binary", Some("true")),
+            ],
+            18,
+        )
+        .unwrap();
+        assert_eq!(ok.streaming, Streaming::Parallel);
+        assert!(ok.binary);
+        assert_eq!(ok.publication_names, ["p"]);
+        let err = parse(&[("proto_version", Some("4")), ("publication_names", Some("p"))], 15)
+            .unwrap_err();
+        assert_eq!(
+            (err.code, err.message.as_str()),
+            ("0A000", "client sent proto_version=4 but we only support protocol 3 or lower")
+        );
+        let err = parse(&[("proto_version", Some("3")), ("publication_names", Some("p")), ("streaming", Some("parallel"))], 18).unwrap_err();
+        assert_eq!(err.message, "requested proto_version=3 does not support parallel streaming, need 4 or higher");
+        let err = parse(&[("proto_version", Some("1")), ("publication_names", Some("p")), ("origin", Some("any"))], 15).unwrap_err();
+        assert_eq!((err.code, err.message.as_str()), ("XX000", "unrecognized pgoutput option: origin"));
+        let err = parse(&[("publication_names", Some("p"))], 18).unwrap_err();
+        assert_eq!(err.message, "option \"proto_version\" missing");
+        let err = parse(&[("proto_version", Some("1")), ("proto_version", Some("1"))], 18).unwrap_err();
+        assert_eq!(err.message, "conflicting or redundant options");
+        let err = parse(&[("proto_version", Some("2")), ("publication_names", Some("p")), ("two_phase", Some("on"))], 18).unwrap_err();
+        assert_eq!(err.message, "requested proto_version=2 does not support two-phase commit, need 3 or higher");
+    }
+}
