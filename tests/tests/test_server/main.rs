@@ -1,0 +1,105 @@
+//! The test walsender against real clients: this crate's client (every option set,
+//! several at once, hostile input), pg_recvlogical 15 and 18, psycopg2, and a PostgreSQL
+//! 18 subscriber. Real-client tests need the servers `scripts/install-postgres` installs
+//! (and psycopg2); without them they say so and pass, unless `PGOUTPUT_REQUIRE_LIVE=1`.
+
+mod psycopg;
+mod recvlogical;
+mod rust_client;
+mod subscriber;
+
+use pgoutput_codec::server::{Publication, Script, Table, Transaction};
+use pgoutput_codec::{ColumnValue, TruncateOptions};
+use pgoutput_tests::pg::{find_servers, ServerBinaries};
+
+/// `t1 (id int4 primary key, v text)`.
+pub fn t1() -> Table {
+    Table::new(16385, "public", "t1")
+        .key_column("id", 23)
+        .column("v", 25)
+        .row([Some("100"), Some("initial")])
+}
+
+/// `t2 (id int4 primary key, b bytea, f float8)`.
+pub fn t2() -> Table {
+    Table::new(16393, "public", "t2")
+        .key_column("id", 23)
+        .column("b", 17)
+        .column("f", 701)
+        .row([Some("200"), Some("\\x01"), None])
+}
+
+pub fn publication() -> Publication {
+    Publication::new("p").table(t1()).table(t2())
+}
+
+/// Every kind of transaction a subscriber must apply: inserts, updates with old keys,
+/// deletes, a truncate, an unchanged TOAST value, a streamed transaction with a
+/// subtransaction abort, a streamed transaction that aborts, and a two-phase one.
+pub fn script() -> Script {
+    let (t1, t2) = (t1(), t2());
+    Script::new()
+        .transaction(
+            Transaction::new()
+                .insert(&t1, ["1", "a"])
+                .insert(&t1, ["2", "b"])
+                .insert(&t2, [Some("1"), Some("\\x0102"), Some("1.5")]),
+        )
+        .transaction(
+            Transaction::new()
+                .update(&t1, Some(vec!["1", "a"]), ["1", "a2"])
+                .delete(&t1, ["2", "b"]),
+        )
+        .transaction(
+            Transaction::new()
+                .streamed()
+                .insert(&t1, ["10", "s10"])
+                .insert(&t1, ["11", "s11"])
+                .stream_boundary()
+                .aborted_subtransaction(|t| t.insert(&t1, ["99", "rolled back"]))
+                .subtransaction(|t| t.insert(&t1, ["12", "s12"]))
+                .insert(&t1, ["13", "s13"]),
+        )
+        .transaction(
+            Transaction::new()
+                .streamed()
+                .insert(&t1, ["50", "never"])
+                .abort(),
+        )
+        .transaction(Transaction::new().insert(&t1, ["20", "prepared"]).prepare("gid1"))
+        .commit_prepared("gid1")
+        .transaction(Transaction::new().truncate(&[&t2], TruncateOptions::NONE))
+        .transaction(
+            Transaction::new()
+                .insert(&t2, [Some("2"), Some("\\x0a0b"), Some("3.25")])
+                .update(
+                    &t1,
+                    None::<Vec<&str>>,
+                    [ColumnValue::from("13"), ColumnValue::UnchangedToast],
+                ),
+        )
+}
+
+/// What t1 and t2 hold after the script (with the initial rows when they were copied).
+pub fn expected_rows(copied: bool) -> (Vec<&'static str>, Vec<&'static str>) {
+    let mut t1 = vec!["1|a2", "10|s10", "11|s11", "12|s12", "13|s13", "20|prepared"];
+    if copied {
+        t1.push("100|initial");
+    }
+    (t1, vec!["2|\\x0a0b|3.25"])
+}
+
+/// The server binaries of `major`, or `None` (a failure under `PGOUTPUT_REQUIRE_LIVE=1`).
+pub fn binaries(major: &str) -> Option<ServerBinaries> {
+    let found = find_servers()
+        .into_iter()
+        .find(|b| b.source == format!("PGOUTPUT_PG{major}_BIN"));
+    if found.is_none() {
+        assert!(
+            std::env::var_os("PGOUTPUT_REQUIRE_LIVE").is_none(),
+            "PostgreSQL {major} is required (PGOUTPUT_REQUIRE_LIVE=1) but was not found: run scripts/install-postgres"
+        );
+        eprintln!("PostgreSQL {major} not found: skipping (run scripts/install-postgres)");
+    }
+    found
+}

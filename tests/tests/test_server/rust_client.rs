@@ -1,0 +1,300 @@
+//! This crate's replication client against the test server: every option set byte for
+//! byte, confirmed positions, option errors, resuming, several clients, hostile input.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use pgoutput_codec::client::{ClientError, ConnInfo, Connection, CopyEvent};
+use pgoutput_codec::server::{Auth, StreamOptions, TestServer};
+use pgoutput_codec::{
+    decode, encode, Ctx, Decoder, Lsn, PgTimestamp, ProtocolVersion, ServerMessage,
+    StandbyStatusUpdate, Streaming,
+};
+
+use super::{publication, script};
+
+fn server() -> TestServer {
+    TestServer::builder()
+        .publication(publication())
+        .script(script())
+        .start()
+        .expect("the test server starts")
+}
+
+fn connect(server: &TestServer) -> Connection {
+    let info = ConnInfo::parse(Some(&server.connection_string()), |_| None).unwrap();
+    Connection::connect(&info).expect("connects")
+}
+
+fn option_list(options: &StreamOptions) -> String {
+    let mut list = vec![
+        format!("proto_version '{}'", options.proto_version.number()),
+        format!("publication_names '{}'", options.publication_names.join(",")),
+    ];
+    match options.streaming {
+        Streaming::Off => {}
+        Streaming::On => list.push("streaming 'on'".into()),
+        Streaming::Parallel => list.push("streaming 'parallel'".into()),
+    }
+    if options.binary {
+        list.push("binary 'true'".into());
+    }
+    if options.two_phase {
+        list.push("two_phase 'on'".into());
+    }
+    if options.messages {
+        list.push("messages 'true'".into());
+    }
+    list.join(", ")
+}
+
+/// Streams `slot` with `options` until the server's WAL end, and returns the payloads.
+fn stream(conn: &mut Connection, slot: &str, options: &StreamOptions, until: Lsn) -> Vec<Vec<u8>> {
+    conn.start_replication(&format!(
+        "START_REPLICATION SLOT \"{slot}\" LOGICAL 0/0 ({})",
+        option_list(options)
+    ))
+    .expect("streaming starts");
+    let envelope = Ctx::plain(ProtocolVersion::V1);
+    let mut decoder = Decoder::new(options.proto_version, options.streaming).unwrap();
+    let mut payloads = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(Instant::now() < deadline, "the stream did not reach {until}");
+        match conn.poll_copy_data(Duration::from_millis(200)).unwrap() {
+            CopyEvent::Data(frame) => match decode::<ServerMessage<'_>>(&frame, envelope).unwrap() {
+                ServerMessage::XLogData(xlog) => {
+                    assert_eq!(xlog.wal_start, xlog.wal_end);
+                    decoder.decode(&xlog.data).expect("every payload decodes in order");
+                    payloads.push(xlog.data.to_vec());
+                }
+                ServerMessage::PrimaryKeepalive(k) if k.wal_end >= until => break,
+                ServerMessage::PrimaryKeepalive(_) => {}
+            },
+            CopyEvent::Idle => {}
+            CopyEvent::End => panic!("the server ended the stream"),
+        }
+    }
+    payloads
+}
+
+fn confirm(conn: &mut Connection, lsn: Lsn) {
+    let update = StandbyStatusUpdate {
+        write_lsn: lsn,
+        flush_lsn: lsn,
+        apply_lsn: lsn,
+        send_time: PgTimestamp::now(),
+        reply_requested: false,
+    };
+    conn.send_copy_data(&encode(&update, Ctx::plain(ProtocolVersion::V1)).unwrap())
+        .unwrap();
+}
+
+fn option_sets() -> Vec<StreamOptions> {
+    let mut sets = Vec::new();
+    for version in ProtocolVersion::ALL {
+        for streaming in [Streaming::Off, Streaming::On, Streaming::Parallel] {
+            if version < streaming.min_version() {
+                continue;
+            }
+            for binary in [false, true] {
+                sets.push(
+                    StreamOptions::new(version, &["p"])
+                        .streaming(streaming)
+                        .binary(binary)
+                        .two_phase(version >= ProtocolVersion::V3 && binary),
+                );
+            }
+        }
+    }
+    sets
+}
+
+#[test]
+fn every_option_set_byte_for_byte() {
+    let server = server();
+    let end = server.wal_end();
+    for (i, options) in option_sets().iter().enumerate() {
+        let slot = format!("s{i}");
+        let mut conn = connect(&server);
+        conn.simple_query(&format!("CREATE_REPLICATION_SLOT \"{slot}\" LOGICAL pgoutput (SNAPSHOT 'nothing')"))
+            .unwrap();
+        let payloads = stream(&mut conn, &slot, options, end);
+        let expected: Vec<Vec<u8>> = server
+            .render(options)
+            .unwrap()
+            .into_iter()
+            .map(|f| f.payload)
+            .collect();
+        assert_eq!(payloads, expected, "{options:?}");
+        // Streaming clients see the aborted transaction; others do not.
+        let tags: Vec<u8> = payloads.iter().map(|p| p[0]).collect();
+        assert_eq!(tags.contains(&b'S'), options.streaming != Streaming::Off, "{options:?}");
+        assert_eq!(tags.contains(&b'K'), options.two_phase, "{options:?}");
+        confirm(&mut conn, end);
+        assert_eq!(
+            server.wait_for_confirmed_flush(&slot, end, Duration::from_secs(5)),
+            Ok(end)
+        );
+        conn.finish_copy().unwrap();
+        conn.close().unwrap();
+    }
+    let client = &server.clients()[0];
+    assert_eq!(client.commands.len(), 2);
+    assert!(client.commands[1].starts_with("START_REPLICATION SLOT \"s0\""));
+    assert_eq!(client.status_updates.last().unwrap().flush_lsn, end);
+}
+
+#[test]
+fn reconnecting_resumes_after_the_confirmed_position() {
+    let server = server();
+    let options = StreamOptions::new(ProtocolVersion::V1, &["p"]);
+    let events = server.events();
+    let first_end = events[0].end_lsn();
+    let mut conn = connect(&server);
+    conn.simple_query("CREATE_REPLICATION_SLOT resume LOGICAL pgoutput").unwrap();
+    let all = stream(&mut conn, "resume", &options, server.wal_end());
+    confirm(&mut conn, first_end);
+    server
+        .wait_for_confirmed_flush("resume", first_end, Duration::from_secs(5))
+        .unwrap();
+    drop(conn);
+    let mut conn = connect(&server);
+    let rest = stream(&mut conn, "resume", &options, server.wal_end());
+    // The first transaction (Begin, Relation t1, 2 inserts, Relation t2, insert, Commit) is
+    // not sent again; the rest comes with the Relations a new session needs.
+    assert_eq!(rest.first().map(|p| p[0]), Some(b'B'));
+    assert!(rest.len() < all.len());
+    assert_eq!(rest.last(), all.last());
+}
+
+#[test]
+fn option_errors_are_postgres_errors() {
+    let server = server();
+    let mut conn = connect(&server);
+    conn.simple_query("CREATE_REPLICATION_SLOT e LOGICAL pgoutput").unwrap();
+    let cases = [
+        ("proto_version '5', publication_names 'p'", "0A000", "client sent proto_version=5 but server only supports protocol 4 or lower"),
+        ("proto_version '3', publication_names 'p', streaming 'parallel'", "22023", "requested proto_version=3 does not support parallel streaming, need 4 or higher"),
+        ("proto_version '1', publication_names 'p', binary '1'", "42601", "binary requires a Boolean value"),
+        ("proto_version '1', publication_names 'p', colour 'red'", "XX000", "unrecognized pgoutput option: colour"),
+        ("publication_names 'p'", "22023", "option \"proto_version\" missing"),
+    ];
+    for (options, code, message) in cases {
+        let err = conn
+            .start_replication(&format!("START_REPLICATION SLOT e LOGICAL 0/0 ({options})"))
+            .unwrap_err();
+        let err = err.server_error().expect("an ErrorResponse");
+        assert_eq!((err.code.as_str(), err.message.as_str()), (code, message));
+    }
+    let err = conn
+        .start_replication("START_REPLICATION SLOT nope LOGICAL 0/0 (proto_version '1', publication_names 'p')")
+        .unwrap_err();
+    assert_eq!(err.server_error().unwrap().code, "42704");
+    let err = conn.simple_query("CREATE_REPLICATION_SLOT e LOGICAL pgoutput").unwrap_err();
+    assert_eq!(err.server_error().unwrap().code, "42710");
+    let err = conn.simple_query("SELECT secrets FROM vault").unwrap_err();
+    assert_eq!(err.server_error().unwrap().code, "0A000");
+    let err = conn.simple_query("START_REPLICATION SLOT").unwrap_err();
+    assert_eq!(err.server_error().unwrap().code, "42601");
+    // The connection is still usable after every error.
+    assert_eq!(conn.simple_query("IDENTIFY_SYSTEM").unwrap().len(), 1);
+}
+
+#[test]
+fn authentication() {
+    for auth in [Auth::scram("alice", "s3cret"), Auth::password("alice", "s3cret")] {
+        let server = TestServer::builder().auth(auth).start().unwrap();
+        let good = format!("{} password=s3cret", server.connection_string().replace(" password=s3cret", ""));
+        let info = ConnInfo::parse(Some(&good), |_| None).unwrap();
+        Connection::connect(&info).expect("the right password logs in");
+        let bad = format!("{} password=wrong", server.connection_string().replace(" password=s3cret", ""));
+        let info = ConnInfo::parse(Some(&bad), |_| None).unwrap();
+        match Connection::connect(&info) {
+            Err(ClientError::Server(err)) => assert_eq!(err.code, "28P01"),
+            other => panic!("wrong password: {other:?}"),
+        }
+    }
+}
+
+/// Several clients at once; one killed mid-stream, one sending garbage, one stalling:
+/// the others finish byte for byte.
+#[test]
+fn misbehaving_clients_affect_no_one_else() {
+    let server = server();
+    let end = server.wal_end();
+    let addr = server.addr();
+    let options = StreamOptions::new(ProtocolVersion::V4, &["p"]).streaming(Streaming::Parallel);
+    let expected: Vec<Vec<u8>> = server.render(&options).unwrap().into_iter().map(|f| f.payload).collect();
+    let garbage = std::thread::spawn(move || {
+        let mut socket = TcpStream::connect(addr).unwrap();
+        socket.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        socket.write_all(b"\x00\x00\x00\x08\x04\xd2\x16\x2fGARBAGE\xff\xff\xff\xff").unwrap();
+        let mut reply = Vec::new();
+        let _ = socket.read_to_end(&mut reply);
+        // 'N' for the SSL request, then a FATAL ErrorResponse, then the close.
+        assert_eq!(reply.first(), Some(&b'N'));
+        assert_eq!(reply.get(1), Some(&b'E'));
+    });
+    let stalled = TcpStream::connect(addr).unwrap();
+    let mut killed = connect(&server);
+    killed.simple_query("CREATE_REPLICATION_SLOT killed LOGICAL pgoutput").unwrap();
+    killed
+        .start_replication("START_REPLICATION SLOT killed LOGICAL 0/0 (proto_version '1', publication_names 'p')")
+        .unwrap();
+    drop(killed);
+    let handles: Vec<_> = (0..3)
+        .map(|i| {
+            let info = ConnInfo::parse(Some(&server.connection_string()), |_| None).unwrap();
+            let options = options.clone();
+            std::thread::spawn(move || {
+                let mut conn = Connection::connect(&info).unwrap();
+                conn.simple_query(&format!("CREATE_REPLICATION_SLOT c{i} LOGICAL pgoutput")).unwrap();
+                stream(&mut conn, &format!("c{i}"), &options, end)
+            })
+        })
+        .collect();
+    for handle in handles {
+        assert_eq!(handle.join().unwrap(), expected);
+    }
+    garbage.join().unwrap();
+    drop(stalled);
+    // The killed client's slot is free again.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while server.slots().iter().any(|s| s.name == "killed" && s.active_client.is_some()) {
+        assert!(Instant::now() < deadline, "the killed client's slot stays active");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn appended_transactions_reach_connected_clients() {
+    let server = server();
+    let mut conn = connect(&server);
+    conn.simple_query("CREATE_REPLICATION_SLOT live LOGICAL pgoutput").unwrap();
+    let options = StreamOptions::new(ProtocolVersion::V1, &["p"]);
+    let before = stream(&mut conn, "live", &options, server.wal_end());
+    let end = server.append(pgoutput_codec::server::Event::Transaction(
+        pgoutput_codec::server::Transaction::new().insert(&super::t1(), ["30", "live"]),
+    ));
+    let after = stream_more(&mut conn, end);
+    assert_eq!(after.len(), 3, "Begin, Insert, Commit (t1's Relation was sent before)");
+    assert!(!before.is_empty());
+}
+
+fn stream_more(conn: &mut Connection, until: Lsn) -> Vec<Vec<u8>> {
+    let envelope = Ctx::plain(ProtocolVersion::V1);
+    let mut payloads = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let CopyEvent::Data(frame) = conn.poll_copy_data(Duration::from_millis(100)).unwrap() {
+            match decode::<ServerMessage<'_>>(&frame, envelope).unwrap() {
+                ServerMessage::XLogData(x) => payloads.push(x.data.to_vec()),
+                ServerMessage::PrimaryKeepalive(k) if k.wal_end >= until => return payloads,
+                ServerMessage::PrimaryKeepalive(_) => {}
+            }
+        }
+    }
+    panic!("no keepalive at {until}");
+}
