@@ -582,7 +582,11 @@ impl Session<'_> {
                     format!("replication slot \"{slot}\" is active for PID {}", 10_000 + client),
                 ));
             }
-            let options = StreamOptions::parse(options, self.shared.config.major)?;
+            let mut options = StreamOptions::parse(options, self.shared.config.major)?;
+            // A slot created with TWO_PHASE decodes prepared transactions whatever the
+            // client asks (logical.c), which is how a subscriber whose two-phase state is
+            // already enabled gets them without sending `two_phase`.
+            options.two_phase |= info.two_phase;
             info.active_client = Some(self.id);
             let from = info.confirmed_flush_lsn.max(lsn);
             state.client(self.id).stream_options.push(options.clone());
