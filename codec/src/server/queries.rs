@@ -201,7 +201,7 @@ pub(crate) fn answer(sql: &str, catalog: &Catalog, major: u32) -> Result<Reply, 
     }
     // Table sync: the column list (NULL: every column is published).
     if upper.starts_with("SELECT DISTINCT (CASE WHEN (ARRAY_LENGTH(GPT.ATTRS, 1) = C.RELNATTS)") {
-        let table = table_by_oid(catalog, &normalized, "gpt.relid")?;
+        let table = table_by_oid(catalog, &normalized, "WHERE gpt.relid")?;
         let rows = if published().iter().any(|t| t.oid == table.oid) {
             vec![vec![None]]
         } else {
@@ -244,7 +244,7 @@ pub(crate) fn answer(sql: &str, catalog: &Catalog, major: u32) -> Result<Reply, 
     }
     // Table sync: row filters (none here).
     if upper.starts_with("SELECT DISTINCT PG_GET_EXPR(GPT.QUAL, GPT.RELID)") {
-        let table = table_by_oid(catalog, &normalized, "gpt.relid")?;
+        let table = table_by_oid(catalog, &normalized, "WHERE gpt.relid")?;
         let rows = if published().iter().any(|t| t.oid == table.oid) {
             vec![vec![None]]
         } else {
@@ -377,6 +377,8 @@ mod tests {
         assert_eq!(rows[0][3].as_deref(), Some("t"));
         let Reply::Copy { lines, .. } = answer("COPY public.t1 (id, v) TO STDOUT", &catalog, 18).unwrap() else { panic!() };
         assert_eq!(lines, vec![b"1\ta\\tb\n".to_vec(), b"2\t\\N\n".to_vec()]);
+        let Reply::Rows { rows, .. } = answer("SELECT DISTINCT pg_get_expr(gpt.qual, gpt.relid)  FROM pg_publication p,  LATERAL pg_get_publication_tables(p.pubname) gpt WHERE gpt.relid = 16385   AND p.pubname IN ( 'p' )", &catalog, 18).unwrap() else { panic!() };
+        assert_eq!(rows, vec![vec![None]]);
         assert_eq!(answer("SELECT now()", &catalog, 18).unwrap_err().code, "0A000");
     }
 }
