@@ -2,6 +2,7 @@
 
 mod convert;
 mod input;
+mod serve;
 mod tail;
 
 use std::process::ExitCode;
@@ -32,6 +33,8 @@ enum Command {
     /// Stream a replication slot from a live server and print its messages (like
     /// pg_recvlogical, for pgoutput).
     Tail(tail::TailArgs),
+    /// Run a test walsender that serves a scripted pgoutput stream to replication clients.
+    Serve(serve::ServeArgs),
 }
 
 /// The negotiated options the bytes depend on.
@@ -83,6 +86,7 @@ pub fn main() -> ExitCode {
         Command::Encode(args) => convert::encode(&args),
         Command::Check(args) => convert::check(&args),
         Command::Tail(args) => tail::tail(&args),
+        Command::Serve(args) => serve::serve(&args),
     };
     match result {
         Ok(code) => code,
