@@ -99,8 +99,8 @@ impl ConnInfo {
                 )));
             }
         }
-        let application_name = get("application_name", "PGAPPNAME")
-            .unwrap_or_else(|| "pgoutput-codec".into());
+        let application_name =
+            get("application_name", "PGAPPNAME").unwrap_or_else(|| "pgoutput-codec".into());
         Ok(ConnInfo {
             host,
             port,
@@ -113,7 +113,14 @@ impl ConnInfo {
 }
 
 /// The connection options this client understands; any other is an error, never ignored.
-const KEYS: [&str; 6] = ["host", "port", "user", "password", "dbname", "application_name"];
+const KEYS: [&str; 6] = [
+    "host",
+    "port",
+    "user",
+    "password",
+    "dbname",
+    "application_name",
+];
 
 /// `key=value key2='quoted value'`.
 fn parse_key_values(text: &str) -> Result<Vec<(String, String)>, ClientError> {

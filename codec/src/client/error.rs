@@ -20,7 +20,11 @@ pub struct ServerError {
 
 impl fmt::Display for ServerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {} (SQLSTATE {})", self.severity, self.message, self.code)?;
+        write!(
+            f,
+            "{}: {} (SQLSTATE {})",
+            self.severity, self.message, self.code
+        )?;
         if let Some(detail) = &self.detail {
             write!(f, "; {detail}")?;
         }

@@ -118,7 +118,10 @@ impl Table {
     pub fn from_relation(relation: &Relation<'_>) -> Table {
         Table {
             oid: relation.relation_oid,
-            schema: relation.namespace_or_pg_catalog().to_string_lossy().into_owned(),
+            schema: relation
+                .namespace_or_pg_catalog()
+                .to_string_lossy()
+                .into_owned(),
             name: relation.relation_name.to_string_lossy().into_owned(),
             replica_identity: relation.replica_identity,
             columns: relation

@@ -73,7 +73,12 @@ fn tokenize(text: &str) -> Result<Vec<Token>, CommandError> {
             });
         } else if c.is_ascii_hexdigit() {
             let start = i;
-            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_' || chars[i] == '$' || chars[i] == '/') {
+            while i < chars.len()
+                && (chars[i].is_ascii_alphanumeric()
+                    || chars[i] == '_'
+                    || chars[i] == '$'
+                    || chars[i] == '/')
+            {
                 i += 1;
             }
             let word: String = chars[start..i].iter().collect();
@@ -91,7 +96,12 @@ fn tokenize(text: &str) -> Result<Vec<Token>, CommandError> {
             }
         } else if c.is_alphabetic() || c == '_' || !c.is_ascii() {
             let start = i;
-            while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_' || chars[i] == '$' || !chars[i].is_ascii()) {
+            while i < chars.len()
+                && (chars[i].is_alphanumeric()
+                    || chars[i] == '_'
+                    || chars[i] == '$'
+                    || !chars[i].is_ascii())
+            {
                 i += 1;
             }
             tokens.push(Token::Word(chars[start..i].iter().collect()));
@@ -501,19 +511,31 @@ mod tests {
                 wait: false
             }
         );
-        assert_eq!(command("SHOW data_directory_mode"), Command::Show("data_directory_mode".into()));
+        assert_eq!(
+            command("SHOW data_directory_mode"),
+            Command::Show("data_directory_mode".into())
+        );
         assert!(parse("SELECT 1").is_none());
         assert!(parse("identify_system").is_none());
-        assert_eq!(parse("START_REPLICATION SLOT s LOGICAL"), Some(Err(syntax_error())));
         assert_eq!(
-            parse("START_REPLICATION SLOT s LOGICAL 0/0 (a 'x)").unwrap().unwrap_err().message,
+            parse("START_REPLICATION SLOT s LOGICAL"),
+            Some(Err(syntax_error()))
+        );
+        assert_eq!(
+            parse("START_REPLICATION SLOT s LOGICAL 0/0 (a 'x)")
+                .unwrap()
+                .unwrap_err()
+                .message,
             "unterminated quoted string"
         );
     }
 
     #[test]
     fn values() {
-        assert_eq!(identifier_list("\"p\",q, \"Mix\"\"ed\""), Some(vec!["p".into(), "q".into(), "Mix\"ed".into()]));
+        assert_eq!(
+            identifier_list("\"p\",q, \"Mix\"\"ed\""),
+            Some(vec!["p".into(), "q".into(), "Mix\"ed".into()])
+        );
         assert_eq!(identifier_list("MixPub"), Some(vec!["mixpub".into()]));
         assert_eq!(identifier_list(""), Some(vec![]));
         assert_eq!(identifier_list("a,,b"), None);

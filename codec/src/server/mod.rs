@@ -209,7 +209,10 @@ impl Builder {
         let major = major_version(&self.server_version).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("server_version {:?} has no major version", self.server_version),
+                format!(
+                    "server_version {:?} has no major version",
+                    self.server_version
+                ),
             )
         })?;
         let mut publications = self.publications;

@@ -71,7 +71,8 @@ impl StreamOptions {
         let mut proto: Option<u32> = None;
         let mut publications: Option<Vec<String>> = None;
         let mut streaming = Streaming::Off;
-        let (mut binary, mut messages, mut two_phase, mut origin_none) = (false, false, false, false);
+        let (mut binary, mut messages, mut two_phase, mut origin_none) =
+            (false, false, false, false);
         for (name, value) in options {
             if seen.contains(&name.as_str()) {
                 return Err(error("42601", "conflicting or redundant options"));
@@ -135,7 +136,10 @@ impl StreamOptions {
                     };
                 }
                 other => {
-                    return Err(error("XX000", format!("unrecognized pgoutput option: {other}")))
+                    return Err(error(
+                        "XX000",
+                        format!("unrecognized pgoutput option: {other}"),
+                    ))
                 }
             }
         }
@@ -151,7 +155,11 @@ impl StreamOptions {
         }
         let proto = proto.unwrap_or(0);
         let max = if pg18 { 4 } else { 3 };
-        let who = if pg18 { "server only supports" } else { "we only support" };
+        let who = if pg18 {
+            "server only supports"
+        } else {
+            "we only support"
+        };
         if proto > max {
             return Err(error(
                 "0A000",
@@ -171,7 +179,9 @@ impl StreamOptions {
         if streaming == Streaming::On && proto < 2 {
             return Err(error(
                 "22023",
-                format!("requested proto_version={proto} does not support streaming, need 2 or higher"),
+                format!(
+                    "requested proto_version={proto} does not support streaming, need 2 or higher"
+                ),
             ));
         }
         if streaming == Streaming::Parallel && proto < 4 {
@@ -226,21 +236,67 @@ mod tests {
         assert_eq!(ok.streaming, Streaming::Parallel);
         assert!(ok.binary);
         assert_eq!(ok.publication_names, ["p"]);
-        let err = parse(&[("proto_version", Some("4")), ("publication_names", Some("p"))], 15)
-            .unwrap_err();
+        let err = parse(
+            &[
+                ("proto_version", Some("4")),
+                ("publication_names", Some("p")),
+            ],
+            15,
+        )
+        .unwrap_err();
         assert_eq!(
             (err.code, err.message.as_str()),
-            ("0A000", "client sent proto_version=4 but we only support protocol 3 or lower")
+            (
+                "0A000",
+                "client sent proto_version=4 but we only support protocol 3 or lower"
+            )
         );
-        let err = parse(&[("proto_version", Some("3")), ("publication_names", Some("p")), ("streaming", Some("parallel"))], 18).unwrap_err();
-        assert_eq!(err.message, "requested proto_version=3 does not support parallel streaming, need 4 or higher");
-        let err = parse(&[("proto_version", Some("1")), ("publication_names", Some("p")), ("origin", Some("any"))], 15).unwrap_err();
-        assert_eq!((err.code, err.message.as_str()), ("XX000", "unrecognized pgoutput option: origin"));
+        let err = parse(
+            &[
+                ("proto_version", Some("3")),
+                ("publication_names", Some("p")),
+                ("streaming", Some("parallel")),
+            ],
+            18,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.message,
+            "requested proto_version=3 does not support parallel streaming, need 4 or higher"
+        );
+        let err = parse(
+            &[
+                ("proto_version", Some("1")),
+                ("publication_names", Some("p")),
+                ("origin", Some("any")),
+            ],
+            15,
+        )
+        .unwrap_err();
+        assert_eq!(
+            (err.code, err.message.as_str()),
+            ("XX000", "unrecognized pgoutput option: origin")
+        );
         let err = parse(&[("publication_names", Some("p"))], 18).unwrap_err();
         assert_eq!(err.message, "option \"proto_version\" missing");
-        let err = parse(&[("proto_version", Some("1")), ("proto_version", Some("1"))], 18).unwrap_err();
+        let err = parse(
+            &[("proto_version", Some("1")), ("proto_version", Some("1"))],
+            18,
+        )
+        .unwrap_err();
         assert_eq!(err.message, "conflicting or redundant options");
-        let err = parse(&[("proto_version", Some("2")), ("publication_names", Some("p")), ("two_phase", Some("on"))], 18).unwrap_err();
-        assert_eq!(err.message, "requested proto_version=2 does not support two-phase commit, need 3 or higher");
+        let err = parse(
+            &[
+                ("proto_version", Some("2")),
+                ("publication_names", Some("p")),
+                ("two_phase", Some("on")),
+            ],
+            18,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.message,
+            "requested proto_version=2 does not support two-phase commit, need 3 or higher"
+        );
     }
 }

@@ -19,7 +19,10 @@ pub(crate) enum Reply {
         tag: String,
     },
     /// A command without rows, and whether a transaction block is now open.
-    Command { tag: &'static str, in_transaction: Option<bool> },
+    Command {
+        tag: &'static str,
+        in_transaction: Option<bool>,
+    },
     /// `COPY … TO STDOUT`: the rows of a table, already in COPY text form.
     Copy { columns: usize, lines: Vec<Vec<u8>> },
     /// `set_config('search_path', '', false)`.
@@ -250,7 +253,10 @@ pub(crate) fn answer(sql: &str, catalog: &Catalog, major: u32) -> Result<Reply, 
         } else {
             Vec::new()
         };
-        return Ok(rows_reply(vec![Column::computed("pg_get_expr", TEXT, -1)], rows));
+        return Ok(rows_reply(
+            vec![Column::computed("pg_get_expr", TEXT, -1)],
+            rows,
+        ));
     }
     Err(unknown(sql))
 }
@@ -258,7 +264,10 @@ pub(crate) fn answer(sql: &str, catalog: &Catalog, major: u32) -> Result<Reply, 
 fn unknown(sql: &str) -> CommandError {
     error(
         "0A000",
-        format!("this test server does not answer this query: {}", sql.trim()),
+        format!(
+            "this test server does not answer this query: {}",
+            sql.trim()
+        ),
     )
 }
 
@@ -301,7 +310,7 @@ fn copy(sql: &str, catalog: &Catalog) -> Result<Reply, CommandError> {
         return Err(unknown(sql));
     }
     let name_end = target
-        .find(|c: char| c == ' ' || c == '(')
+        .find([' ', '('])
         .unwrap_or(target.len());
     let qualified = &target[..name_end];
     let unquote = |s: &str| s.trim_matches('"').to_owned();
@@ -309,9 +318,12 @@ fn copy(sql: &str, catalog: &Catalog) -> Result<Reply, CommandError> {
         Some((schema, name)) => (unquote(schema), unquote(name)),
         None => ("public".to_owned(), unquote(qualified)),
     };
-    let table = catalog
-        .table_by_name(&schema, &name)
-        .ok_or_else(|| error("42P01", format!("relation \"{schema}.{name}\" does not exist")))?;
+    let table = catalog.table_by_name(&schema, &name).ok_or_else(|| {
+        error(
+            "42P01",
+            format!("relation \"{schema}.{name}\" does not exist"),
+        )
+    })?;
     let lines = table
         .rows
         .iter()
@@ -367,18 +379,35 @@ mod tests {
         let Reply::Rows { rows, .. } = answer("SELECT t.pubname FROM\n pg_catalog.pg_publication t WHERE\n t.pubname IN ('p', 'nopub')", &catalog, 18).unwrap() else { panic!() };
         assert_eq!(rows, vec![vec![Some("p".to_owned())]]);
         let Reply::Rows { rows, .. } = answer("SELECT DISTINCT n.nspname, c.relname, gpt.attrs\n       FROM pg_class c\n         JOIN pg_namespace n ON n.oid = c.relnamespace\n         JOIN ( SELECT (pg_get_publication_tables(VARIADIC array_agg(pubname::text))).*\n                FROM pg_publication\n                WHERE pubname IN ( 'p' )) AS gpt\n             ON gpt.relid = c.oid\n", &catalog, 18).unwrap() else { panic!() };
-        assert_eq!(rows, vec![vec![Some("public".into()), Some("t1".into()), Some("1 2".into())]]);
+        assert_eq!(
+            rows,
+            vec![vec![
+                Some("public".into()),
+                Some("t1".into()),
+                Some("1 2".into())
+            ]]
+        );
         let Reply::Rows { rows, .. } = answer("SELECT DISTINCT t.schemaname, t.tablename \n, t.attnames\nFROM pg_catalog.pg_publication_tables t\n WHERE t.pubname IN ( 'p' )", &catalog, 15).unwrap() else { panic!() };
         assert_eq!(rows[0][2].as_deref(), Some("{id,v}"));
         let Reply::Rows { rows, .. } = answer("SELECT c.oid, c.relreplident, c.relkind  FROM pg_catalog.pg_class c  INNER JOIN pg_catalog.pg_namespace n        ON (c.relnamespace = n.oid) WHERE n.nspname = 'public'   AND c.relname = 't1'", &catalog, 18).unwrap() else { panic!() };
-        assert_eq!(rows[0], vec![Some("16385".into()), Some("d".into()), Some("r".into())]);
+        assert_eq!(
+            rows[0],
+            vec![Some("16385".into()), Some("d".into()), Some("r".into())]
+        );
         let Reply::Rows { rows, columns, .. } = answer("SELECT a.attnum,       a.attname,       a.atttypid,       a.attnum = ANY(i.indkey), a.attgenerated != ''  FROM pg_catalog.pg_attribute a  LEFT JOIN pg_catalog.pg_index i       ON (i.indexrelid = pg_get_replica_identity_index(16385)) WHERE a.attnum > 0::pg_catalog.int2   AND NOT a.attisdropped    AND a.attrelid = 16385 ORDER BY a.attnum", &catalog, 18).unwrap() else { panic!() };
         assert_eq!(columns.len(), 5);
         assert_eq!(rows[0][3].as_deref(), Some("t"));
-        let Reply::Copy { lines, .. } = answer("COPY public.t1 (id, v) TO STDOUT", &catalog, 18).unwrap() else { panic!() };
+        let Reply::Copy { lines, .. } =
+            answer("COPY public.t1 (id, v) TO STDOUT", &catalog, 18).unwrap()
+        else {
+            panic!()
+        };
         assert_eq!(lines, vec![b"1\ta\\tb\n".to_vec(), b"2\t\\N\n".to_vec()]);
         let Reply::Rows { rows, .. } = answer("SELECT DISTINCT pg_get_expr(gpt.qual, gpt.relid)  FROM pg_publication p,  LATERAL pg_get_publication_tables(p.pubname) gpt WHERE gpt.relid = 16385   AND p.pubname IN ( 'p' )", &catalog, 18).unwrap() else { panic!() };
         assert_eq!(rows, vec![vec![None]]);
-        assert_eq!(answer("SELECT now()", &catalog, 18).unwrap_err().code, "0A000");
+        assert_eq!(
+            answer("SELECT now()", &catalog, 18).unwrap_err().code,
+            "0A000"
+        );
     }
 }

@@ -16,9 +16,9 @@ use super::script::{relations_of, End, Event, Step, Transaction};
 use super::values::{binary_to_text, text_to_binary};
 use super::StreamOptions;
 use crate::{
-    Begin, BeginPrepare, ColumnValue, Commit, CommitPrepared, Encoder, Lsn, Oid, OldTuple,
-    Origin, PgOutputMessage, PgStr, Prepare, RollbackPrepared, StreamAbort, StreamCommit,
-    StreamPrepare, StreamStart, StreamStop, Streaming, TupleData, Xid,
+    Begin, BeginPrepare, ColumnValue, Commit, CommitPrepared, Encoder, Lsn, Oid, OldTuple, Origin,
+    PgOutputMessage, PgStr, Prepare, RollbackPrepared, StreamAbort, StreamCommit, StreamPrepare,
+    StreamStart, StreamStop, Streaming, TupleData, Xid,
 };
 
 /// One XLogData payload and the WAL position its frame header carries (`0/0` for
@@ -136,7 +136,11 @@ impl<'a> Renderer<'a> {
             }
             Event::Message(message) => {
                 if self.options.messages {
-                    self.emit(&mut out, message.lsn, PgOutputMessage::Message(message.clone()))?;
+                    self.emit(
+                        &mut out,
+                        message.lsn,
+                        PgOutputMessage::Message(message.clone()),
+                    )?;
                 }
             }
         }
@@ -177,9 +181,7 @@ impl<'a> Renderer<'a> {
                     lsn,
                     subtransaction,
                     message,
-                } if !aborted.contains(subtransaction) => {
-                    self.visible(message).map(|m| (*lsn, m))
-                }
+                } if !aborted.contains(subtransaction) => self.visible(message).map(|m| (*lsn, m)),
                 _ => None,
             })
             .collect();
@@ -519,5 +521,9 @@ fn find_prepared<'e>(events: &'e [Event], gid: &str) -> Result<&'e Transaction, 
             }
             _ => None,
         })
-        .ok_or_else(|| RenderError(format!("no prepared transaction with gid {gid:?} before its COMMIT/ROLLBACK PREPARED")))
+        .ok_or_else(|| {
+            RenderError(format!(
+                "no prepared transaction with gid {gid:?} before its COMMIT/ROLLBACK PREPARED"
+            ))
+        })
 }

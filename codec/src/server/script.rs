@@ -261,7 +261,11 @@ impl Transaction {
     pub(crate) fn xid_of(&self, index: usize) -> Xid {
         match index {
             0 => self.xid,
-            n => self.subtransaction_xids.get(n - 1).copied().unwrap_or(self.xid),
+            n => self
+                .subtransaction_xids
+                .get(n - 1)
+                .copied()
+                .unwrap_or(self.xid),
         }
     }
 
@@ -411,12 +415,10 @@ impl Script {
             if trimmed.is_empty() || trimmed.starts_with('#') {
                 continue;
             }
-            parser
-                .line(trimmed)
-                .map_err(|message| ScriptError {
-                    line: index + 1,
-                    message,
-                })?;
+            parser.line(trimmed).map_err(|message| ScriptError {
+                line: index + 1,
+                message,
+            })?;
         }
         parser.finish().map_err(|message| ScriptError {
             line: text.lines().count(),
@@ -452,7 +454,11 @@ impl Clock {
     }
 
     fn xid(&mut self, given: Xid) -> Xid {
-        let xid = if given.0 != 0 { given } else { Xid(self.next_xid) };
+        let xid = if given.0 != 0 {
+            given
+        } else {
+            Xid(self.next_xid)
+        };
         self.next_xid = self.next_xid.max(xid.0.saturating_add(1));
         xid
     }
@@ -541,7 +547,11 @@ fn defaults(kind: &str) -> &'static [(&'static str, &'static str)] {
     const LSN0: &str = "\"0/0\"";
     const TIME0: &str = "\"2000-01-01 00:00:00+00\"";
     match kind {
-        "begin" => &[("final_lsn", LSN0), ("commit_timestamp", TIME0), ("xid", "0")],
+        "begin" => &[
+            ("final_lsn", LSN0),
+            ("commit_timestamp", TIME0),
+            ("xid", "0"),
+        ],
         "commit" | "stream_commit" => &[
             ("flags", "0"),
             ("commit_lsn", LSN0),
@@ -639,11 +649,11 @@ impl JsonScript {
                 self.script.events.push(Event::Transaction(t));
             }
             M::Origin(origin) => {
-                let t = self
-                    .open
-                    .as_mut()
-                    .ok_or("Origin outside a transaction")?;
-                t.origin = Some((origin.name.to_string_lossy().into_owned(), origin.origin_lsn));
+                let t = self.open.as_mut().ok_or("Origin outside a transaction")?;
+                t.origin = Some((
+                    origin.name.to_string_lossy().into_owned(),
+                    origin.origin_lsn,
+                ));
             }
             M::Relation(relation) => {
                 let table = Table::from_relation(&relation);
@@ -661,11 +671,15 @@ impl JsonScript {
                 self.in_block = Some(start.xid);
                 match self.streamed.iter_mut().find(|t| t.xid == start.xid) {
                     Some(t) => t.steps.push(Step::StreamBoundary),
-                    None => self.streamed.push(Transaction::new().xid(start.xid.0).streamed()),
+                    None => self
+                        .streamed
+                        .push(Transaction::new().xid(start.xid.0).streamed()),
                 }
             }
             M::StreamStop(_) => {
-                self.in_block.take().ok_or("Stream Stop without Stream Start")?;
+                self.in_block
+                    .take()
+                    .ok_or("Stream Stop without Stream Start")?;
             }
             M::StreamCommit(commit) => {
                 let mut t = self.take_streamed(commit.xid)?;
@@ -697,7 +711,9 @@ impl JsonScript {
                     .streamed
                     .iter_mut()
                     .find(|t| t.xid == abort.xid)
-                    .ok_or_else(|| format!("Stream Abort of unknown transaction {}", abort.xid.0))?;
+                    .ok_or_else(|| {
+                        format!("Stream Abort of unknown transaction {}", abort.xid.0)
+                    })?;
                 let subtransaction = sub_index(t, abort.subtransaction_xid);
                 t.steps.push(Step::SubtransactionAbort {
                     subtransaction,
@@ -749,10 +765,9 @@ impl JsonScript {
             });
             return Ok(());
         }
-        let t = self
-            .open
-            .as_mut()
-            .ok_or("a change outside a transaction: Begin, Begin Prepare or Stream Start comes first")?;
+        let t = self.open.as_mut().ok_or(
+            "a change outside a transaction: Begin, Begin Prepare or Stream Start comes first",
+        )?;
         t.steps.push(Step::Change {
             lsn,
             subtransaction: 0,

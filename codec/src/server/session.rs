@@ -75,7 +75,9 @@ pub(crate) fn serve(shared: &Shared, socket: Socket, id: usize, peer: SocketAddr
             slot.active_client = None;
         }
     }
-    state.slots.retain(|s| !(s.temporary && s.active_client.is_none() && s.name.starts_with('\0')));
+    state
+        .slots
+        .retain(|s| !(s.temporary && s.active_client.is_none() && s.name.starts_with('\0')));
     state.sockets.retain(|(client, _)| *client != id);
     drop(state);
     shared.changed.notify_all();
@@ -130,7 +132,15 @@ impl Session<'_> {
     }
 
     fn error(&mut self, err: &CommandError) {
-        backend::error_or_notice(&mut self.out, b'E', "ERROR", err.code, &err.message, None, None);
+        backend::error_or_notice(
+            &mut self.out,
+            b'E',
+            "ERROR",
+            err.code,
+            &err.message,
+            None,
+            None,
+        );
     }
 
     fn ready(&mut self) -> Result<(), Closed> {
@@ -182,7 +192,10 @@ impl Session<'_> {
             self.id
         ));
         if user.is_empty() {
-            return Err(self.fatal("28000", "no PostgreSQL user name specified in startup packet"));
+            return Err(self.fatal(
+                "28000",
+                "no PostgreSQL user name specified in startup packet",
+            ));
         }
         if param("replication").as_deref() != Some("database") {
             return Err(self.fatal(
@@ -219,7 +232,11 @@ impl Session<'_> {
         for (name, value) in status {
             backend::parameter_status(&mut self.out, name, value);
         }
-        backend::backend_key_data(&mut self.out, 10_000 + self.id as u32, 0x5eed_0000 ^ self.id as u32);
+        backend::backend_key_data(
+            &mut self.out,
+            10_000 + self.id as u32,
+            0x5eed_0000 ^ self.id as u32,
+        );
         self.ready()?;
         Ok(true)
     }
@@ -234,7 +251,10 @@ impl Session<'_> {
         };
         match &auth.0 {
             AuthKind::Trust => Ok(()),
-            AuthKind::Cleartext { user: expected, password } => {
+            AuthKind::Cleartext {
+                user: expected,
+                password,
+            } => {
                 backend::authentication(&mut self.out, backend::AUTH_CLEARTEXT, &[]);
                 self.flush()?;
                 let Frontend::Password(body) = self.next()? else {
@@ -247,7 +267,10 @@ impl Session<'_> {
                     Err(failed(self))
                 }
             }
-            AuthKind::Scram { user: expected, verifier } => {
+            AuthKind::Scram {
+                user: expected,
+                verifier,
+            } => {
                 backend::authentication_sasl(&mut self.out, &["SCRAM-SHA-256"]);
                 self.flush()?;
                 let Frontend::Password(body) = self.next()? else {
@@ -303,16 +326,20 @@ impl Session<'_> {
                 Frontend::Query(text) => self.query(&text),
                 Frontend::Terminate => return Closed::ByClient,
                 Frontend::Sync => Ok(()),
-                Frontend::Password(_) => {
-                    return self.fatal("08P01", "unexpected password message")
-                }
+                Frontend::Password(_) => return self.fatal("08P01", "unexpected password message"),
                 Frontend::CopyData(_) | Frontend::CopyDone | Frontend::CopyFail(_) => {
                     return self.fatal("08P01", "unexpected copy message outside COPY")
                 }
                 Frontend::Other(tag) => {
                     let err = match tag {
-                        b'F' => error("08P01", "fastpath function calls not supported in a replication connection"),
-                        b'P' | b'B' | b'E' | b'D' | b'C' => error("08P01", "extended query protocol not supported in a replication connection"),
+                        b'F' => error(
+                            "08P01",
+                            "fastpath function calls not supported in a replication connection",
+                        ),
+                        b'P' | b'B' | b'E' | b'D' | b'C' => error(
+                            "08P01",
+                            "extended query protocol not supported in a replication connection",
+                        ),
                         other => error("08P01", format!("invalid frontend message type {other}")),
                     };
                     self.error(&err);
@@ -326,15 +353,21 @@ impl Session<'_> {
     }
 
     fn query(&mut self, text: &str) -> Result<(), Closed> {
-        self.shared.lock().client(self.id).commands.push(text.to_owned());
+        self.shared
+            .lock()
+            .client(self.id)
+            .commands
+            .push(text.to_owned());
         let result = match command::parse(text) {
             Some(Ok(command)) => self.replication_command(command),
             Some(Err(err)) => Err(err),
             None => self.sql(text),
         };
         if let Err(err) = result {
-            self.shared
-                .log(format!("client {}: {} (SQLSTATE {}) for {text:?}", self.id, err.message, err.code));
+            self.shared.log(format!(
+                "client {}: {} (SQLSTATE {}) for {text:?}",
+                self.id, err.message, err.code
+            ));
             self.error(&err);
         }
         self.ready()
@@ -355,13 +388,20 @@ impl Session<'_> {
         };
         match reply {
             Reply::SetConfig => {
-                self.rows(&[Column::computed("set_config", 25, -1)], &[vec![Some(String::new())]], "SELECT 1");
+                self.rows(
+                    &[Column::computed("set_config", 25, -1)],
+                    &[vec![Some(String::new())]],
+                    "SELECT 1",
+                );
                 if self.shared.config.major >= 18 {
                     backend::parameter_status(&mut self.out, "search_path", "");
                 }
             }
             Reply::Rows { columns, rows, tag } => self.rows(&columns, &rows, &tag),
-            Reply::Command { tag, in_transaction } => {
+            Reply::Command {
+                tag,
+                in_transaction,
+            } => {
                 if tag.is_empty() {
                     backend::empty_query_response(&mut self.out);
                 } else {
@@ -387,7 +427,8 @@ impl Session<'_> {
         let config = &self.shared.config;
         match command {
             Command::IdentifySystem => {
-                let (timeline_type, timeline_len) = if config.major >= 18 { (20, 8) } else { (23, 4) };
+                let (timeline_type, timeline_len) =
+                    if config.major >= 18 { (20, 8) } else { (23, 4) };
                 let wal_end = self.shared.lock().wal_end();
                 self.rows(
                     &[
@@ -420,7 +461,11 @@ impl Session<'_> {
                         ))
                     }
                 };
-                self.rows(&[Column::computed(&name, 25, -1)], &[vec![Some(value)]], "SHOW");
+                self.rows(
+                    &[Column::computed(&name, 25, -1)],
+                    &[vec![Some(value)]],
+                    "SHOW",
+                );
                 Ok(())
             }
             Command::CreateSlot {
@@ -481,14 +526,23 @@ impl Session<'_> {
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
         if !valid {
-            return Err(error("42602", format!("replication slot name \"{name}\" contains invalid character")));
+            return Err(error(
+                "42602",
+                format!("replication slot name \"{name}\" contains invalid character"),
+            ));
         }
         if name.len() > 63 {
-            return Err(error("42622", format!("replication slot name \"{name}\" is too long")));
+            return Err(error(
+                "42622",
+                format!("replication slot name \"{name}\" is too long"),
+            ));
         }
         let mut state = self.shared.lock();
         if state.slots.iter().any(|s| s.name == name) {
-            return Err(error("42710", format!("replication slot \"{name}\" already exists")));
+            return Err(error(
+                "42710",
+                format!("replication slot \"{name}\" already exists"),
+            ));
         }
         match snapshot.as_str() {
             "use" if !self.in_transaction => {
@@ -537,14 +591,20 @@ impl Session<'_> {
         let mut state = self.shared.lock();
         loop {
             let Some(index) = state.slots.iter().position(|s| s.name == name) else {
-                return Err(error("42704", format!("replication slot \"{name}\" does not exist")));
+                return Err(error(
+                    "42704",
+                    format!("replication slot \"{name}\" does not exist"),
+                ));
             };
             match state.slots[index].active_client {
                 Some(client) if client != self.id => {
                     if !wait || Instant::now() >= deadline || self.stopping() {
                         return Err(error(
                             "55006",
-                            format!("replication slot \"{name}\" is active for PID {}", 10_000 + client),
+                            format!(
+                                "replication slot \"{name}\" is active for PID {}",
+                                10_000 + client
+                            ),
                         ));
                     }
                     state = self
@@ -561,25 +621,40 @@ impl Session<'_> {
             }
         }
         drop(state);
-        self.shared.log(format!("client {}: dropped slot {name}", self.id));
+        self.shared
+            .log(format!("client {}: dropped slot {name}", self.id));
         backend::command_complete(&mut self.out, "DROP_REPLICATION_SLOT");
         Ok(())
     }
 
     /// START_REPLICATION: checks, then streaming until CopyDone (then back to commands).
-    fn start(&mut self, slot: &str, lsn: Lsn, options: &command::Options) -> Result<(), CommandError> {
+    fn start(
+        &mut self,
+        slot: &str,
+        lsn: Lsn,
+        options: &command::Options,
+    ) -> Result<(), CommandError> {
         if self.in_transaction {
-            return Err(error("25001", "START_REPLICATION cannot run inside a transaction block"));
+            return Err(error(
+                "25001",
+                "START_REPLICATION cannot run inside a transaction block",
+            ));
         }
         let from = {
             let mut state = self.shared.lock();
             let Some(info) = state.slots.iter_mut().find(|s| s.name == slot) else {
-                return Err(error("42704", format!("replication slot \"{slot}\" does not exist")));
+                return Err(error(
+                    "42704",
+                    format!("replication slot \"{slot}\" does not exist"),
+                ));
             };
             if let Some(client) = info.active_client.filter(|c| *c != self.id) {
                 return Err(error(
                     "55006",
-                    format!("replication slot \"{slot}\" is active for PID {}", 10_000 + client),
+                    format!(
+                        "replication slot \"{slot}\" is active for PID {}",
+                        10_000 + client
+                    ),
                 ));
             }
             let mut options = StreamOptions::parse(options, self.shared.config.major)?;
@@ -603,11 +678,14 @@ impl Session<'_> {
             Err(Streamed::Closed(closed)) => {
                 // The connection is gone: the caller's ReadyForQuery will fail, and the
                 // command loop ends.
-                Err(error("08006", match closed {
-                    Closed::ByClient => "the client closed the connection".to_owned(),
-                    Closed::Error(text) => text,
-                    Closed::Shutdown => "the server is shutting down".to_owned(),
-                }))
+                Err(error(
+                    "08006",
+                    match closed {
+                        Closed::ByClient => "the client closed the connection".to_owned(),
+                        Closed::Error(text) => text,
+                        Closed::Shutdown => "the server is shutting down".to_owned(),
+                    },
+                ))
             }
         }
     }
@@ -642,7 +720,9 @@ impl Session<'_> {
             match self.reader.next(&mut self.socket) {
                 Ok(None) => {}
                 Ok(Some(Frontend::CopyData(data))) => {
-                    let reply = self.client_copy_data(slot, &data).map_err(Streamed::Closed)?;
+                    let reply = self
+                        .client_copy_data(slot, &data)
+                        .map_err(Streamed::Closed)?;
                     if reply {
                         self.keepalive(position, false);
                     }
@@ -673,7 +753,8 @@ impl Session<'_> {
                     let frames = match renderer.event(&events, cursor) {
                         Ok(frames) => frames,
                         Err(err) => {
-                            self.shared.log(format!("client {}: cannot stream: {err}", self.id));
+                            self.shared
+                                .log(format!("client {}: cannot stream: {err}", self.id));
                             self.release(slot);
                             return Err(Streamed::Refused(error("0A000", err.0)));
                         }
@@ -718,8 +799,10 @@ impl Session<'_> {
                 drop(state);
                 self.shared.changed.notify_all();
                 if let Some(lsn) = advanced {
-                    self.shared
-                        .log(format!("client {}: slot {slot} confirmed at {lsn}", self.id));
+                    self.shared.log(format!(
+                        "client {}: slot {slot} confirmed at {lsn}",
+                        self.id
+                    ));
                 }
                 Ok(update.reply_requested)
             }

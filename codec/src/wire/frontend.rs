@@ -137,7 +137,9 @@ impl FrontendReader {
         };
         let len = u32::from_be_bytes(len.try_into().expect("4 bytes")) as usize;
         if !(8..=MAX_STARTUP_LEN).contains(&len) {
-            return Err(malformed(format!("invalid length of startup packet: {len}")));
+            return Err(malformed(format!(
+                "invalid length of startup packet: {len}"
+            )));
         }
         if self.buf.len() < len {
             return Ok(None);
@@ -160,7 +162,9 @@ impl FrontendReader {
                     params.push((name, value));
                 }
                 if !body.is_empty() {
-                    return Err(malformed("invalid startup packet layout: expected terminator as last byte"));
+                    return Err(malformed(
+                        "invalid startup packet layout: expected terminator as last byte",
+                    ));
                 }
                 Startup::Params {
                     minor: (code & 0xffff) as u16,
@@ -212,7 +216,9 @@ impl FrontendReader {
             b'Q' => {
                 let text = cstr(&mut body)?;
                 if !body.is_empty() {
-                    return Err(malformed("invalid Query message: bytes after the query string"));
+                    return Err(malformed(
+                        "invalid Query message: bytes after the query string",
+                    ));
                 }
                 Frontend::Query(text)
             }
@@ -242,8 +248,7 @@ mod tests {
     #[test]
     fn reads_what_clients_write() {
         let mut out = BytesMut::new();
-        frontend::startup_message([("user", "u"), ("replication", "database")], &mut out)
-            .unwrap();
+        frontend::startup_message([("user", "u"), ("replication", "database")], &mut out).unwrap();
         frontend::query("IDENTIFY_SYSTEM", &mut out).unwrap();
         frontend::copy_done(&mut out);
         frontend::terminate(&mut out);
@@ -272,12 +277,21 @@ mod tests {
     fn hostile_lengths_are_refused_before_buffering() {
         let mut reader = FrontendReader::default();
         let mut input: &[u8] = b"Q\xff\xff\xff\xff";
-        assert!(matches!(reader.next(&mut input), Err(ReadError::Malformed(_))));
+        assert!(matches!(
+            reader.next(&mut input),
+            Err(ReadError::Malformed(_))
+        ));
         let mut reader = FrontendReader::default();
         let mut input: &[u8] = b"\x00\x00\x00\x04";
-        assert!(matches!(reader.startup(&mut input), Err(ReadError::Malformed(_))));
+        assert!(matches!(
+            reader.startup(&mut input),
+            Err(ReadError::Malformed(_))
+        ));
         let mut reader = FrontendReader::default();
         let mut input: &[u8] = b"Q\x00\x00\x00\x06ab";
-        assert!(matches!(reader.next(&mut input), Err(ReadError::Malformed(_))));
+        assert!(matches!(
+            reader.next(&mut input),
+            Err(ReadError::Malformed(_))
+        ));
     }
 }

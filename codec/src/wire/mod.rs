@@ -15,5 +15,5 @@ pub(crate) mod frontend;
 pub(crate) mod scram;
 mod socket;
 
-pub use socket::Socket;
 pub(crate) use socket::is_timeout as socket_timeout;
+pub use socket::Socket;

@@ -63,8 +63,12 @@ pub(crate) struct Exchange {
 pub(crate) type Failure = &'static str;
 
 /// Reads the client-first message and returns the exchange and the server-first message.
-pub(crate) fn start(verifier: &Verifier, client_first: &[u8]) -> Result<(Exchange, String), Failure> {
-    let text = std::str::from_utf8(client_first).map_err(|_| "client-first message is not UTF-8")?;
+pub(crate) fn start(
+    verifier: &Verifier,
+    client_first: &[u8],
+) -> Result<(Exchange, String), Failure> {
+    let text =
+        std::str::from_utf8(client_first).map_err(|_| "client-first message is not UTF-8")?;
     // gs2-header: a channel-binding flag ("n" or "y"; "p=…" asks for binding we do not
     // offer), an optional authzid, then the bare message.
     let (flag, rest) = text.split_once(',').ok_or("malformed SCRAM message")?;
@@ -131,7 +135,9 @@ impl Exchange {
         if nonce != Some(self.nonce.as_str()) {
             return Err("SCRAM nonce mismatch");
         }
-        let proof = STANDARD.decode(proof).map_err(|_| "malformed SCRAM proof")?;
+        let proof = STANDARD
+            .decode(proof)
+            .map_err(|_| "malformed SCRAM proof")?;
         let auth_message = format!(
             "{},{},{without_proof}",
             self.client_first_bare, self.server_first

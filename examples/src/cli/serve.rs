@@ -68,8 +68,20 @@ fn demo_script(accounts: &Table, events: &Table) -> Script {
         )
         .transaction(
             Transaction::new()
-                .update(accounts, Some(vec!["1", "alice", "100"]), ["1", "alice", "80"])
-                .update(accounts, None::<Vec<&str>>, [ColumnValue::from("2"), ColumnValue::from("bob"), ColumnValue::UnchangedToast]),
+                .update(
+                    accounts,
+                    Some(vec!["1", "alice", "100"]),
+                    ["1", "alice", "80"],
+                )
+                .update(
+                    accounts,
+                    None::<Vec<&str>>,
+                    [
+                        ColumnValue::from("2"),
+                        ColumnValue::from("bob"),
+                        ColumnValue::UnchangedToast,
+                    ],
+                ),
         )
         .transaction(Transaction::new().delete(events, ["1", "signup", "\\x626f62"]))
         .transaction(Transaction::new().truncate(&[events], TruncateOptions::NONE))
@@ -81,7 +93,11 @@ fn demo_script(accounts: &Table, events: &Table) -> Script {
                 .aborted_subtransaction(|t| t.insert(events, ["3", "undone", "\\x00"]))
                 .insert(events, ["4", "bulk", "\\x01"]),
         )
-        .transaction(Transaction::new().insert(accounts, ["3", "carol", "0"]).prepare("demo-2pc"))
+        .transaction(
+            Transaction::new()
+                .insert(accounts, ["3", "carol", "0"])
+                .prepare("demo-2pc"),
+        )
         .commit_prepared("demo-2pc")
 }
 
@@ -89,13 +105,17 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode, String> {
     let (accounts, events) = demo_tables();
     let (script, publication) = match &args.script {
         Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let script = Script::from_json_lines(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+            let text =
+                std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let script =
+                Script::from_json_lines(&text).map_err(|e| format!("{}: {e}", path.display()))?;
             (script, Publication::all_tables(&args.publication))
         }
         None => (
             demo_script(&accounts, &events),
-            Publication::new("demo").table(accounts.clone()).table(events.clone()),
+            Publication::new("demo")
+                .table(accounts.clone())
+                .table(events.clone()),
         ),
     };
     let mut builder = TestServer::builder()
@@ -107,7 +127,9 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode, String> {
     if let (Some(user), Some(password)) = (&args.user, &args.password) {
         builder = builder.auth(Auth::scram(user, password));
     }
-    let server = builder.start().map_err(|e| format!("{}: {e}", args.listen))?;
+    let server = builder
+        .start()
+        .map_err(|e| format!("{}: {e}", args.listen))?;
     eprintln!(
         "pgoutput serve: listening on {}; connect with '{}'",
         server.addr(),

@@ -108,7 +108,9 @@ impl Session {
         };
         let payload =
             encode(&update, Ctx::plain(ProtocolVersion::V1)).map_err(|e| e.to_string())?;
-        self.conn.send_copy_data(&payload).map_err(|e| e.to_string())?;
+        self.conn
+            .send_copy_data(&payload)
+            .map_err(|e| e.to_string())?;
         self.last_status = Instant::now();
         Ok(())
     }
@@ -132,11 +134,12 @@ pub fn tail(args: &TailArgs) -> Result<ExitCode, String> {
     let mut conn = Connection::connect(&info).map_err(|e| e.to_string())?;
     if args.create_slot {
         let two_phase = if args.two_phase { " TWO_PHASE" } else { "" };
-        let rows = conn.simple_query(&format!(
-            "CREATE_REPLICATION_SLOT {} LOGICAL pgoutput{two_phase}",
-            quote_ident(&args.slot)
-        ))
-        .map_err(|e| e.to_string())?;
+        let rows = conn
+            .simple_query(&format!(
+                "CREATE_REPLICATION_SLOT {} LOGICAL pgoutput{two_phase}",
+                quote_ident(&args.slot)
+            ))
+            .map_err(|e| e.to_string())?;
         let point = rows
             .first()
             .and_then(|row| row.get(1).cloned().flatten())
@@ -189,7 +192,8 @@ pub fn tail(args: &TailArgs) -> Result<ExitCode, String> {
         match session
             .conn
             .poll_copy_data(Duration::from_millis(200))
-            .map_err(|e| e.to_string())? {
+            .map_err(|e| e.to_string())?
+        {
             CopyEvent::Data(frame) => match decode::<ServerMessage<'_>>(&frame, envelope)
                 .map_err(|e| e.to_string())?
             {

@@ -4,12 +4,12 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
+use pgoutput_codec::client::{ConnInfo, Connection, CopyEvent};
 use pgoutput_codec::{
     decode, encode, Begin, BeginPrepare, ColumnValue, Ctx, Decoder, Encoder, IntoOwned, Lsn, Oid,
     OldTuple, PgOutputMessage, PgTimestamp, ProtocolVersion, ReplicaIdentity, ServerMessage,
     StandbyStatusUpdate, Streaming, Tagged, TupleData, Xid,
 };
-use pgoutput_codec::client::{ConnInfo, Connection, CopyEvent};
 use pgoutput_tests::hex;
 use pgoutput_tests::pg::Server;
 

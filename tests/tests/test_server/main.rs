@@ -66,7 +66,11 @@ pub fn script() -> Script {
                 .insert(&t1, ["50", "never"])
                 .abort(),
         )
-        .transaction(Transaction::new().insert(&t1, ["20", "prepared"]).prepare("gid1"))
+        .transaction(
+            Transaction::new()
+                .insert(&t1, ["20", "prepared"])
+                .prepare("gid1"),
+        )
         .commit_prepared("gid1")
         .transaction(Transaction::new().truncate(&[&t2], TruncateOptions::NONE))
         .transaction(
@@ -82,7 +86,14 @@ pub fn script() -> Script {
 
 /// What t1 and t2 hold after the script (with the initial rows when they were copied).
 pub fn expected_rows(copied: bool) -> (Vec<&'static str>, Vec<&'static str>) {
-    let mut t1 = vec!["1|a2", "10|s10", "11|s11", "12|s12", "13|s13", "20|prepared"];
+    let mut t1 = vec![
+        "1|a2",
+        "10|s10",
+        "11|s11",
+        "12|s12",
+        "13|s13",
+        "20|prepared",
+    ];
     if copied {
         t1.push("100|initial");
     }

@@ -1,1 +1,90 @@
+//! psycopg2's LogicalReplicationConnection: create and drop a slot, stream, send_feedback.
 
+use std::process::Command;
+
+use pgoutput_codec::server::{StreamOptions, TestServer};
+use pgoutput_codec::ProtocolVersion;
+
+use super::{publication, script};
+
+const CLIENT: &str = r#"
+import sys, psycopg2, psycopg2.extras
+dsn, end = sys.argv[1], int(sys.argv[2])
+conn = psycopg2.connect(dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection)
+cur = conn.cursor()
+cur.create_replication_slot("psy", output_plugin="pgoutput")
+cur.start_replication(slot_name="psy", decode=False, options={"proto_version": "1", "publication_names": "p"})
+out = []
+def consume(msg):
+    out.append(msg.payload.hex())
+    if msg.data_start == end:
+        msg.cursor.send_feedback(flush_lsn=end, write_lsn=end, force=True)
+        raise psycopg2.extras.StopReplication()
+try:
+    cur.consume_stream(consume)
+except psycopg2.extras.StopReplication:
+    pass
+conn.close()
+conn = psycopg2.connect(dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection)
+conn.cursor().drop_replication_slot("psy")
+print("\n".join(out))
+"#;
+
+#[test]
+fn psycopg2_streams_and_confirms() {
+    let found = Command::new("python3")
+        .args(["-c", "import psycopg2"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        assert!(
+            std::env::var_os("PGOUTPUT_REQUIRE_LIVE").is_none(),
+            "psycopg2 is required (PGOUTPUT_REQUIRE_LIVE=1): pip install psycopg2-binary"
+        );
+        eprintln!("psycopg2 not found: skipping");
+        return;
+    }
+    let server = TestServer::builder()
+        .publication(publication())
+        .script(script())
+        .start()
+        .unwrap();
+    let end = server.wal_end();
+    let output = Command::new("python3")
+        .args([
+            "-c",
+            CLIENT,
+            &server.connection_string(),
+            &end.0.to_string(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let printed: Vec<String> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let expected: Vec<String> = server
+        .render(&StreamOptions::new(ProtocolVersion::V1, &["p"]))
+        .unwrap()
+        .iter()
+        .map(|f| f.payload.iter().map(|b| format!("{b:02x}")).collect())
+        .collect();
+    assert_eq!(printed, expected);
+    // send_feedback's flush position reached the server before the slot was dropped.
+    let client = server
+        .clients()
+        .into_iter()
+        .find(|c| !c.stream_options.is_empty())
+        .unwrap();
+    assert!(client.status_updates.iter().any(|u| u.flush_lsn == end));
+    assert!(server.slots().is_empty());
+    assert!(server
+        .commands()
+        .contains(&"DROP_REPLICATION_SLOT \"psy\"".to_owned()));
+}

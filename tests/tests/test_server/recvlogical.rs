@@ -12,7 +12,11 @@ use super::{binaries, publication, script};
 
 fn run(bin: &Path, args: &[String], password: Option<&str>) -> std::process::Output {
     let mut command = Command::new(bin.join("pg_recvlogical"));
-    command.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     if let Some(password) = password {
         command.env("PGPASSWORD", password);
     }
@@ -34,7 +38,12 @@ fn run(bin: &Path, args: &[String], password: Option<&str>) -> std::process::Out
     }
 }
 
-fn recvlogical(major: &str, server_version: &str, sets: &[StreamOptions], auth: Option<(&str, &str)>) {
+fn recvlogical(
+    major: &str,
+    server_version: &str,
+    sets: &[StreamOptions],
+    auth: Option<(&str, &str)>,
+) {
     let Some(binaries) = binaries(major) else {
         return;
     };
@@ -49,23 +58,51 @@ fn recvlogical(major: &str, server_version: &str, sets: &[StreamOptions], auth: 
     let password = auth.map(|(_, p)| p);
     let dsn = server.connection_string();
     let end = server.wal_end();
-    let dir = std::env::temp_dir().join(format!("pgoutput-recvlogical-{major}-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "pgoutput-recvlogical-{major}-{}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     for (i, options) in sets.iter().enumerate() {
         let slot = format!("rl{major}_{i}");
-        let mut create = vec!["-d".to_owned(), dsn.clone(), "--slot".into(), slot.clone(), "--create-slot".into(), "--plugin".into(), "pgoutput".into()];
+        let mut create = vec![
+            "-d".to_owned(),
+            dsn.clone(),
+            "--slot".into(),
+            slot.clone(),
+            "--create-slot".into(),
+            "--plugin".into(),
+            "pgoutput".into(),
+        ];
         if options.two_phase {
-            create.push(if major == "15" { "--two-phase".into() } else { "--enable-two-phase".into() });
+            create.push(if major == "15" {
+                "--two-phase".into()
+            } else {
+                "--enable-two-phase".into()
+            });
         }
         let output = run(&binaries.bin, &create, password);
-        assert!(output.status.success(), "create: {}", String::from_utf8_lossy(&output.stderr));
+        assert!(
+            output.status.success(),
+            "create: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
         let file = dir.join(format!("{slot}.out"));
         let mut start = vec![
-            "-d".to_owned(), dsn.clone(), "--slot".into(), slot.clone(), "--start".into(),
-            "--no-loop".into(), "--endpos".into(), end.to_string(), "-f".into(),
+            "-d".to_owned(),
+            dsn.clone(),
+            "--slot".into(),
+            slot.clone(),
+            "--start".into(),
+            "--no-loop".into(),
+            "--endpos".into(),
+            end.to_string(),
+            "-f".into(),
             file.display().to_string(),
-            "-o".into(), format!("proto_version={}", options.proto_version.number()),
-            "-o".into(), "publication_names=p".into(),
+            "-o".into(),
+            format!("proto_version={}", options.proto_version.number()),
+            "-o".into(),
+            "publication_names=p".into(),
         ];
         match options.streaming {
             Streaming::Off => {}
@@ -89,7 +126,10 @@ fn recvlogical(major: &str, server_version: &str, sets: &[StreamOptions], auth: 
             .flat_map(|f| f.payload.into_iter().chain([b'\n']))
             .collect();
         let written = std::fs::read(&file).unwrap();
-        assert!(written == expected, "pg_recvlogical {major} with {options:?}: the bytes differ");
+        assert!(
+            written == expected,
+            "pg_recvlogical {major} with {options:?}: the bytes differ"
+        );
         assert_eq!(server.confirmed_flush_lsn(&slot), Some(end), "{options:?}");
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -103,8 +143,12 @@ fn sets(max: ProtocolVersion) -> Vec<StreamOptions> {
         StreamOptions::new(ProtocolVersion::V1, &["p"]),
         StreamOptions::new(ProtocolVersion::V1, &["p"]).binary(true),
         StreamOptions::new(ProtocolVersion::V2, &["p"]).streaming(Streaming::On),
-        StreamOptions::new(ProtocolVersion::V3, &["p"]).streaming(Streaming::On).two_phase(true),
-        StreamOptions::new(ProtocolVersion::V3, &["p"]).two_phase(true).binary(true),
+        StreamOptions::new(ProtocolVersion::V3, &["p"])
+            .streaming(Streaming::On)
+            .two_phase(true),
+        StreamOptions::new(ProtocolVersion::V3, &["p"])
+            .two_phase(true)
+            .binary(true),
     ];
     if max == ProtocolVersion::V4 {
         sets.push(StreamOptions::new(ProtocolVersion::V4, &["p"]).streaming(Streaming::Parallel));
@@ -125,5 +169,10 @@ fn pg_recvlogical_15() {
 
 #[test]
 fn pg_recvlogical_18_over_scram() {
-    recvlogical("18", "18.6", &sets(ProtocolVersion::V4), Some(("rep", "pw")));
+    recvlogical(
+        "18",
+        "18.6",
+        &sets(ProtocolVersion::V4),
+        Some(("rep", "pw")),
+    );
 }

@@ -30,7 +30,10 @@ fn connect(server: &TestServer) -> Connection {
 fn option_list(options: &StreamOptions) -> String {
     let mut list = vec![
         format!("proto_version '{}'", options.proto_version.number()),
-        format!("publication_names '{}'", options.publication_names.join(",")),
+        format!(
+            "publication_names '{}'",
+            options.publication_names.join(",")
+        ),
     ];
     match options.streaming {
         Streaming::Off => {}
@@ -61,17 +64,24 @@ fn stream(conn: &mut Connection, slot: &str, options: &StreamOptions, until: Lsn
     let mut payloads = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        assert!(Instant::now() < deadline, "the stream did not reach {until}");
+        assert!(
+            Instant::now() < deadline,
+            "the stream did not reach {until}"
+        );
         match conn.poll_copy_data(Duration::from_millis(200)).unwrap() {
-            CopyEvent::Data(frame) => match decode::<ServerMessage<'_>>(&frame, envelope).unwrap() {
-                ServerMessage::XLogData(xlog) => {
-                    assert_eq!(xlog.wal_start, xlog.wal_end);
-                    decoder.decode(&xlog.data).expect("every payload decodes in order");
-                    payloads.push(xlog.data.to_vec());
+            CopyEvent::Data(frame) => {
+                match decode::<ServerMessage<'_>>(&frame, envelope).unwrap() {
+                    ServerMessage::XLogData(xlog) => {
+                        assert_eq!(xlog.wal_start, xlog.wal_end);
+                        decoder
+                            .decode(&xlog.data)
+                            .expect("every payload decodes in order");
+                        payloads.push(xlog.data.to_vec());
+                    }
+                    ServerMessage::PrimaryKeepalive(k) if k.wal_end >= until => break,
+                    ServerMessage::PrimaryKeepalive(_) => {}
                 }
-                ServerMessage::PrimaryKeepalive(k) if k.wal_end >= until => break,
-                ServerMessage::PrimaryKeepalive(_) => {}
-            },
+            }
             CopyEvent::Idle => {}
             CopyEvent::End => panic!("the server ended the stream"),
         }
@@ -118,8 +128,10 @@ fn every_option_set_byte_for_byte() {
     for (i, options) in option_sets().iter().enumerate() {
         let slot = format!("s{i}");
         let mut conn = connect(&server);
-        conn.simple_query(&format!("CREATE_REPLICATION_SLOT \"{slot}\" LOGICAL pgoutput (SNAPSHOT 'nothing')"))
-            .unwrap();
+        conn.simple_query(&format!(
+            "CREATE_REPLICATION_SLOT \"{slot}\" LOGICAL pgoutput (SNAPSHOT 'nothing')"
+        ))
+        .unwrap();
         let payloads = stream(&mut conn, &slot, options, end);
         let expected: Vec<Vec<u8>> = server
             .render(options)
@@ -130,7 +142,11 @@ fn every_option_set_byte_for_byte() {
         assert_eq!(payloads, expected, "{options:?}");
         // Streaming clients see the aborted transaction; others do not.
         let tags: Vec<u8> = payloads.iter().map(|p| p[0]).collect();
-        assert_eq!(tags.contains(&b'S'), options.streaming != Streaming::Off, "{options:?}");
+        assert_eq!(
+            tags.contains(&b'S'),
+            options.streaming != Streaming::Off,
+            "{options:?}"
+        );
         assert_eq!(tags.contains(&b'K'), options.two_phase, "{options:?}");
         confirm(&mut conn, end);
         assert_eq!(
@@ -153,7 +169,8 @@ fn reconnecting_resumes_after_the_confirmed_position() {
     let events = server.events();
     let first_end = events[0].end_lsn();
     let mut conn = connect(&server);
-    conn.simple_query("CREATE_REPLICATION_SLOT resume LOGICAL pgoutput").unwrap();
+    conn.simple_query("CREATE_REPLICATION_SLOT resume LOGICAL pgoutput")
+        .unwrap();
     let all = stream(&mut conn, "resume", &options, server.wal_end());
     confirm(&mut conn, first_end);
     server
@@ -173,13 +190,34 @@ fn reconnecting_resumes_after_the_confirmed_position() {
 fn option_errors_are_postgres_errors() {
     let server = server();
     let mut conn = connect(&server);
-    conn.simple_query("CREATE_REPLICATION_SLOT e LOGICAL pgoutput").unwrap();
+    conn.simple_query("CREATE_REPLICATION_SLOT e LOGICAL pgoutput")
+        .unwrap();
     let cases = [
-        ("proto_version '5', publication_names 'p'", "0A000", "client sent proto_version=5 but server only supports protocol 4 or lower"),
-        ("proto_version '3', publication_names 'p', streaming 'parallel'", "22023", "requested proto_version=3 does not support parallel streaming, need 4 or higher"),
-        ("proto_version '1', publication_names 'p', binary '1'", "42601", "binary requires a Boolean value"),
-        ("proto_version '1', publication_names 'p', colour 'red'", "XX000", "unrecognized pgoutput option: colour"),
-        ("publication_names 'p'", "22023", "option \"proto_version\" missing"),
+        (
+            "proto_version '5', publication_names 'p'",
+            "0A000",
+            "client sent proto_version=5 but server only supports protocol 4 or lower",
+        ),
+        (
+            "proto_version '3', publication_names 'p', streaming 'parallel'",
+            "22023",
+            "requested proto_version=3 does not support parallel streaming, need 4 or higher",
+        ),
+        (
+            "proto_version '1', publication_names 'p', binary '1'",
+            "42601",
+            "binary requires a Boolean value",
+        ),
+        (
+            "proto_version '1', publication_names 'p', colour 'red'",
+            "XX000",
+            "unrecognized pgoutput option: colour",
+        ),
+        (
+            "publication_names 'p'",
+            "22023",
+            "option \"proto_version\" missing",
+        ),
     ];
     for (options, code, message) in cases {
         let err = conn
@@ -189,10 +227,14 @@ fn option_errors_are_postgres_errors() {
         assert_eq!((err.code.as_str(), err.message.as_str()), (code, message));
     }
     let err = conn
-        .start_replication("START_REPLICATION SLOT nope LOGICAL 0/0 (proto_version '1', publication_names 'p')")
+        .start_replication(
+            "START_REPLICATION SLOT nope LOGICAL 0/0 (proto_version '1', publication_names 'p')",
+        )
         .unwrap_err();
     assert_eq!(err.server_error().unwrap().code, "42704");
-    let err = conn.simple_query("CREATE_REPLICATION_SLOT e LOGICAL pgoutput").unwrap_err();
+    let err = conn
+        .simple_query("CREATE_REPLICATION_SLOT e LOGICAL pgoutput")
+        .unwrap_err();
     assert_eq!(err.server_error().unwrap().code, "42710");
     let err = conn.simple_query("SELECT secrets FROM vault").unwrap_err();
     assert_eq!(err.server_error().unwrap().code, "0A000");
@@ -204,12 +246,21 @@ fn option_errors_are_postgres_errors() {
 
 #[test]
 fn authentication() {
-    for auth in [Auth::scram("alice", "s3cret"), Auth::password("alice", "s3cret")] {
+    for auth in [
+        Auth::scram("alice", "s3cret"),
+        Auth::password("alice", "s3cret"),
+    ] {
         let server = TestServer::builder().auth(auth).start().unwrap();
-        let good = format!("{} password=s3cret", server.connection_string().replace(" password=s3cret", ""));
+        let good = format!(
+            "{} password=s3cret",
+            server.connection_string().replace(" password=s3cret", "")
+        );
         let info = ConnInfo::parse(Some(&good), |_| None).unwrap();
         Connection::connect(&info).expect("the right password logs in");
-        let bad = format!("{} password=wrong", server.connection_string().replace(" password=s3cret", ""));
+        let bad = format!(
+            "{} password=wrong",
+            server.connection_string().replace(" password=s3cret", "")
+        );
         let info = ConnInfo::parse(Some(&bad), |_| None).unwrap();
         match Connection::connect(&info) {
             Err(ClientError::Server(err)) => assert_eq!(err.code, "28P01"),
@@ -226,11 +277,20 @@ fn misbehaving_clients_affect_no_one_else() {
     let end = server.wal_end();
     let addr = server.addr();
     let options = StreamOptions::new(ProtocolVersion::V4, &["p"]).streaming(Streaming::Parallel);
-    let expected: Vec<Vec<u8>> = server.render(&options).unwrap().into_iter().map(|f| f.payload).collect();
+    let expected: Vec<Vec<u8>> = server
+        .render(&options)
+        .unwrap()
+        .into_iter()
+        .map(|f| f.payload)
+        .collect();
     let garbage = std::thread::spawn(move || {
         let mut socket = TcpStream::connect(addr).unwrap();
-        socket.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        socket.write_all(b"\x00\x00\x00\x08\x04\xd2\x16\x2fGARBAGE\xff\xff\xff\xff").unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        socket
+            .write_all(b"\x00\x00\x00\x08\x04\xd2\x16\x2fGARBAGE\xff\xff\xff\xff")
+            .unwrap();
         let mut reply = Vec::new();
         let _ = socket.read_to_end(&mut reply);
         // 'N' for the SSL request, then a FATAL ErrorResponse, then the close.
@@ -239,9 +299,13 @@ fn misbehaving_clients_affect_no_one_else() {
     });
     let stalled = TcpStream::connect(addr).unwrap();
     let mut killed = connect(&server);
-    killed.simple_query("CREATE_REPLICATION_SLOT killed LOGICAL pgoutput").unwrap();
     killed
-        .start_replication("START_REPLICATION SLOT killed LOGICAL 0/0 (proto_version '1', publication_names 'p')")
+        .simple_query("CREATE_REPLICATION_SLOT killed LOGICAL pgoutput")
+        .unwrap();
+    killed
+        .start_replication(
+            "START_REPLICATION SLOT killed LOGICAL 0/0 (proto_version '1', publication_names 'p')",
+        )
         .unwrap();
     drop(killed);
     let handles: Vec<_> = (0..3)
@@ -250,7 +314,8 @@ fn misbehaving_clients_affect_no_one_else() {
             let options = options.clone();
             std::thread::spawn(move || {
                 let mut conn = Connection::connect(&info).unwrap();
-                conn.simple_query(&format!("CREATE_REPLICATION_SLOT c{i} LOGICAL pgoutput")).unwrap();
+                conn.simple_query(&format!("CREATE_REPLICATION_SLOT c{i} LOGICAL pgoutput"))
+                    .unwrap();
                 stream(&mut conn, &format!("c{i}"), &options, end)
             })
         })
@@ -262,8 +327,15 @@ fn misbehaving_clients_affect_no_one_else() {
     drop(stalled);
     // The killed client's slot is free again.
     let deadline = Instant::now() + Duration::from_secs(5);
-    while server.slots().iter().any(|s| s.name == "killed" && s.active_client.is_some()) {
-        assert!(Instant::now() < deadline, "the killed client's slot stays active");
+    while server
+        .slots()
+        .iter()
+        .any(|s| s.name == "killed" && s.active_client.is_some())
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the killed client's slot stays active"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -272,14 +344,19 @@ fn misbehaving_clients_affect_no_one_else() {
 fn appended_transactions_reach_connected_clients() {
     let server = server();
     let mut conn = connect(&server);
-    conn.simple_query("CREATE_REPLICATION_SLOT live LOGICAL pgoutput").unwrap();
+    conn.simple_query("CREATE_REPLICATION_SLOT live LOGICAL pgoutput")
+        .unwrap();
     let options = StreamOptions::new(ProtocolVersion::V1, &["p"]);
     let before = stream(&mut conn, "live", &options, server.wal_end());
     let end = server.append(pgoutput_codec::server::Event::Transaction(
         pgoutput_codec::server::Transaction::new().insert(&super::t1(), ["30", "live"]),
     ));
     let after = stream_more(&mut conn, end);
-    assert_eq!(after.len(), 3, "Begin, Insert, Commit (t1's Relation was sent before)");
+    assert_eq!(
+        after.len(),
+        3,
+        "Begin, Insert, Commit (t1's Relation was sent before)"
+    );
     assert!(!before.is_empty());
 }
 

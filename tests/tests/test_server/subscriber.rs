@@ -56,9 +56,14 @@ fn apply(pg: &Server, name: &str, with: &str, copied: bool) {
     assert_eq!(rows(pg, t2_sql), t2, "{with}");
     assert_eq!(rows(pg, "SELECT count(*) FROM pg_prepared_xacts"), ["0"]);
     pg.psql(&format!("DROP SUBSCRIPTION {name}")).unwrap();
-    assert!(server.slots().iter().all(|s| s.name != name), "DROP SUBSCRIPTION drops the slot");
+    assert!(
+        server.slots().iter().all(|s| s.name != name),
+        "DROP SUBSCRIPTION drops the slot"
+    );
     let commands = server.commands();
-    assert!(commands.iter().any(|c| c.starts_with("SELECT t.pubname FROM")));
+    assert!(commands
+        .iter()
+        .any(|c| c.starts_with("SELECT t.pubname FROM")));
     assert!(commands.iter().any(|c| c.starts_with("START_REPLICATION")));
     if copied {
         assert!(commands.iter().any(|c| c.starts_with("COPY public.t1")));
