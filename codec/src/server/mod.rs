@@ -299,7 +299,8 @@ pub struct SlotInfo {
     pub two_phase: bool,
     /// The client streaming from it, if any.
     pub active_client: Option<usize>,
-    temporary: bool,
+    /// For a TEMPORARY slot: the client that created it (the slot goes when it does).
+    temporary_owner: Option<usize>,
 }
 
 /// What the server saw of one client.

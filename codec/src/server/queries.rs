@@ -309,9 +309,7 @@ fn copy(sql: &str, catalog: &Catalog) -> Result<Reply, CommandError> {
     if target.starts_with('(') || !upper.contains(" TO STDOUT") {
         return Err(unknown(sql));
     }
-    let name_end = target
-        .find([' ', '('])
-        .unwrap_or(target.len());
+    let name_end = target.find([' ', '(']).unwrap_or(target.len());
     let qualified = &target[..name_end];
     let unquote = |s: &str| s.trim_matches('"').to_owned();
     let (schema, name) = match qualified.split_once('.') {

@@ -75,9 +75,7 @@ pub(crate) fn serve(shared: &Shared, socket: Socket, id: usize, peer: SocketAddr
             slot.active_client = None;
         }
     }
-    state
-        .slots
-        .retain(|s| !(s.temporary && s.active_client.is_none() && s.name.starts_with('\0')));
+    state.slots.retain(|s| s.temporary_owner != Some(id));
     state.sockets.retain(|(client, _)| *client != id);
     drop(state);
     shared.changed.notify_all();
@@ -559,7 +557,7 @@ impl Session<'_> {
             confirmed_flush_lsn: consistent_point,
             two_phase,
             active_client: None,
-            temporary,
+            temporary_owner: temporary.then_some(self.id),
         });
         drop(state);
         self.shared.log(format!(

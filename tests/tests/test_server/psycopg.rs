@@ -2,7 +2,7 @@
 
 use std::process::Command;
 
-use pgoutput_codec::server::{StreamOptions, TestServer};
+use pgoutput_codec::server::{Auth, StreamOptions, TestServer};
 use pgoutput_codec::ProtocolVersion;
 
 use super::{publication, script};
@@ -45,6 +45,7 @@ fn psycopg2_streams_and_confirms() {
         return;
     }
     let server = TestServer::builder()
+        .auth(Auth::scram("rep", "pw"))
         .publication(publication())
         .script(script())
         .start()
@@ -54,7 +55,7 @@ fn psycopg2_streams_and_confirms() {
         .args([
             "-c",
             CLIENT,
-            &server.connection_string(),
+            &format!("{} password=pw", server.connection_string()),
             &end.0.to_string(),
         ])
         .output()

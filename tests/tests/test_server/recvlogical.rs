@@ -151,6 +151,7 @@ fn sets(max: ProtocolVersion) -> Vec<StreamOptions> {
             .binary(true),
     ];
     if max == ProtocolVersion::V4 {
+        sets.push(StreamOptions::new(ProtocolVersion::V4, &["p"]).streaming(Streaming::On));
         sets.push(StreamOptions::new(ProtocolVersion::V4, &["p"]).streaming(Streaming::Parallel));
         sets.push(
             StreamOptions::new(ProtocolVersion::V4, &["p"])
@@ -163,8 +164,13 @@ fn sets(max: ProtocolVersion) -> Vec<StreamOptions> {
 }
 
 #[test]
-fn pg_recvlogical_15() {
-    recvlogical("15", "15.20", &sets(ProtocolVersion::V3), None);
+fn pg_recvlogical_15_over_scram() {
+    recvlogical(
+        "15",
+        "15.20",
+        &sets(ProtocolVersion::V3),
+        Some(("rep", "pw")),
+    );
 }
 
 #[test]

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use pgoutput_codec::server::TestServer;
+use pgoutput_codec::server::{Auth, TestServer};
 use pgoutput_tests::pg::Server;
 
 use super::{binaries, expected_rows, publication, script};
@@ -21,6 +21,7 @@ fn rows(pg: &Server, sql: &str) -> Vec<String> {
 fn apply(pg: &Server, name: &str, with: &str, copied: bool) {
     let server = TestServer::builder()
         .server_version("18.6")
+        .auth(Auth::scram("rep", "pw"))
         .publication(publication())
         .script(script())
         .start()
@@ -32,7 +33,7 @@ fn apply(pg: &Server, name: &str, with: &str, copied: bool) {
     )
     .unwrap();
     pg.psql(&format!(
-        "CREATE SUBSCRIPTION {name} CONNECTION '{}' PUBLICATION p WITH ({with})",
+        "CREATE SUBSCRIPTION {name} CONNECTION '{} password=pw' PUBLICATION p WITH ({with})",
         server.connection_string()
     ))
     .unwrap();
