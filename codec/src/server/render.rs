@@ -8,7 +8,7 @@
 //! without `two_phase`, logical decoding messages only with `messages`, and values in
 //! the text or binary form the client asked for.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use super::catalog::Catalog;
@@ -51,6 +51,23 @@ pub(crate) struct Renderer<'a> {
     published: HashSet<Oid>,
     encoder: Encoder,
     relations_sent: HashSet<Oid>,
+    /// Streamed transactions with blocks out but no end yet.
+    streams: HashMap<Xid, StreamState>,
+}
+
+/// How far a streamed transaction has gone out to this client.
+#[derive(Debug, Default)]
+struct StreamState {
+    /// Steps rendered so far.
+    steps_done: usize,
+    /// Whether any block went out.
+    block_sent: bool,
+    /// Whether a block boundary was passed (so no later block is the first segment).
+    streamed_before: bool,
+    /// Relations sent within the transaction.
+    relations: HashSet<Oid>,
+    /// Subtransactions with changes sent.
+    subtransactions: HashSet<usize>,
 }
 
 impl<'a> Renderer<'a> {
@@ -67,6 +84,7 @@ impl<'a> Renderer<'a> {
             encoder: Encoder::new(options.proto_version, options.streaming)
                 .expect("options were validated"),
             relations_sent: HashSet::new(),
+            streams: HashMap::new(),
         }
     }
 
@@ -80,6 +98,15 @@ impl<'a> Renderer<'a> {
         let mut out = Out::default();
         match &events[index] {
             Event::Transaction(t) => self.transaction(t, &mut out)?,
+            Event::StreamProgress { xid, steps, .. } => {
+                let later = events[index + 1..].iter().find_map(|e| match e {
+                    Event::Transaction(t) if t.xid == *xid => Some(t),
+                    _ => None,
+                });
+                if let Some(t) = later.filter(|t| self.streams(t)) {
+                    self.stream_steps(t, *steps, &mut out)?;
+                }
+            }
             Event::CommitPrepared {
                 gid,
                 commit_lsn,
@@ -156,8 +183,7 @@ impl<'a> Renderer<'a> {
             // Sent at COMMIT PREPARED instead.
             return Ok(());
         }
-        let stream = t.streamed && self.options.streaming != Streaming::Off;
-        if stream {
+        if self.streams(t) {
             return self.streamed(t, out);
         }
         if t.end == End::Abort {
@@ -185,11 +211,18 @@ impl<'a> Renderer<'a> {
                 _ => None,
             })
             .collect();
-        if changes.is_empty() && !prepared {
-            // PostgreSQL 15 and later skip empty transactions.
+        let scripted_empty = !t.steps.iter().any(|s| matches!(s, Step::Change { .. }));
+        if changes.is_empty() && !prepared && !scripted_empty {
+            // PostgreSQL 15 and later skip transactions with nothing for this client. One
+            // the script leaves empty is sent as it is (older servers send them, and a
+            // replayed capture may hold one).
             return Ok(());
         }
-        let first_lsn = changes.first().map_or(t.commit_lsn, |(lsn, _)| *lsn);
+        // A Begin that an Origin follows carries 0/0, as PostgreSQL sends it.
+        let first_lsn = match t.origin {
+            Some(_) => Lsn(0),
+            None => changes.first().map_or(t.commit_lsn, |(lsn, _)| *lsn),
+        };
         match &t.end {
             End::Prepare { gid } => self.emit(
                 out,
@@ -242,16 +275,27 @@ impl<'a> Renderer<'a> {
         }
     }
 
-    /// A transaction as Stream Start/Stop blocks, then its Stream Commit, Abort or
-    /// Prepare.
-    fn streamed(&mut self, t: &Transaction, out: &mut Out) -> Result<(), RenderError> {
+    /// Whether this client gets `t` as stream blocks.
+    fn streams(&self, t: &Transaction) -> bool {
+        t.streamed
+            && self.options.streaming != Streaming::Off
+            && (self.options.two_phase || !matches!(t.end, End::Prepare { .. }))
+            && !(t.origin.is_some() && self.options.origin_none)
+    }
+
+    /// The blocks of `t` up to step `upto` that this client has not had yet. Each call
+    /// ends with its block closed.
+    fn stream_steps(
+        &mut self,
+        t: &Transaction,
+        upto: usize,
+        out: &mut Out,
+    ) -> Result<(), RenderError> {
         let parallel = self.options.streaming == Streaming::Parallel;
-        let mut relations_in_txn = HashSet::new();
-        let mut first_segment = true;
+        let mut state = self.streams.remove(&t.xid).unwrap_or_default();
         let mut block_open = false;
-        let mut streamed_subs = HashSet::new();
         let mut last_lsn = t.first_lsn();
-        for step in &t.steps {
+        for step in t.steps.iter().take(upto).skip(state.steps_done) {
             match step {
                 Step::Change {
                     lsn,
@@ -262,31 +306,40 @@ impl<'a> Renderer<'a> {
                         continue;
                     };
                     if !block_open {
+                        let first = !state.block_sent && !state.streamed_before;
+                        // A Stream Start that an Origin follows carries 0/0.
+                        let start_lsn = match t.origin {
+                            Some(_) if !state.block_sent => Lsn(0),
+                            _ => *lsn,
+                        };
                         self.emit(
                             out,
-                            *lsn,
+                            start_lsn,
                             PgOutputMessage::StreamStart(StreamStart {
                                 xid: t.xid,
-                                first_segment,
+                                first_segment: first,
                             }),
                         )?;
-                        if first_segment {
+                        if !state.block_sent {
                             self.origin(t, out)?;
                         }
-                        first_segment = false;
+                        state.block_sent = true;
                         block_open = true;
                     }
-                    streamed_subs.insert(*subtransaction);
+                    state.subtransactions.insert(*subtransaction);
                     last_lsn = *lsn;
                     self.change(
                         out,
                         *lsn,
                         change,
                         Some(t.xid_of(*subtransaction)),
-                        Some(&mut relations_in_txn),
+                        Some(&mut state.relations),
                     )?;
                 }
                 Step::StreamBoundary => {
+                    // A block ended here, seen by this client or not: the next one is
+                    // not the transaction's first segment.
+                    state.streamed_before = true;
                     if block_open {
                         self.emit(out, last_lsn, PgOutputMessage::StreamStop(StreamStop))?;
                         block_open = false;
@@ -301,8 +354,12 @@ impl<'a> Renderer<'a> {
                         self.emit(out, last_lsn, PgOutputMessage::StreamStop(StreamStop))?;
                         block_open = false;
                     }
-                    // Only a subtransaction whose changes went out needs undoing.
-                    if streamed_subs.contains(subtransaction) {
+                    // A subtransaction whose changes went out needs undoing; so does one
+                    // the script gives no changes at all (its abort is all it says).
+                    let scripted_bare = !t.steps.iter().any(|s| {
+                        matches!(s, Step::Change { subtransaction: sub, .. } if sub == subtransaction)
+                    });
+                    if state.subtransactions.contains(subtransaction) || scripted_bare {
                         self.emit(
                             out,
                             *lsn,
@@ -320,13 +377,24 @@ impl<'a> Renderer<'a> {
         if block_open {
             self.emit(out, last_lsn, PgOutputMessage::StreamStop(StreamStop))?;
         }
-        if first_segment {
+        state.steps_done = state.steps_done.max(upto);
+        self.streams.insert(t.xid, state);
+        Ok(())
+    }
+
+    /// A transaction as Stream Start/Stop blocks (those not sent at an earlier
+    /// [`Event::StreamProgress`]), then its Stream Commit, Abort or Prepare.
+    fn streamed(&mut self, t: &Transaction, out: &mut Out) -> Result<(), RenderError> {
+        let parallel = self.options.streaming == Streaming::Parallel;
+        self.stream_steps(t, t.steps.len(), out)?;
+        let state = self.streams.remove(&t.xid).unwrap_or_default();
+        if !state.block_sent {
             // Nothing of it was streamed to this client: it ends like a whole one.
             let mut whole = t.clone();
             whole.streamed = false;
             return match t.end {
                 End::Abort => Ok(()),
-                _ => self.transaction_whole(&whole, out),
+                _ => self.transaction(&whole, out),
             };
         }
         let end = match &t.end {
@@ -360,11 +428,6 @@ impl<'a> Renderer<'a> {
         self.emit(out, lsn, end)
     }
 
-    fn transaction_whole(&mut self, t: &Transaction, out: &mut Out) -> Result<(), RenderError> {
-        // `streamed` is false, so this takes the whole-transaction path.
-        self.transaction(t, out)
-    }
-
     fn origin(&mut self, t: &Transaction, out: &mut Out) -> Result<(), RenderError> {
         match &t.origin {
             Some((name, lsn)) => self.emit(
@@ -393,6 +456,11 @@ impl<'a> Renderer<'a> {
                 }
             }
             PgOutputMessage::Message(_) if !self.options.messages => return None,
+            PgOutputMessage::Relation(relation) => {
+                if !self.published.contains(&relation.relation_oid) {
+                    return None;
+                }
+            }
             other => {
                 let relations = relations_of(other);
                 if relations.iter().any(|oid| !self.published.contains(oid)) {
@@ -417,6 +485,10 @@ impl<'a> Renderer<'a> {
             Some(set) => set,
             None => &mut self.relations_sent,
         };
+        if let PgOutputMessage::Relation(relation) = &change {
+            // The script sends the schema again here.
+            sent.insert(relation.relation_oid);
+        }
         let mut relations = Vec::new();
         for oid in relations_of(&change) {
             if sent.insert(oid) {
@@ -436,9 +508,13 @@ impl<'a> Renderer<'a> {
             PgOutputMessage::Truncate(m) => m.xid = xid,
             PgOutputMessage::Message(m) => m.xid = xid,
             PgOutputMessage::Type(m) => m.xid = xid,
+            PgOutputMessage::Relation(m) => m.xid = xid,
             _ => {}
         }
-        let lsn = if matches!(change, PgOutputMessage::Type(_)) {
+        let lsn = if matches!(
+            change,
+            PgOutputMessage::Type(_) | PgOutputMessage::Relation(_)
+        ) {
             Lsn(0)
         } else {
             lsn

@@ -37,7 +37,8 @@ pub enum End {
 /// One step of a transaction.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step {
-    /// A change: an Insert, Update, Delete, Truncate, transactional Message or Type.
+    /// A change: an Insert, Update, Delete, Truncate, transactional Message or Type, or a
+    /// Relation where the schema is sent again.
     Change {
         /// Its WAL position (zero: filled in).
         lsn: Lsn,
@@ -312,6 +313,18 @@ pub enum Event {
     },
     /// A non-transactional logical decoding message (`pg_logical_emit_message(false, …)`).
     Message(Message<'static>),
+    /// Blocks of a streamed transaction that went out here, before it ended: streaming
+    /// clients get its first `steps` steps at this point (in WAL order with the events
+    /// around it), the others nothing. Its [`Event::Transaction`] comes later.
+    StreamProgress {
+        /// The streamed transaction's xid.
+        xid: Xid,
+        /// How many of its steps are out by now.
+        steps: usize,
+        /// The transaction's end (filled in): a client that confirmed it does not get
+        /// these blocks again.
+        end_lsn: Lsn,
+    },
 }
 
 impl Event {
@@ -323,6 +336,7 @@ impl Event {
                 *end_lsn
             }
             Event::Message(m) => m.lsn,
+            Event::StreamProgress { end_lsn, .. } => *end_lsn,
         }
     }
 }
@@ -431,6 +445,20 @@ impl Script {
         for event in &mut self.events {
             clock.fill_event(event);
         }
+        // Stream progress takes its transaction's end, known now.
+        for i in 0..self.events.len() {
+            if let Event::StreamProgress { xid, .. } = self.events[i] {
+                let end = self.events[i + 1..].iter().find_map(|e| match e {
+                    Event::Transaction(t) if t.xid == xid => Some(t.end_lsn),
+                    _ => None,
+                });
+                if let (Some(end), Event::StreamProgress { end_lsn, .. }) =
+                    (end, &mut self.events[i])
+                {
+                    *end_lsn = end;
+                }
+            }
+        }
     }
 }
 
@@ -515,6 +543,7 @@ impl Clock {
             Event::Message(m) => {
                 m.lsn = self.lsn(m.lsn);
             }
+            Event::StreamProgress { .. } => {}
         }
     }
 
@@ -649,7 +678,11 @@ impl JsonScript {
                 self.script.events.push(Event::Transaction(t));
             }
             M::Origin(origin) => {
-                let t = self.open.as_mut().ok_or("Origin outside a transaction")?;
+                let t = match self.in_block {
+                    Some(xid) => self.streamed.iter_mut().find(|t| t.xid == xid),
+                    None => self.open.as_mut(),
+                }
+                .ok_or("Origin outside a transaction")?;
                 t.origin = Some((
                     origin.name.to_string_lossy().into_owned(),
                     origin.origin_lsn,
@@ -662,6 +695,11 @@ impl JsonScript {
                 } else {
                     self.script.tables.push(table);
                 }
+                // Inside a transaction it also marks where PostgreSQL sent the schema
+                // again (after an invalidation such as a TRUNCATE): replayed there too.
+                if self.in_block.is_some() || self.open.is_some() {
+                    self.change(M::Relation(relation))?;
+                }
             }
             M::StreamStart(start) => {
                 if self.in_block.is_some() {
@@ -671,15 +709,22 @@ impl JsonScript {
                 self.in_block = Some(start.xid);
                 match self.streamed.iter_mut().find(|t| t.xid == start.xid) {
                     Some(t) => t.steps.push(Step::StreamBoundary),
-                    None => self
-                        .streamed
-                        .push(Transaction::new().xid(start.xid.0).streamed()),
+                    None => {
+                        let mut t = Transaction::new().xid(start.xid.0).streamed();
+                        if !start.first_segment {
+                            // Streamed before, in blocks this script does not hold.
+                            t.steps.push(Step::StreamBoundary);
+                        }
+                        self.streamed.push(t);
+                    }
                 }
             }
             M::StreamStop(_) => {
-                self.in_block
+                let xid = self
+                    .in_block
                     .take()
                     .ok_or("Stream Stop without Stream Start")?;
+                self.progress(xid);
             }
             M::StreamCommit(commit) => {
                 let mut t = self.take_streamed(commit.xid)?;
@@ -720,6 +765,7 @@ impl JsonScript {
                     lsn: abort.abort_lsn.unwrap_or(Lsn(0)),
                     timestamp: abort.abort_timestamp.unwrap_or(PgTimestamp(0)),
                 });
+                self.progress(abort.xid);
             }
             M::CommitPrepared(commit) => self.script.events.push(Event::CommitPrepared {
                 gid: commit.gid.to_string_lossy().into_owned(),
@@ -749,6 +795,7 @@ impl JsonScript {
             PgOutputMessage::Delete(m) => (Lsn(0), m.xid),
             PgOutputMessage::Truncate(m) => (Lsn(0), m.xid),
             PgOutputMessage::Type(m) => (Lsn(0), m.xid),
+            PgOutputMessage::Relation(m) => (Lsn(0), m.xid),
             _ => (Lsn(0), None),
         };
         if let Some(top) = self.in_block {
@@ -774,6 +821,17 @@ impl JsonScript {
             message,
         });
         Ok(())
+    }
+
+    /// Marks that the streamed transaction `xid` went out up to here.
+    fn progress(&mut self, xid: Xid) {
+        if let Some(t) = self.streamed.iter().find(|t| t.xid == xid) {
+            self.script.events.push(Event::StreamProgress {
+                xid,
+                steps: t.steps.len(),
+                end_lsn: Lsn(0),
+            });
+        }
     }
 
     fn check_no_open(&self, what: &str) -> Result<(), String> {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::command::{self, error, Command, CommandError};
 use super::queries::{self, Reply};
 use super::render::Renderer;
-use super::{AuthKind, ClientInfo, Shared, SlotInfo, StreamOptions};
+use super::{AuthKind, ClientInfo, Event, Shared, SlotInfo, StreamOptions};
 use crate::wire::backend::{self, Column};
 use crate::wire::frontend::{Frontend, FrontendReader, ReadError, Startup};
 use crate::wire::scram;
@@ -767,8 +767,11 @@ impl Session<'_> {
                         let payload = encode(&xlog, envelope()).expect("XLogData always encodes");
                         backend::copy_data(&mut self.out, &payload);
                     }
-                    position = position.max(end);
-                    self.keepalive(position, false);
+                    // Blocks of a transaction still in progress move no position.
+                    if !matches!(events[cursor], Event::StreamProgress { .. }) {
+                        position = position.max(end);
+                        self.keepalive(position, false);
+                    }
                     last_sent = Instant::now();
                 }
                 cursor += 1;

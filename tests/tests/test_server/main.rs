@@ -5,6 +5,7 @@
 
 mod psycopg;
 mod recvlogical;
+mod replay;
 mod rust_client;
 mod subscriber;
 
