@@ -18,9 +18,9 @@ fn rows(pg: &Server, sql: &str) -> Vec<String> {
         .collect()
 }
 
-fn apply(pg: &Server, name: &str, with: &str, copied: bool) {
+fn apply(pg: &Server, server_version: &str, name: &str, with: &str, copied: bool) {
     let server = TestServer::builder()
-        .server_version("18.6")
+        .server_version(server_version)
         .auth(Auth::scram("rep", "pw"))
         .publication(publication())
         .script(script())
@@ -69,6 +69,17 @@ fn apply(pg: &Server, name: &str, with: &str, copied: bool) {
     if copied {
         assert!(commands.iter().any(|c| c.starts_with("COPY public.t1")));
     }
+    let asked = |needle: &str| {
+        commands
+            .iter()
+            .any(|c| c.starts_with("START_REPLICATION") && c.contains(needle))
+    };
+    if server_version.starts_with("15") {
+        assert!(asked("proto_version '3'") && !asked("origin"));
+        assert!(commands.iter().any(|c| c.contains("pg_publication_tables")));
+    } else {
+        assert!(asked("proto_version '4'") && asked("streaming 'parallel'"));
+    }
 }
 
 #[test]
@@ -79,13 +90,24 @@ fn postgres_18_subscriber_applies_the_script() {
     let pg = Server::start(&binaries).unwrap();
     apply(
         &pg,
+        "18.6",
         "sub_nocopy",
         "copy_data = false, streaming = parallel, two_phase = true, binary = true",
         false,
     );
     apply(
         &pg,
+        "18.6",
         "sub_copy",
+        "copy_data = true, streaming = parallel, two_phase = true, binary = false",
+        true,
+    );
+    // Announcing PostgreSQL 15 makes the subscriber ask for protocol 3 and `streaming 'on'`
+    // and use PostgreSQL 15's catalog queries.
+    apply(
+        &pg,
+        "15.20",
+        "sub_pg15",
         "copy_data = true, streaming = parallel, two_phase = true, binary = false",
         true,
     );
