@@ -335,7 +335,9 @@ impl Event {
             Event::CommitPrepared { end_lsn, .. } | Event::RollbackPrepared { end_lsn, .. } => {
                 *end_lsn
             }
-            Event::Message(m) => m.lsn,
+            // The end of the message's record: a client that confirmed its start has not
+            // had it yet.
+            Event::Message(m) => Lsn(m.lsn.0 + RECORD),
             Event::StreamProgress { end_lsn, .. } => *end_lsn,
         }
     }
@@ -900,5 +902,105 @@ pub(crate) fn relations_of(message: &PgOutputMessage<'_>) -> Vec<Oid> {
         PgOutputMessage::Delete(m) => vec![m.relation_oid],
         PgOutputMessage::Truncate(m) => m.relation_oids.clone(),
         _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_lines_group_into_events_and_missing_fields_are_filled() {
+        let text = r#"
+# a comment
+{"type":"relation","relation_oid":16385,"namespace":"public","relation_name":"t","replica_identity":"default","columns":[{"flags":1,"name":"id","type_oid":23,"type_modifier":-1}]}
+{"type":"begin"}
+{"type":"insert","relation_oid":16385,"new_tuple":[{"text":"1"}]}
+{"type":"commit"}
+{"type":"stream_start","xid":900,"first_segment":true}
+{"type":"insert","xid":901,"relation_oid":16385,"new_tuple":[{"text":"2"}]}
+{"type":"stream_stop"}
+{"type":"stream_abort","xid":900,"subtransaction_xid":901}
+{"type":"stream_commit","xid":900}
+{"type":"message","flags":"non_transactional","prefix":"p","content":"c"}
+"#;
+        let mut script = Script::from_json_lines(text).unwrap();
+        assert_eq!(script.tables.len(), 1);
+        assert_eq!(script.events.len(), 5);
+        let mut clock = Clock {
+            next_lsn: Lsn(0x1000),
+            next_xid: 10,
+        };
+        script.fill(&mut clock);
+        let Event::Transaction(first) = &script.events[0] else {
+            panic!("{:?}", script.events[0])
+        };
+        assert_eq!(first.xid, Xid(10));
+        assert!(first.commit_lsn > first.first_lsn());
+        assert!(first.end_lsn > first.commit_lsn);
+        assert_ne!(first.timestamp, PgTimestamp(0));
+        assert!(matches!(
+            script.events[1],
+            Event::StreamProgress {
+                xid: Xid(900),
+                steps: 1,
+                ..
+            }
+        ));
+        assert!(matches!(
+            script.events[2],
+            Event::StreamProgress {
+                xid: Xid(900),
+                steps: 2,
+                ..
+            }
+        ));
+        let Event::Transaction(streamed) = &script.events[3] else {
+            panic!()
+        };
+        assert!(streamed.streamed);
+        assert_eq!(streamed.subtransaction_xids, [Xid(901)]);
+        assert!(matches!(
+            streamed.steps[1],
+            Step::SubtransactionAbort {
+                subtransaction: 1,
+                ..
+            }
+        ));
+        assert!(streamed.commit_lsn > first.end_lsn);
+        let Event::StreamProgress { end_lsn, .. } = script.events[1] else {
+            panic!()
+        };
+        assert_eq!(end_lsn, streamed.end_lsn);
+        // Every event ends after the one before.
+        let ends: Vec<Lsn> = script.events.iter().map(Event::end_lsn).collect();
+        assert!(ends[3] < ends[4]);
+    }
+
+    #[test]
+    fn json_errors_name_the_line() {
+        for (text, line, message) in [
+            ("{\"type\":\"commit\"}", 1, "Commit without a beginning"),
+            (
+                "{\"type\":\"begin\"}\n{\"type\":\"begin\"}",
+                2,
+                "Begin inside transaction 0, which has not ended",
+            ),
+            (
+                "{\"type\":\"begin\"}\n\n{\"type\":\"insert\"}",
+                3,
+                "missing field `relation_oid`",
+            ),
+            (
+                "{\"type\":\"stream_stop\"}",
+                1,
+                "Stream Stop without Stream Start",
+            ),
+            ("not json", 1, "expected ident at line 1 column 2"),
+            ("{\"type\":\"begin\"}", 1, "transaction 0 has no end"),
+        ] {
+            let err = Script::from_json_lines(text).unwrap_err();
+            assert_eq!((err.line, err.message.as_str()), (line, message), "{text}");
+        }
     }
 }
