@@ -6,6 +6,7 @@
 
 use super::catalog::{Catalog, Table};
 use super::command::{error, CommandError};
+use super::values::text_to_binary;
 use crate::wire::backend::Column;
 use crate::{Oid, ReplicaIdentity};
 
@@ -23,8 +24,14 @@ pub(crate) enum Reply {
         tag: &'static str,
         in_transaction: Option<bool>,
     },
-    /// `COPY … TO STDOUT`: the rows of a table, already in COPY text form.
-    Copy { columns: usize, lines: Vec<Vec<u8>> },
+    /// `COPY … TO STDOUT`: a table's rows as CopyData payloads, in COPY's text or binary
+    /// format.
+    Copy {
+        columns: usize,
+        binary: bool,
+        chunks: Vec<Vec<u8>>,
+        rows: usize,
+    },
     /// `set_config('search_path', '', false)`.
     SetConfig,
 }
@@ -299,12 +306,7 @@ fn identity_char(identity: ReplicaIdentity) -> char {
 /// `COPY schema.table (columns) TO STDOUT`: the table's initial rows in COPY text form.
 fn copy(sql: &str, catalog: &Catalog) -> Result<Reply, CommandError> {
     let upper = sql.to_ascii_uppercase();
-    if upper.contains("FORMAT BINARY") {
-        return Err(error(
-            "0A000",
-            "this test server copies initial rows in text form only: create the subscription with binary = false, or copy_data = false",
-        ));
-    }
+    let binary = upper.contains("FORMAT BINARY");
     let target = sql[5..].trim_start();
     if target.starts_with('(') || !upper.contains(" TO STDOUT") {
         return Err(unknown(sql));
@@ -322,38 +324,80 @@ fn copy(sql: &str, catalog: &Catalog) -> Result<Reply, CommandError> {
             format!("relation \"{schema}.{name}\" does not exist"),
         )
     })?;
-    let lines = table
-        .rows
-        .iter()
-        .map(|row| {
-            let mut line = Vec::new();
-            for (i, value) in row.iter().enumerate() {
-                if i > 0 {
-                    line.push(b'\t');
-                }
-                match value {
-                    None => line.extend_from_slice(b"\\N"),
-                    Some(text) => {
-                        for b in text.bytes() {
-                            match b {
-                                b'\\' => line.extend_from_slice(b"\\\\"),
-                                b'\t' => line.extend_from_slice(b"\\t"),
-                                b'\n' => line.extend_from_slice(b"\\n"),
-                                b'\r' => line.extend_from_slice(b"\\r"),
-                                other => line.push(other),
-                            }
-                        }
+    let chunks = if binary {
+        binary_copy(table)?
+    } else {
+        table.rows.iter().map(|row| text_copy_line(row)).collect()
+    };
+    Ok(Reply::Copy {
+        columns: table.columns.len(),
+        binary,
+        chunks,
+        rows: table.rows.len(),
+    })
+}
+
+/// One row in COPY's text format: tab-separated, `\N` for NULL, backslash escapes.
+fn text_copy_line(row: &[Option<String>]) -> Vec<u8> {
+    let mut line = Vec::new();
+    for (i, value) in row.iter().enumerate() {
+        if i > 0 {
+            line.push(b'\t');
+        }
+        match value {
+            None => line.extend_from_slice(b"\\N"),
+            Some(text) => {
+                for b in text.bytes() {
+                    match b {
+                        b'\\' => line.extend_from_slice(b"\\\\"),
+                        b'\t' => line.extend_from_slice(b"\\t"),
+                        b'\n' => line.extend_from_slice(b"\\n"),
+                        b'\r' => line.extend_from_slice(b"\\r"),
+                        other => line.push(other),
                     }
                 }
             }
-            line.push(b'\n');
-            line
-        })
-        .collect();
-    Ok(Reply::Copy {
-        columns: table.columns.len(),
-        lines,
-    })
+        }
+    }
+    line.push(b'\n');
+    line
+}
+
+/// COPY's binary format (what `WITH (FORMAT binary)` asks for, which PostgreSQL 16 and
+/// later subscribers with `binary = true` do): the signature and header, one tuple per
+/// row (Int16 field count, each field an Int32 length and its send form, -1 for NULL),
+/// then the Int16 -1 trailer.
+fn binary_copy(table: &Table) -> Result<Vec<Vec<u8>>, CommandError> {
+    let mut header = b"PGCOPY\n\xff\r\n\0".to_vec();
+    header.extend_from_slice(&0i32.to_be_bytes());
+    header.extend_from_slice(&0i32.to_be_bytes());
+    let mut chunks = vec![header];
+    for row in &table.rows {
+        let mut tuple = (row.len() as i16).to_be_bytes().to_vec();
+        for (column, value) in table.columns.iter().zip(row) {
+            match value {
+                None => tuple.extend_from_slice(&(-1i32).to_be_bytes()),
+                Some(text) => {
+                    let bytes = text_to_binary(column.type_oid, text.as_bytes()).ok_or_else(|| {
+                        error(
+                            "0A000",
+                            format!(
+                                "column \"{}\" of {} (type {}) has no binary form in this test server: subscribe with binary = false",
+                                column.name,
+                                table.qualified_name(),
+                                column.type_oid.0
+                            ),
+                        )
+                    })?;
+                    tuple.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
+                    tuple.extend_from_slice(&bytes);
+                }
+            }
+        }
+        chunks.push(tuple);
+    }
+    chunks.push((-1i16).to_be_bytes().to_vec());
+    Ok(chunks)
 }
 
 #[cfg(test)]
@@ -395,12 +439,32 @@ mod tests {
         let Reply::Rows { rows, columns, .. } = answer("SELECT a.attnum,       a.attname,       a.atttypid,       a.attnum = ANY(i.indkey), a.attgenerated != ''  FROM pg_catalog.pg_attribute a  LEFT JOIN pg_catalog.pg_index i       ON (i.indexrelid = pg_get_replica_identity_index(16385)) WHERE a.attnum > 0::pg_catalog.int2   AND NOT a.attisdropped    AND a.attrelid = 16385 ORDER BY a.attnum", &catalog, 18).unwrap() else { panic!() };
         assert_eq!(columns.len(), 5);
         assert_eq!(rows[0][3].as_deref(), Some("t"));
-        let Reply::Copy { lines, .. } =
+        let Reply::Copy { chunks, .. } =
             answer("COPY public.t1 (id, v) TO STDOUT", &catalog, 18).unwrap()
         else {
             panic!()
         };
-        assert_eq!(lines, vec![b"1\ta\\tb\n".to_vec(), b"2\t\\N\n".to_vec()]);
+        assert_eq!(chunks, vec![b"1\ta\\tb\n".to_vec(), b"2\t\\N\n".to_vec()]);
+        let Reply::Copy {
+            chunks,
+            binary,
+            rows,
+            ..
+        } = answer(
+            "COPY public.t1 (id, v) TO STDOUT WITH (FORMAT binary)",
+            &catalog,
+            18,
+        )
+        .unwrap()
+        else {
+            panic!()
+        };
+        assert!(binary);
+        assert_eq!(rows, 2);
+        assert_eq!(chunks[0], b"PGCOPY\n\xff\r\n\0\0\0\0\0\0\0\0\0");
+        assert_eq!(chunks[1], b"\0\x02\0\0\0\x04\0\0\0\x01\0\0\0\x03a\tb");
+        assert_eq!(chunks[2], b"\0\x02\0\0\0\x04\0\0\0\x02\xff\xff\xff\xff");
+        assert_eq!(chunks[3], b"\xff\xff");
         let Reply::Rows { rows, .. } = answer("SELECT DISTINCT pg_get_expr(gpt.qual, gpt.relid)  FROM pg_publication p,  LATERAL pg_get_publication_tables(p.pubname) gpt WHERE gpt.relid = 16385   AND p.pubname IN ( 'p' )", &catalog, 18).unwrap() else { panic!() };
         assert_eq!(rows, vec![vec![None]]);
         assert_eq!(

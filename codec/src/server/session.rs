@@ -409,13 +409,18 @@ impl Session<'_> {
                     self.in_transaction = in_transaction;
                 }
             }
-            Reply::Copy { columns, lines } => {
-                backend::copy_response(&mut self.out, b'H', columns);
-                for line in &lines {
-                    backend::copy_data(&mut self.out, line);
+            Reply::Copy {
+                columns,
+                binary,
+                chunks,
+                rows,
+            } => {
+                backend::copy_response(&mut self.out, b'H', columns, binary);
+                for chunk in &chunks {
+                    backend::copy_data(&mut self.out, chunk);
                 }
                 backend::copy_done(&mut self.out);
-                backend::command_complete(&mut self.out, &format!("COPY {}", lines.len()));
+                backend::command_complete(&mut self.out, &format!("COPY {rows}"));
             }
         }
         Ok(())
@@ -704,7 +709,7 @@ impl Session<'_> {
             (state.catalog.clone(), state.events.clone())
         };
         let mut renderer = Renderer::new(&catalog, options);
-        backend::copy_response(&mut self.out, b'W', 0);
+        backend::copy_response(&mut self.out, b'W', 0, false);
         self.keepalive(from, false);
         self.flush().map_err(Streamed::Closed)?;
         let mut cursor = 0;

@@ -176,14 +176,14 @@ pub(crate) fn error_or_notice(
     });
 }
 
-/// CopyBothResponse `W` / CopyOutResponse `H`: overall format 0 (text), then the format
-/// of each column (all text).
-pub(crate) fn copy_response(out: &mut Vec<u8>, tag: u8, columns: usize) {
+/// CopyBothResponse `W` / CopyOutResponse `H`: the overall format (0 text, 1 binary),
+/// then each column's format (the same).
+pub(crate) fn copy_response(out: &mut Vec<u8>, tag: u8, columns: usize, binary: bool) {
     message(out, tag, |b| {
-        b.push(0);
+        b.push(u8::from(binary));
         b.extend_from_slice(&(columns as i16).to_be_bytes());
         for _ in 0..columns {
-            b.extend_from_slice(&0i16.to_be_bytes());
+            b.extend_from_slice(&i16::from(binary).to_be_bytes());
         }
     });
 }

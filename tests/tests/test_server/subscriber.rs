@@ -78,7 +78,10 @@ fn apply(pg: &Server, server_version: &str, name: &str, with: &str, copied: bool
         assert!(asked("proto_version '3'") && !asked("origin"));
         assert!(commands.iter().any(|c| c.contains("pg_publication_tables")));
     } else {
-        assert!(asked("proto_version '4'") && asked("streaming 'parallel'"));
+        assert!(asked("proto_version '4'") && asked("streaming"));
+    }
+    if copied && with.contains("binary = true") {
+        assert!(commands.iter().any(|c| c.contains("FORMAT binary")));
     }
 }
 
@@ -100,6 +103,14 @@ fn postgres_18_subscriber_applies_the_script() {
         "18.6",
         "sub_copy",
         "copy_data = true, streaming = parallel, two_phase = true, binary = false",
+        true,
+    );
+    // Initial rows in COPY's binary format, as a binary subscription asks for them.
+    apply(
+        &pg,
+        "18.6",
+        "sub_copy_binary",
+        "copy_data = true, streaming = on, two_phase = false, binary = true",
         true,
     );
     // Announcing PostgreSQL 15 makes the subscriber ask for protocol 3 and `streaming 'on'`
