@@ -138,27 +138,25 @@ fn recvlogical(
     assert!(commands.iter().any(|c| c == "IDENTIFY_SYSTEM"));
 }
 
+/// Every protocol version up to `max` with every streaming mode it allows, text and
+/// binary, and with a two-phase slot from protocol 3 on.
 fn sets(max: ProtocolVersion) -> Vec<StreamOptions> {
-    let mut sets = vec![
-        StreamOptions::new(ProtocolVersion::V1, &["p"]),
-        StreamOptions::new(ProtocolVersion::V1, &["p"]).binary(true),
-        StreamOptions::new(ProtocolVersion::V2, &["p"]).streaming(Streaming::On),
-        StreamOptions::new(ProtocolVersion::V3, &["p"])
-            .streaming(Streaming::On)
-            .two_phase(true),
-        StreamOptions::new(ProtocolVersion::V3, &["p"])
-            .two_phase(true)
-            .binary(true),
-    ];
-    if max == ProtocolVersion::V4 {
-        sets.push(StreamOptions::new(ProtocolVersion::V4, &["p"]).streaming(Streaming::On));
-        sets.push(StreamOptions::new(ProtocolVersion::V4, &["p"]).streaming(Streaming::Parallel));
-        sets.push(
-            StreamOptions::new(ProtocolVersion::V4, &["p"])
-                .streaming(Streaming::Parallel)
-                .two_phase(true)
-                .binary(true),
-        );
+    let mut sets = Vec::new();
+    for version in ProtocolVersion::ALL.into_iter().filter(|v| *v <= max) {
+        for streaming in [Streaming::Off, Streaming::On, Streaming::Parallel] {
+            if version < streaming.min_version() {
+                continue;
+            }
+            for binary in [false, true] {
+                let options = StreamOptions::new(version, &["p"])
+                    .streaming(streaming)
+                    .binary(binary);
+                if version >= ProtocolVersion::V3 {
+                    sets.push(options.clone().two_phase(true));
+                }
+                sets.push(options);
+            }
+        }
     }
     sets
 }
