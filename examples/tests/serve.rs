@@ -95,32 +95,117 @@ fn tail_streams_every_protocol_version_over_scram() {
 #[test]
 fn serve_runs_on_its_own() {
     let port = 40_000 + (std::process::id() % 20_000) as u16;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pgoutput"))
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let info = ConnInfo::parse(
-        Some(&format!(
-            "host=127.0.0.1 port={port} user=anyone dbname=postgres"
-        )),
-        |_| None,
-    )
-    .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut conn = loop {
-        match Connection::connect(&info) {
-            Ok(conn) => break conn,
-            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
-            Err(e) => panic!("pgoutput serve does not answer: {e}"),
-        }
-    };
+    let (mut child, mut conn) = spawn_serve(
+        &["--listen", &format!("127.0.0.1:{port}")],
+        &format!("host=127.0.0.1 port={port} user=anyone dbname=postgres"),
+    );
     let rows = conn.simple_query("IDENTIFY_SYSTEM").unwrap();
     assert_eq!(rows[0][3].as_deref(), Some("postgres"));
     conn.simple_query("CREATE_REPLICATION_SLOT demo_slot LOGICAL pgoutput")
         .unwrap();
     conn.start_replication("START_REPLICATION SLOT demo_slot LOGICAL 0/0 (proto_version '1', publication_names 'demo')").unwrap();
+    // The demo stream, then a new transaction every second.
+    let mut commits = 0;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while commits < 8 && Instant::now() < deadline {
+        if let pgoutput_codec::client::CopyEvent::Data(frame) =
+            conn.poll_copy_data(Duration::from_millis(200)).unwrap()
+        {
+            if frame[0] == b'w' && frame[25] == b'C' {
+                commits += 1;
+            }
+        }
+    }
+    assert_eq!(commits, 8, "the demo's six commits and two live ones");
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// Starts `pgoutput serve` with `args` and waits until it answers with `conninfo`.
+fn spawn_serve(args: &[&str], conninfo: &str) -> (std::process::Child, Connection) {
+    let child = Command::new(env!("CARGO_BIN_EXE_pgoutput"))
+        .arg("serve")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let info = ConnInfo::parse(Some(conninfo), |_| None).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match Connection::connect(&info) {
+            Ok(conn) => return (child, conn),
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
+            Err(e) => panic!("pgoutput serve does not answer: {e}"),
+        }
+    }
+}
+
+#[test]
+fn serve_with_a_config_file_and_a_script() {
+    let dir = std::env::temp_dir().join(format!("pgoutput-serve-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("config.json");
+    std::fs::write(
+        &config,
+        r#"{"server_version": "15.20", "database": "app",
+            "auth": {"method": "scram", "user": "rep", "password": "pw"},
+            "publications": [{"name": "p", "tables": [{"oid": 16385, "name": "t",
+              "columns": [{"name": "id", "type_oid": 23, "key": true}, {"name": "v", "type_oid": 25}],
+              "rows": [["1", "a"]]}]}]}"#,
+    )
+    .unwrap();
+    let script = dir.join("script.jsonl");
+    std::fs::write(
+        &script,
+        "{\"type\":\"begin\"}\n{\"type\":\"insert\",\"relation_oid\":16385,\"new_tuple\":[{\"text\":\"2\"},{\"text\":\"b\"}]}\n{\"type\":\"commit\"}\n",
+    )
+    .unwrap();
+    let port = 40_000 + (std::process::id() % 20_000) as u16 + 1;
+    let listen = format!("127.0.0.1:{port}");
+    let (mut child, mut conn) = spawn_serve(
+        &[
+            "--listen",
+            &listen,
+            "--config",
+            config.to_str().unwrap(),
+            "--script",
+            script.to_str().unwrap(),
+        ],
+        &format!("host=127.0.0.1 port={port} user=rep password=pw dbname=app"),
+    );
+    assert_eq!(
+        conn.simple_query("IDENTIFY_SYSTEM").unwrap()[0][3].as_deref(),
+        Some("app")
+    );
+    conn.simple_query("CREATE_REPLICATION_SLOT s LOGICAL pgoutput")
+        .unwrap();
+    // A PostgreSQL 15 server speaks protocol 3 at most.
+    let err = conn
+        .start_replication(
+            "START_REPLICATION SLOT s LOGICAL 0/0 (proto_version '4', publication_names 'p')",
+        )
+        .unwrap_err();
+    assert_eq!(err.server_error().unwrap().code, "0A000");
+    conn.start_replication(
+        "START_REPLICATION SLOT s LOGICAL 0/0 (proto_version '3', publication_names 'p')",
+    )
+    .unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    std::fs::write(&config, r#"{"server_versoin": "15"}"#).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_pgoutput"))
+        .args([
+            "serve",
+            "--listen",
+            &listen,
+            "--config",
+            config.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("unknown field `server_versoin`"));
+    let _ = std::fs::remove_dir_all(&dir);
 }

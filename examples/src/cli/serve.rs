@@ -1,6 +1,7 @@
 //! `serve`: run the test walsender from the command line.
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -8,41 +9,195 @@ use std::time::Duration;
 
 use clap::Args;
 use pgoutput_codec::server::{Auth, Event, Publication, Script, Table, TestServer, Transaction};
-use pgoutput_codec::{ColumnValue, TruncateOptions};
+use pgoutput_codec::{self as codec, ColumnValue, TruncateOptions};
+use serde::Deserialize;
 
 #[derive(Debug, Args)]
-#[command(after_help = "\
-Serves a pgoutput stream to replication clients (pg_recvlogical, psycopg2, a PostgreSQL
+#[command(
+    after_help = r#"Serves a pgoutput stream to replication clients (pg_recvlogical, psycopg2, a PostgreSQL
 subscriber, pgoutput tail). Without --script it serves a demo: publication `demo` in database
 `postgres` with tables public.accounts and public.events, inserts, updates, deletes, a
 truncate, a streamed transaction with a subtransaction abort, a two-phase transaction, then a
 new transaction every second. Logs each client, its options and confirmed positions.
 
+--config names a JSON file with any of these keys (options given on the command line win):
+  {"server_version": "15.20", "database": "app", "system_identifier": 7400000000000000001,
+   "start_lsn": "0/1000000", "keepalive_interval_ms": 10000,
+   "auth": {"method": "scram", "user": "rep", "password": "pw"},
+   "publications": [{"name": "p", "tables": [{"oid": 16385, "schema": "public",
+     "name": "t", "replica_identity": "default",
+     "columns": [{"name": "id", "type_oid": 23, "key": true}, {"name": "v", "type_oid": 25}],
+     "rows": [["1", "a"], ["2", null]]}]}]}
+  auth methods: trust; password (user, password); scram (user, and password or verifier).
+  A publication with "all_tables": true publishes every table, the script's included.
+
 Example:
   pgoutput serve --listen 127.0.0.1:5433 &
-  pg_recvlogical -d 'host=127.0.0.1 port=5433 user=me dbname=postgres' --slot s \\
+  pg_recvlogical -d 'host=127.0.0.1 port=5433 user=me dbname=postgres' --slot s \
       --create-slot --plugin pgoutput
-  pg_recvlogical -d 'host=127.0.0.1 port=5433 user=me dbname=postgres' --slot s --start \\
-      -o proto_version=1 -o publication_names=demo -f -")]
+  pg_recvlogical -d 'host=127.0.0.1 port=5433 user=me dbname=postgres' --slot s --start \
+      -o proto_version=1 -o publication_names=demo -f -"#
+)]
 pub struct ServeArgs {
     /// The address to listen on.
     #[arg(long, default_value = "127.0.0.1:5433")]
     listen: SocketAddr,
     /// A script: JSON lines as `pgoutput decode` and `pgoutput tail` print them.
     #[arg(long)]
-    script: Option<std::path::PathBuf>,
-    /// The publication the script's tables belong to (FOR ALL TABLES).
+    script: Option<PathBuf>,
+    /// A JSON configuration file (see below).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// With --script and no configured publication: the name of a FOR ALL TABLES
+    /// publication.
     #[arg(long, default_value = "demo")]
     publication: String,
-    /// The server_version to announce (clients choose their options by it).
-    #[arg(long, default_value = "18.6")]
-    server_version: String,
+    /// The server_version to announce, which decides what clients ask for [default: 18.6].
+    #[arg(long)]
+    server_version: Option<String>,
     /// Require this user and password (SCRAM-SHA-256) instead of trusting everyone.
     #[arg(long, requires = "password")]
     user: Option<String>,
     /// The password for --user.
     #[arg(long, requires = "user")]
     password: Option<String>,
+}
+
+/// The `--config` file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    server_version: Option<String>,
+    database: Option<String>,
+    system_identifier: Option<u64>,
+    start_lsn: Option<String>,
+    keepalive_interval_ms: Option<u64>,
+    auth: Option<AuthConfig>,
+    #[serde(default)]
+    publications: Vec<PublicationConfig>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "method", rename_all = "snake_case", deny_unknown_fields)]
+enum AuthConfig {
+    Trust,
+    Password {
+        user: String,
+        password: String,
+    },
+    Scram {
+        user: String,
+        password: Option<String>,
+        verifier: Option<String>,
+    },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PublicationConfig {
+    name: String,
+    #[serde(default)]
+    all_tables: bool,
+    #[serde(default)]
+    tables: Vec<TableConfig>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TableConfig {
+    oid: u32,
+    #[serde(default = "public")]
+    schema: String,
+    name: String,
+    #[serde(default)]
+    replica_identity: IdentityConfig,
+    columns: Vec<ColumnConfig>,
+    #[serde(default)]
+    rows: Vec<Vec<Option<String>>>,
+}
+
+fn public() -> String {
+    "public".into()
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum IdentityConfig {
+    #[default]
+    Default,
+    Nothing,
+    Full,
+    Index,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ColumnConfig {
+    name: String,
+    type_oid: u32,
+    #[serde(default)]
+    key: bool,
+    #[serde(default = "no_modifier")]
+    type_modifier: i32,
+}
+
+fn no_modifier() -> i32 {
+    -1
+}
+
+impl TableConfig {
+    fn table(&self) -> Table {
+        let identity = match self.replica_identity {
+            IdentityConfig::Default => codec::ReplicaIdentity::Default,
+            IdentityConfig::Nothing => codec::ReplicaIdentity::Nothing,
+            IdentityConfig::Full => codec::ReplicaIdentity::Full,
+            IdentityConfig::Index => codec::ReplicaIdentity::Index,
+        };
+        let mut table = Table::new(self.oid, &self.schema, &self.name).replica_identity(identity);
+        for column in &self.columns {
+            table = if column.key {
+                table.key_column(&column.name, column.type_oid)
+            } else {
+                table.column(&column.name, column.type_oid)
+            };
+            if let Some(last) = table.columns.last_mut() {
+                last.type_modifier = column.type_modifier;
+            }
+        }
+        table.rows.clone_from(&self.rows);
+        table
+    }
+}
+
+impl AuthConfig {
+    fn auth(&self) -> Result<Auth, String> {
+        Ok(match self {
+            AuthConfig::Trust => Auth::trust(),
+            AuthConfig::Password { user, password } => Auth::password(user, password),
+            AuthConfig::Scram {
+                user,
+                password: Some(password),
+                verifier: None,
+            } => Auth::scram(user, password),
+            AuthConfig::Scram {
+                user,
+                password: None,
+                verifier: Some(verifier),
+            } => Auth::scram_verifier(user, verifier).ok_or_else(|| {
+                format!("auth.verifier is not a SCRAM-SHA-256 verifier: {verifier:?}")
+            })?,
+            AuthConfig::Scram { .. } => {
+                return Err(
+                    "auth with method scram needs exactly one of password and verifier".into(),
+                )
+            }
+        })
+    }
+}
+
+fn read_config(path: &Path) -> Result<Config, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 fn demo_tables() -> (Table, Table) {
@@ -102,28 +257,76 @@ fn demo_script(accounts: &Table, events: &Table) -> Script {
 }
 
 pub fn serve(args: &ServeArgs) -> Result<ExitCode, String> {
+    let config = match &args.config {
+        Some(path) => read_config(path)?,
+        None => Config::default(),
+    };
     let (accounts, events) = demo_tables();
-    let (script, publication) = match &args.script {
+    let mut publications: Vec<Publication> = config
+        .publications
+        .iter()
+        .map(|p| {
+            let mut publication = if p.all_tables {
+                Publication::all_tables(&p.name)
+            } else {
+                Publication::new(&p.name)
+            };
+            for table in &p.tables {
+                publication = publication.table(table.table());
+            }
+            publication
+        })
+        .collect();
+    let script = match &args.script {
         Some(path) => {
             let text =
                 std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let script =
-                Script::from_json_lines(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-            (script, Publication::all_tables(&args.publication))
+            if publications.is_empty() {
+                publications.push(Publication::all_tables(&args.publication));
+            }
+            Script::from_json_lines(&text).map_err(|e| format!("{}: {e}", path.display()))?
         }
-        None => (
-            demo_script(&accounts, &events),
-            Publication::new("demo")
-                .table(accounts.clone())
-                .table(events.clone()),
-        ),
+        None => {
+            if publications.is_empty() {
+                publications.push(
+                    Publication::new("demo")
+                        .table(accounts.clone())
+                        .table(events.clone()),
+                );
+            }
+            demo_script(&accounts, &events)
+        }
     };
     let mut builder = TestServer::builder()
         .listen(args.listen)
-        .server_version(&args.server_version)
-        .publication(publication)
         .script(script)
         .logger(|line| eprintln!("pgoutput serve: {line}"));
+    for publication in publications {
+        builder = builder.publication(publication);
+    }
+    if let Some(version) = args
+        .server_version
+        .as_ref()
+        .or(config.server_version.as_ref())
+    {
+        builder = builder.server_version(version);
+    }
+    if let Some(database) = &config.database {
+        builder = builder.database(database);
+    }
+    if let Some(id) = config.system_identifier {
+        builder = builder.system_identifier(id);
+    }
+    if let Some(lsn) = &config.start_lsn {
+        let lsn = lsn.parse().map_err(|e| format!("start_lsn {lsn:?}: {e}"))?;
+        builder = builder.start_lsn(lsn);
+    }
+    if let Some(ms) = config.keepalive_interval_ms {
+        builder = builder.keepalive_interval(Duration::from_millis(ms));
+    }
+    if let Some(auth) = &config.auth {
+        builder = builder.auth(auth.auth()?);
+    }
     if let (Some(user), Some(password)) = (&args.user, &args.password) {
         builder = builder.auth(Auth::scram(user, password));
     }
