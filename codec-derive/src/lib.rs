@@ -2,8 +2,8 @@
 //! Encode)]` generates both directions of a pgoutput message from an annotated struct or
 //! tagged enum. Use them through the runtime crate, which re-exports them.
 //!
-//! The macro is split like serde_derive: [`attr`] parses the attributes, [`ast`] holds the
-//! parsed input, [`check`] applies the rules that span several attributes, and [`expand`]
+//! The macro is split like serde_derive: `attr` parses the attributes, `ast` holds the
+//! parsed input, `check` applies the rules that span several attributes, and `expand`
 //! generates code. Every problem is reported, with the span of what to fix, in one go.
 //!
 //! Attributes:

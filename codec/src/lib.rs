@@ -48,6 +48,20 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+//!
+//! # Cargo features
+//!
+//! All off by default, so the codec alone stays lean:
+//!
+//! - `serde`: the JSON form of every message and envelope type.
+//! - `arbitrary`: `Arbitrary` impls for property tests and fuzzing.
+//! - `client`: the `client` module, a logical replication client (start-up, password, MD5 and
+//!   SCRAM-SHA-256 login, replication commands, copy-both streaming), on the shared
+//!   `wire` layer.
+//! - `server`: the `server` module, a test walsender that real replication clients and PostgreSQL
+//!   subscribers accept, streaming a scripted pgoutput stream (includes `client` and
+//!   `serde`).
+
 #![forbid(unsafe_code)]
 
 // The derive macros name this crate `::pgoutput_codec`, also from inside it.

@@ -255,6 +255,7 @@ impl Builder {
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
             next_client: AtomicUsize::new(1),
+            threads: Mutex::new(Vec::new()),
         });
         let accept = {
             let shared = Arc::clone(&shared);
@@ -359,6 +360,8 @@ pub(crate) struct Shared {
     changed: Condvar,
     stop: AtomicBool,
     next_client: AtomicUsize,
+    /// The connection threads, joined at shutdown.
+    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Shared {
@@ -386,12 +389,17 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
                 if let Ok(clone) = socket.try_clone() {
                     shared.lock().sockets.push((id, clone));
                 }
-                let shared = Arc::clone(shared);
-                let spawned = std::thread::Builder::new()
+                let handle = std::thread::Builder::new()
                     .name(format!("pgoutput-test-client-{id}"))
-                    .spawn(move || session::serve(&shared, socket, id, peer));
-                if spawned.is_err() {
-                    continue;
+                    .spawn({
+                        let shared = Arc::clone(shared);
+                        move || session::serve(&shared, socket, id, peer)
+                    });
+                if let Ok(handle) = handle {
+                    let mut threads = shared.threads.lock().unwrap_or_else(|e| e.into_inner());
+                    // Finished connections need no joining later.
+                    threads.retain(|t| !t.is_finished());
+                    threads.push(handle);
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -403,7 +411,7 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
 }
 
 /// A running test server. Dropping it stops the server: it closes every connection and
-/// waits for the listener to stop.
+/// waits for the listener and every connection thread to finish.
 pub struct TestServer {
     addr: SocketAddr,
     shared: Arc<Shared>,
@@ -459,8 +467,9 @@ impl TestServer {
         self.addr
     }
 
-    /// A libpq connection string (`host=… port=… user=… dbname=…`, with the password when
-    /// the server asks for one).
+    /// A libpq connection string (`host=… port=… dbname=… user=…`, with the password for
+    /// cleartext authentication; with SCRAM add `password=…` yourself, since the server
+    /// keeps only a verifier). Under trust the user is `postgres` (any user is let in).
     pub fn connection_string(&self) -> String {
         let config = &self.shared.config;
         let mut text = format!(
@@ -469,12 +478,13 @@ impl TestServer {
             self.addr.port(),
             config.database
         );
-        match &config.auth.0 {
-            AuthKind::Trust => text.push_str(" user=postgres"),
-            AuthKind::Cleartext { user, password } => {
-                text.push_str(&format!(" user={user} password={password}"))
-            }
-            AuthKind::Scram { user, .. } => text.push_str(&format!(" user={user}")),
+        text.push_str(&format!(
+            " user={}",
+            config.auth.user().unwrap_or("postgres")
+        ));
+        // The cleartext password is known; a SCRAM verifier does not reveal one.
+        if let AuthKind::Cleartext { password, .. } = &config.auth.0 {
+            text.push_str(&format!(" password={password}"));
         }
         text
     }
@@ -600,6 +610,18 @@ impl TestServer {
         self.shared.changed.notify_all();
         if let Some(accept) = self.accept.take() {
             let _ = accept.join();
+        }
+        // Every connection sees the stop flag within a poll interval (its socket is shut
+        // down too), so this waits briefly.
+        let threads = std::mem::take(
+            &mut *self
+                .shared
+                .threads
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        for thread in threads {
+            let _ = thread.join();
         }
     }
 }

@@ -259,7 +259,7 @@ impl Session<'_> {
                     return Err(self.fatal("08P01", "expected password response"));
                 };
                 let given = body.strip_suffix(&[0]).unwrap_or(&body);
-                if auth.user() == Some(user) && given == password.as_bytes() && expected == user {
+                if expected == user && given == password.as_bytes() {
                     Ok(())
                 } else {
                     Err(failed(self))

@@ -4,7 +4,7 @@
 //!
 //! The client side builds on `postgres-protocol` (it writes frontend messages and parses
 //! backend ones). That crate has no server side, so the other direction lives here:
-//! [`frontend`] reads what clients send, [`backend`] writes what servers answer, each a
+//! `frontend` reads what clients send, `backend` writes what servers answer, each a
 //! few lines per message with the documentation's layout beside it.
 
 #[cfg(feature = "server")]
