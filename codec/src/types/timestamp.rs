@@ -214,14 +214,19 @@ impl core::str::FromStr for PgTimestamp {
         {
             return Err(bad);
         }
+        const DAY: i64 = 86_400_000_000;
+        // Days since 2000 that an Int64 of microseconds can reach, with one day to spare on
+        // each side for the time of day; anything beyond is out of range before any more
+        // arithmetic can overflow.
+        const MAX_DAYS: i64 = i64::MAX / DAY + 1;
         let days = days_from_civil(year, month, day)
             .and_then(|days| days.checked_sub(10_957))
+            .filter(|days| (-MAX_DAYS..=MAX_DAYS).contains(days))
             .ok_or(TimestampError::OutOfRange)?;
         if civil_from_days(days + 10_957) != (year, month as u32, day as u32) {
             return Err(bad); // 31 February and the like
         }
         let of_day = (hour * 3600 + minute * 60 + second) * 1_000_000 + micros;
-        const DAY: i64 = 86_400_000_000;
         // Before 2000 count back from the next midnight, so that values near i64::MIN do
         // not overflow on the way.
         let micros = if days < 0 {
@@ -248,8 +253,10 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> Option<i64> {
 }
 
 /// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
+/// Total: computed in `i128`, so no `days` overflows (the year of any `i64` day count fits
+/// an `i64`).
 fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
+    let z = i128::from(days) + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
     let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
@@ -257,8 +264,8 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let mp = (5 * doy + 2) / 153;
     let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
     let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+    let year = yoe + era * 400 + i128::from(month <= 2);
+    (year as i64, month, day)
 }
 
 #[cfg(test)]
@@ -347,6 +354,75 @@ mod tests {
             if let Ok(ts) = text.parse::<PgTimestamp>() {
                 assert_eq!(ts.to_string().parse::<PgTimestamp>(), Ok(ts));
             }
+        }
+    }
+
+    /// Both edges of every step of the conversion: the Int64 of microseconds, the day
+    /// count's range check, and the era arithmetic of `days_from_civil` and
+    /// `civil_from_days`, where years near 2.5e16 overflowed `days + 719_468`.
+    #[test]
+    fn every_boundary_of_the_conversion() {
+        let parse = |text: &str| text.parse::<PgTimestamp>();
+        // The last microseconds an Int64 holds, and one beyond, at both ends.
+        let max = PgTimestamp(i64::MAX - 1).to_string();
+        assert_eq!(max, "294277-01-09 04:00:54.775806+00");
+        assert_eq!(parse(&max), Ok(PgTimestamp(i64::MAX - 1)));
+        assert_eq!(
+            parse("294277-01-09 04:00:54.775807+00"),
+            Ok(PgTimestamp::INFINITY)
+        );
+        assert_eq!(
+            parse("294277-01-09 04:00:54.775808+00"),
+            Err(TimestampError::OutOfRange)
+        );
+        let min = PgTimestamp(i64::MIN + 1).to_string();
+        assert_eq!(min, "-290278-12-22 19:59:05.224193+00");
+        assert_eq!(parse(&min), Ok(PgTimestamp(i64::MIN + 1)));
+        assert_eq!(
+            parse("-290278-12-22 19:59:05.224192+00"),
+            Ok(PgTimestamp::NEG_INFINITY)
+        );
+        assert_eq!(
+            parse("-290278-12-22 19:59:05.224191+00"),
+            Err(TimestampError::OutOfRange)
+        );
+        // The day range: the day after the last and before the first are out of range
+        // whatever the time.
+        for text in [
+            "294277-01-10 00:00:00+00",
+            "294278-01-01 00:00:00+00",
+            "-290278-12-21 00:00:00+00",
+            "-290279-01-01 00:00:00+00",
+        ] {
+            assert_eq!(parse(text), Err(TimestampError::OutOfRange), "{text}");
+        }
+        // days_from_civil: `era * 146_097` overflows from about year 2.5e16 on, and just
+        // below that `days + 719_468` in civil_from_days did. Every year across both
+        // edges, both signs, both sides of March (which shifts the year by one).
+        let edge = i64::MAX / 146_097 * 400;
+        for year in (edge - 400..edge + 400).chain(25_252_734_927_766_500..25_252_734_927_766_900) {
+            for (sign, month) in [("", "01"), ("", "06"), ("-", "01"), ("-", "06")] {
+                let text = format!("{sign}{year}-{month}-15 00:00:00+00");
+                assert_eq!(parse(&text), Err(TimestampError::OutOfRange), "{text}");
+            }
+        }
+        // The largest years the parser reads, and one digit more.
+        assert_eq!(
+            parse("999999999999999999-12-31 23:59:59+00"),
+            Err(TimestampError::OutOfRange)
+        );
+        assert_eq!(
+            parse("-999999999999999999-01-01 00:00:00+00"),
+            Err(TimestampError::OutOfRange)
+        );
+        assert_eq!(
+            parse("1000000000000000000-01-01 00:00:00+00"),
+            Err(TimestampError::Syntax)
+        );
+        // civil_from_days is total: the extreme day counts give a date, no overflow.
+        for days in [i64::MAX, i64::MIN, i64::MAX - 719_468, i64::MIN + 719_468] {
+            let (_, month, day) = civil_from_days(days);
+            assert!((1..=12).contains(&month) && (1..=31).contains(&day));
         }
     }
 
