@@ -9,6 +9,12 @@ use crate::{Ctx, DecodeError, EncodeError, Reader, TagSet, Writer};
 /// Implemented by `#[derive(Decode)]` for messages and their parts, and by hand for the
 /// wire's primitive types. `'a` is the lifetime of the input bytes.
 pub trait Decode<'a>: Sized {
+    /// The fewest bytes any value of this type takes on the wire, in any context.
+    /// Counted parts check their count against it before allocating, so a count the bytes
+    /// left cannot hold fails at once. The derive computes it; the default, 0, is always
+    /// safe (such elements are checked as one byte each).
+    const MIN_WIRE_LEN: usize = 0;
+
     /// Reads one value at the reader's position in context `ctx`.
     fn decode(r: &mut Reader<'a>, ctx: Ctx) -> Result<Self, DecodeError>;
 }
@@ -95,6 +101,8 @@ pub fn encode_into<T: Encode + ?Sized>(
 macro_rules! integer_codec {
     ($($ty:ty => $read:ident, $write:ident;)*) => {$(
         impl<'a> Decode<'a> for $ty {
+            const MIN_WIRE_LEN: usize = ::core::mem::size_of::<$ty>();
+
             #[inline]
             fn decode(r: &mut Reader<'a>, _ctx: Ctx) -> Result<Self, DecodeError> {
                 r.$read()
@@ -138,6 +146,8 @@ integer_codec! {
 /// A boolean Int8: 0 or 1. PostgreSQL writes no other value, so others are errors (keeping
 /// `encode(decode(b)) == b` exact).
 impl<'a> Decode<'a> for bool {
+    const MIN_WIRE_LEN: usize = 1;
+
     fn decode(r: &mut Reader<'a>, _ctx: Ctx) -> Result<Self, DecodeError> {
         r.read_u8_in(0..=1, "0 (false) or 1 (true)")
             .map(|byte| byte == 1)

@@ -71,6 +71,16 @@ pub enum DecodeErrorKind {
         /// Bytes that were left after the length field.
         available: usize,
     },
+    /// A count of elements that cannot all fit in the bytes left, even at each element's
+    /// minimum wire size; nothing was allocated for it.
+    CountTooLarge {
+        /// The count read.
+        count: u64,
+        /// The fewest bytes that many elements take.
+        needed: u64,
+        /// Bytes that were left after the count.
+        available: usize,
+    },
     /// A field holds a value its type does not allow (for example Message flags other than
     /// 0 or 1).
     InvalidValue {
@@ -103,6 +113,7 @@ impl DecodeErrorKind {
             Self::MissingNul => f.write_str("string without NUL terminator"),
             Self::NegativeLength { length } => write!(f, "negative length {length}"),
             Self::LengthTooLarge { length, .. } => write!(f, "length {length} too large"),
+            Self::CountTooLarge { count, .. } => write!(f, "count {count} too large"),
             Self::InvalidValue { found, .. } => write!(f, "invalid value {found}"),
             Self::TrailingBytes { remaining } => write!(f, "{remaining} trailing bytes"),
             Self::OutOfOrder { tag, .. } => write!(f, "message {} out of order", TagByte(tag)),
@@ -120,6 +131,12 @@ impl DecodeErrorKind {
             Self::LengthTooLarge { available, .. } => {
                 write!(f, " (only {available} bytes left)")
             }
+            Self::CountTooLarge {
+                needed, available, ..
+            } => write!(
+                f,
+                " (the elements need at least {needed} bytes, only {available} left)"
+            ),
             Self::InvalidValue { expected, .. } => write!(f, "; expected {expected}"),
             Self::OutOfOrder { reason, .. } => write!(f, ": {reason}"),
             Self::NegativeLength { .. } | Self::TrailingBytes { .. } => Ok(()),

@@ -170,16 +170,17 @@ pub fn read_count<'a, C: Count + Decode<'a>>(
     Ok((C::decode(r, ctx)?.to_len(at)?, at))
 }
 
-/// `count` elements (with the offset of the count, for errors). Every element takes at
-/// least one byte, so a count larger than the bytes left is rejected before anything is
-/// allocated for it.
+/// `count` elements (with the offset of the count, for errors). The count is checked
+/// against each element's minimum wire size (at least one byte) before anything is
+/// allocated for it, so the elements' heap is at most `size_of::<T>() / MIN_WIRE_LEN`
+/// times the bytes left.
 #[inline]
 pub fn read_elements<'a, T: Decode<'a>>(
     r: &mut Reader<'a>,
     ctx: Ctx,
     (count, at): (usize, usize),
 ) -> Result<Vec<T>, DecodeError> {
-    r.check_len(count as u64, at)?;
+    r.check_count(count as u64, T::MIN_WIRE_LEN.max(1) as u64, at)?;
     let mut elements = Vec::with_capacity(count);
     for _ in 0..count {
         elements.push(T::decode(r, ctx)?);
@@ -299,4 +300,14 @@ fn gated_mismatch(
         EncodeErrorKind::NotCarriedInContext { present_when, ctx }
     };
     EncodeError::new(kind).in_field(message, field)
+}
+
+/// `min` for the derive's `MIN_WIRE_LEN` of enums, usable in constants.
+#[inline]
+pub const fn min_len(a: usize, b: usize) -> usize {
+    if a < b {
+        a
+    } else {
+        b
+    }
 }

@@ -195,6 +195,24 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
+    /// Fails with [`DecodeErrorKind::CountTooLarge`] (positioned at `at`, the count field)
+    /// unless `count` elements of at least `element_min` bytes each fit in what is left.
+    pub fn check_count(&self, count: u64, element_min: u64, at: usize) -> Result<(), DecodeError> {
+        let available = self.remaining();
+        let needed = count.saturating_mul(element_min);
+        if needed > available as u64 {
+            return Err(DecodeError::new(
+                DecodeErrorKind::CountTooLarge {
+                    count,
+                    needed,
+                    available,
+                },
+                at,
+            ));
+        }
+        Ok(())
+    }
+
     /// Every byte not read yet.
     pub fn read_rest(&mut self) -> &'a [u8] {
         let rest = &self.buf[self.pos..];

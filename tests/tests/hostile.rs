@@ -322,8 +322,9 @@ fn oversized_counts_allocate_nothing_from_them() {
     let (err, allocated) = allocated_by(|| decode_err("490000400a4effff6e", v1));
     assert_error(
         &err,
-        DecodeErrorKind::LengthTooLarge {
-            length: 65_535,
+        DecodeErrorKind::CountTooLarge {
+            count: 65_535,
+            needed: 65_535,
             available: 1,
         },
         6,
@@ -331,26 +332,94 @@ fn oversized_counts_allocate_nothing_from_them() {
     );
     assert_eq!(err.message(), Some("Insert"));
     assert!(allocated < 512, "allocated {allocated} bytes");
-    // Truncate claiming 2^32 - 1 relations.
+    // Truncate claiming 2^32 - 1 relations: four bytes each.
     let (err, allocated) = allocated_by(|| decode_err("54ffffffff000000400a", v1));
-    let kind = DecodeErrorKind::LengthTooLarge {
-        length: u32::MAX.into(),
+    let kind = DecodeErrorKind::CountTooLarge {
+        count: u32::MAX.into(),
+        needed: u64::from(u32::MAX) * 4,
         available: 4,
     };
     assert_error(&err, kind, 1, "relation_oids");
     assert!(allocated < 512, "allocated {allocated} bytes");
-    // Relation claiming 65535 columns.
+    // Relation claiming 65535 columns: ten bytes each at least.
     let (err, allocated) = allocated_by(|| decode_err("520000400a7000720064ffff00", v1));
     assert_error(
         &err,
-        DecodeErrorKind::LengthTooLarge {
-            length: 65_535,
+        DecodeErrorKind::CountTooLarge {
+            count: 65_535,
+            needed: 655_350,
             available: 1,
         },
         10,
         "columns",
     );
+    assert_eq!(
+        err.to_string(),
+        "count 65535 too large at byte 10 in Relation.columns (the elements need at least 655350 bytes, only 1 left)"
+    );
     assert!(allocated < 512, "allocated {allocated} bytes");
+    // A Relation whose count its bytes could hold at one byte per column, but not at the
+    // ten a column takes at least: refused before allocating 40 bytes per claimed column.
+    let mut relation = unhex("520000400a7000720064");
+    relation.extend_from_slice(&1000u16.to_be_bytes());
+    relation.extend_from_slice(&[0; 9_000]);
+    let (result, allocated) =
+        allocated_by(|| decode::<pgoutput_codec::Relation<'_>>(&relation, v1));
+    assert!(matches!(
+        result.unwrap_err().kind(),
+        DecodeErrorKind::CountTooLarge { count: 1000, .. }
+    ));
+    assert!(allocated < 512, "allocated {allocated} bytes");
+}
+
+/// The minimum wire sizes the counts are checked against, and the bound they give:
+/// decoding never allocates more than `size_of::<T>() / MIN_WIRE_LEN` bytes per input
+/// byte for a counted part (the README states it).
+#[test]
+fn heap_during_decode_is_a_small_multiple_of_the_input() {
+    use pgoutput_codec::{ColumnValue, Decode, Insert, Oid, Relation, RelationColumn};
+    assert_eq!(<ColumnValue<'_> as Decode<'_>>::MIN_WIRE_LEN, 1);
+    assert_eq!(<RelationColumn<'_> as Decode<'_>>::MIN_WIRE_LEN, 10);
+    assert_eq!(<Oid as Decode<'_>>::MIN_WIRE_LEN, 4);
+    assert_eq!(<Insert<'_> as Decode<'_>>::MIN_WIRE_LEN, 8);
+    assert_eq!(<Relation<'_> as Decode<'_>>::MIN_WIRE_LEN, 10);
+    let ratio = |size: usize, min: usize| size.div_ceil(min);
+    let column_ratio = ratio(std::mem::size_of::<ColumnValue<'_>>(), 1);
+    let relation_ratio = ratio(std::mem::size_of::<RelationColumn<'_>>(), 10);
+    assert_eq!(ratio(std::mem::size_of::<Oid>(), 4), 1);
+    assert!(
+        column_ratio <= 32 && relation_ratio <= 4,
+        "{column_ratio} {relation_ratio}"
+    );
+    // The worst cases, measured: a row of 65,535 NULLs (one byte each), a Relation of
+    // 6,000 one-letter columns, a Truncate of 16,000 relations.
+    let v1 = ctx::v1();
+    let mut nulls = unhex("490000400a4effff");
+    nulls.extend(std::iter::repeat_n(b'n', 65_535));
+    let mut relation = unhex("520000400a7000720064");
+    relation.extend_from_slice(&6000u16.to_be_bytes());
+    for _ in 0..6000 {
+        relation.extend_from_slice(b"\x01a\0\0\0\0\x17\xff\xff\xff\xff");
+    }
+    let mut truncate = unhex("54");
+    truncate.extend_from_slice(&16_000u32.to_be_bytes());
+    truncate.push(0);
+    for oid in 0..16_000u32 {
+        truncate.extend_from_slice(&oid.to_be_bytes());
+    }
+    for (bytes, bound) in [
+        (&nulls, column_ratio),
+        (&relation, relation_ratio),
+        (&truncate, 1),
+    ] {
+        let (message, allocated) = allocated_by(|| decode::<PgOutputMessage<'_>>(bytes, v1));
+        message.unwrap();
+        assert!(
+            allocated <= bound * bytes.len(),
+            "{allocated} bytes allocated for {} input bytes",
+            bytes.len()
+        );
+    }
 }
 
 #[test]

@@ -35,6 +35,7 @@ pub fn expand(container: &Container<'_>) -> TokenStream {
         }
         Data::Enum(variants) => decode_enum(container, variants, &lifetime),
     };
+    let min_len = container_min_len(container, &lifetime);
     let unique_tags = match &container.data {
         Data::Enum(variants) => unique_tags_check(container, variants),
         Data::Struct(..) => TokenStream::new(),
@@ -43,6 +44,8 @@ pub fn expand(container: &Container<'_>) -> TokenStream {
         #unique_tags
         #[automatically_derived]
         impl<#lifetime> #krate::Decode<#lifetime> for #ident #ty_generics #where_clause {
+            const MIN_WIRE_LEN: ::core::primitive::usize = #min_len;
+
             #[inline]
             fn decode(
                 #r: &mut #krate::Reader<#lifetime>,
@@ -52,6 +55,46 @@ pub fn expand(container: &Container<'_>) -> TokenStream {
             }
         }
     }
+}
+
+/// The fewest bytes a value takes on the wire: a struct's tag and fields, an enum's
+/// smallest variant.
+fn container_min_len(container: &Container<'_>, lifetime: &Lifetime) -> TokenStream {
+    let krate = krate();
+    let fields_min = |tag: bool, fields: &[Field<'_>]| {
+        let tag = usize::from(tag);
+        let fields = fields.iter().map(|field| field_min_len(field, lifetime));
+        quote!((#tag #(+ #fields)*))
+    };
+    match &container.data {
+        Data::Struct(_, fields) => fields_min(container.tag.is_some(), fields),
+        Data::Enum(variants) => variants
+            .iter()
+            .map(|variant| fields_min(variant.tag.is_some(), &variant.fields))
+            .reduce(|a, b| quote!(#krate::__private::min_len(#a, #b)))
+            .unwrap_or_else(|| quote!(0)),
+    }
+}
+
+/// The fewest bytes a field takes: nothing if it may be absent, its length or count
+/// prefix for a sized part, else its type's minimum; a marker byte adds one.
+fn field_min_len(field: &Field<'_>, lifetime: &Lifetime) -> TokenStream {
+    let krate = krate();
+    if field.since.is_some() || field.optional.is_some() || field.rest.is_some() {
+        return quote!(0);
+    }
+    let marker = usize::from(field.marker.is_some());
+    let ty = field.wire_ty();
+    let own = if field.len.is_some() {
+        quote!(4)
+    } else if let Some(count) = &field.count {
+        // The count's bytes are on the wire even when it is read before another field.
+        let prefix = &count.prefix;
+        quote!(<#prefix as #krate::Decode<#lifetime>>::MIN_WIRE_LEN)
+    } else {
+        quote!(<#ty as #krate::Decode<#lifetime>>::MIN_WIRE_LEN)
+    };
+    quote!((#marker + #own))
 }
 
 /// Reads each field into a local, in wire order, then returns `Ok(Path { … })`.

@@ -82,6 +82,8 @@ impl MessageFlags {
 }
 
 impl<'a> Decode<'a> for MessageFlags {
+    const MIN_WIRE_LEN: usize = 1;
+
     fn decode(r: &mut Reader<'a>, _ctx: Ctx) -> Result<Self, DecodeError> {
         match r.read_u8_in(0..=1, "0 (non-transactional) or 1 (transactional)")? {
             0 => Ok(MessageFlags::NonTransactional),

@@ -73,6 +73,9 @@ impl<'a> PgStr<'a> {
 }
 
 impl<'a> Decode<'a> for PgStr<'a> {
+    /// The NUL terminator.
+    const MIN_WIRE_LEN: usize = 1;
+
     #[inline]
     fn decode(r: &mut Reader<'a>, _ctx: Ctx) -> Result<Self, DecodeError> {
         r.read_cstr().map(PgStr::borrowed)
