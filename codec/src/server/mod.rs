@@ -346,6 +346,34 @@ impl State {
             .max(self.start_lsn)
     }
 
+    /// Registers a new client, forgetting the oldest disconnected ones beyond the limit.
+    fn add_client(&mut self, client: ClientInfo) {
+        let disconnected = self.clients.iter().filter(|c| !c.connected).count();
+        if disconnected >= MAX_CLIENT_RECORDS {
+            let mut excess = disconnected - MAX_CLIENT_RECORDS + MAX_CLIENT_RECORDS / 10;
+            self.clients.retain(|c| {
+                let drop = !c.connected && excess > 0;
+                excess -= usize::from(drop);
+                !drop
+            });
+        }
+        self.clients.push(client);
+    }
+
+    /// Records a command of client `id`.
+    fn add_command(&mut self, id: usize, command: &str) {
+        push_bounded(
+            &mut self.client(id).commands,
+            command.to_owned(),
+            MAX_PER_CLIENT,
+        );
+    }
+
+    /// Records a standby status update of client `id`.
+    fn add_status_update(&mut self, id: usize, update: StandbyStatusUpdate) {
+        push_bounded(&mut self.client(id).status_updates, update, MAX_PER_CLIENT);
+    }
+
     fn client(&mut self, id: usize) -> &mut ClientInfo {
         self.clients
             .iter_mut()
@@ -374,8 +402,27 @@ impl Shared {
         if let Some(logger) = &self.config.logger {
             logger(&line);
         }
-        self.lock().log.push(line);
+        let mut state = self.lock();
+        if state.log.len() >= MAX_LOG_LINES {
+            state.log.drain(..MAX_LOG_LINES / 10);
+        }
+        state.log.push(line);
     }
+}
+
+/// How many log lines, disconnected clients' records, and commands and status updates
+/// per client the server keeps, dropping the oldest: a `pgoutput serve` that runs for
+/// days (or a fuzzer's millions of connections) must not grow without bound.
+const MAX_LOG_LINES: usize = 10_000;
+const MAX_CLIENT_RECORDS: usize = 1_000;
+const MAX_PER_CLIENT: usize = 10_000;
+
+/// Appends to a record list, dropping the oldest tenth when it is full.
+fn push_bounded<T>(list: &mut Vec<T>, item: T, max: usize) {
+    if list.len() >= max {
+        list.drain(..max / 10);
+    }
+    list.push(item);
 }
 
 fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
@@ -577,7 +624,8 @@ impl TestServer {
         }
     }
 
-    /// Every client so far, in order of connection.
+    /// The clients so far, in order of connection (every connected one, and the last 1,000
+    /// that disconnected; each with its last 10,000 commands and status updates).
     pub fn clients(&self) -> Vec<ClientInfo> {
         self.shared.lock().clients.clone()
     }
@@ -592,7 +640,7 @@ impl TestServer {
             .collect()
     }
 
-    /// The log lines so far.
+    /// The log lines so far (the last 10,000).
     pub fn log(&self) -> Vec<String> {
         self.shared.lock().log.clone()
     }
@@ -629,5 +677,53 @@ impl TestServer {
 impl Drop for TestServer {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(id: usize, connected: bool) -> ClientInfo {
+        ClientInfo {
+            id,
+            user: "u".into(),
+            application_name: String::new(),
+            commands: Vec::new(),
+            stream_options: Vec::new(),
+            status_updates: Vec::new(),
+            connected,
+        }
+    }
+
+    #[test]
+    fn records_stay_bounded() {
+        let mut state = State {
+            catalog: Catalog::default(),
+            events: Vec::new(),
+            clock: Clock {
+                next_lsn: Lsn(1),
+                next_xid: 1,
+            },
+            start_lsn: Lsn(1),
+            slots: Vec::new(),
+            clients: Vec::new(),
+            sockets: Vec::new(),
+            log: Vec::new(),
+        };
+        state.add_client(client(0, true));
+        for id in 1..5_000 {
+            state.add_client(client(id, false));
+        }
+        assert!(state.clients.len() <= MAX_CLIENT_RECORDS + 1);
+        // The connected client is never forgotten, and the newest are kept.
+        assert_eq!(state.clients[0].id, 0);
+        assert_eq!(state.clients.last().unwrap().id, 4_999);
+        for n in 0..25_000 {
+            state.add_command(0, &format!("SELECT {n}"));
+        }
+        let commands = &state.clients[0].commands;
+        assert!(commands.len() <= MAX_PER_CLIENT);
+        assert_eq!(commands.last().unwrap(), "SELECT 24999");
     }
 }

@@ -176,7 +176,7 @@ impl Session<'_> {
         let config = &self.shared.config;
         let user = param("user").unwrap_or_default();
         let application_name = param("application_name").unwrap_or_default();
-        self.shared.lock().clients.push(ClientInfo {
+        self.shared.lock().add_client(ClientInfo {
             id: self.id,
             user: user.clone(),
             application_name: application_name.clone(),
@@ -351,11 +351,7 @@ impl Session<'_> {
     }
 
     fn query(&mut self, text: &str) -> Result<(), Closed> {
-        self.shared
-            .lock()
-            .client(self.id)
-            .commands
-            .push(text.to_owned());
+        self.shared.lock().add_command(self.id, text);
         let result = match command::parse(text) {
             Some(Ok(command)) => self.replication_command(command),
             Some(Err(err)) => Err(err),
@@ -794,7 +790,7 @@ impl Session<'_> {
         match decode::<ClientMessage>(data, envelope()) {
             Ok(ClientMessage::StandbyStatusUpdate(update)) => {
                 let mut state = self.shared.lock();
-                state.client(self.id).status_updates.push(update);
+                state.add_status_update(self.id, update);
                 let mut advanced = None;
                 if let Some(info) = state.slots.iter_mut().find(|s| s.name == slot) {
                     if update.flush_lsn > info.confirmed_flush_lsn {
