@@ -688,4 +688,5 @@ pub fn fit_to_context(message: &mut PgOutputMessage<'_>, ctx: Ctx) {
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
 
+pub mod fuzz;
 pub mod pg;

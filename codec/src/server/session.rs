@@ -2,7 +2,7 @@
 //! SQL, then streaming. Whatever the client sends ends in an answer, an ErrorResponse, or
 //! a closed connection; never a panic or a hang.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -37,9 +37,11 @@ enum Closed {
     Shutdown,
 }
 
-struct Session<'s> {
+/// One connection's state. Generic over the byte stream so that the fuzzer can drive a
+/// session in memory; the server runs it over a [`Socket`].
+struct Session<'s, S> {
     shared: &'s Shared,
-    socket: Socket,
+    socket: S,
     reader: FrontendReader,
     out: Vec<u8>,
     id: usize,
@@ -53,9 +55,15 @@ fn envelope() -> Ctx {
 pub(crate) fn serve(shared: &Shared, socket: Socket, id: usize, peer: SocketAddr) {
     let _ = socket.set_read_timeout(Some(POLL));
     let _ = socket.set_write_timeout(Some(WRITE_TIMEOUT));
+    run(shared, socket, id, peer);
+}
+
+/// A whole connection over `stream`: start-up, commands, streaming, then the cleanup that
+/// frees its slots and records that it left.
+pub(crate) fn run<S: Read + Write>(shared: &Shared, stream: S, id: usize, peer: SocketAddr) {
     let mut session = Session {
         shared,
-        socket,
+        socket: stream,
         reader: FrontendReader::default(),
         out: Vec::new(),
         id,
@@ -86,7 +94,7 @@ pub(crate) fn serve(shared: &Shared, socket: Socket, id: usize, peer: SocketAddr
     }
 }
 
-impl Session<'_> {
+impl<S: Read + Write> Session<'_, S> {
     fn flush(&mut self) -> Result<(), Closed> {
         if self.out.is_empty() {
             return Ok(());
@@ -542,6 +550,9 @@ impl Session<'_> {
                 "42710",
                 format!("replication slot \"{name}\" already exists"),
             ));
+        }
+        if state.slots.len() >= self.shared.config.max_replication_slots {
+            return Err(error("53400", "all replication slots are in use"));
         }
         match snapshot.as_str() {
             "use" if !self.in_transaction => {
