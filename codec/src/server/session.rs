@@ -46,6 +46,8 @@ struct Session<'s, S> {
     out: Vec<u8>,
     id: usize,
     in_transaction: bool,
+    /// Set when the connection ended while streaming.
+    closed: Option<Closed>,
 }
 
 fn envelope() -> Ctx {
@@ -68,6 +70,7 @@ pub(crate) fn run<S: Read + Write>(shared: &Shared, stream: S, id: usize, peer: 
         out: Vec::new(),
         id,
         in_transaction: false,
+        closed: None,
     };
     let why = match session.startup(peer) {
         Ok(true) => session.commands(),
@@ -365,6 +368,9 @@ impl<S: Read + Write> Session<'_, S> {
             Some(Err(err)) => Err(err),
             None => self.sql(text),
         };
+        if let Some(closed) = self.closed.take() {
+            return Err(closed);
+        }
         if let Err(err) = result {
             self.shared.log(format!(
                 "client {}: {} (SQLSTATE {}) for {text:?}",
@@ -686,16 +692,9 @@ impl<S: Read + Write> Session<'_, S> {
             Ok(()) => Ok(()),
             Err(Streamed::Refused(err)) => Err(err),
             Err(Streamed::Closed(closed)) => {
-                // The connection is gone: the caller's ReadyForQuery will fail, and the
-                // command loop ends.
-                Err(error(
-                    "08006",
-                    match closed {
-                        Closed::ByClient => "the client closed the connection".to_owned(),
-                        Closed::Error(text) => text,
-                        Closed::Shutdown => "the server is shutting down".to_owned(),
-                    },
-                ))
+                // The connection is over: nothing more is sent on it.
+                self.closed = Some(closed);
+                Ok(())
             }
         }
     }
