@@ -63,11 +63,14 @@
 //!   `serde`).
 
 #![forbid(unsafe_code)]
+// docs.rs: mark what each feature adds.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 // The derive macros name this crate `::pgoutput_codec`, also from inside it.
 extern crate self as pgoutput_codec;
 
 #[cfg(feature = "client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "client")))]
 pub mod client;
 mod codec;
 mod ctx;
@@ -78,11 +81,13 @@ mod reader;
 #[cfg(feature = "serde")]
 mod serde_form;
 #[cfg(feature = "server")]
+#[cfg_attr(docsrs, doc(cfg(feature = "server")))]
 pub mod server;
 mod session;
 mod tags;
 mod types;
 #[cfg(feature = "client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "client")))]
 pub mod wire;
 mod writer;
 
