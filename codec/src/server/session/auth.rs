@@ -1,0 +1,86 @@
+//! Authentication: trust, a cleartext password, or SCRAM-SHA-256 against a stored
+//! verifier, as the start-up packet's user asks.
+
+use std::io::{Read, Write};
+
+use super::{Closed, Session};
+use crate::server::AuthKind;
+use crate::wire::backend;
+use crate::wire::frontend::Frontend;
+use crate::wire::scram;
+
+impl<S: Read + Write> Session<'_, S> {
+    pub(super) fn authenticate(&mut self, user: &str) -> Result<(), Closed> {
+        let auth = self.shared.config.auth.clone();
+        let failed = |session: &mut Self| {
+            session.fatal(
+                "28P01",
+                &format!("password authentication failed for user \"{user}\""),
+            )
+        };
+        match &auth.0 {
+            AuthKind::Trust => Ok(()),
+            AuthKind::Cleartext {
+                user: expected,
+                password,
+            } => {
+                backend::authentication(&mut self.out, backend::AUTH_CLEARTEXT, &[]);
+                self.flush()?;
+                let Frontend::Password(body) = self.next()? else {
+                    return Err(self.fatal("08P01", "expected password response"));
+                };
+                let given = body.strip_suffix(&[0]).unwrap_or(&body);
+                if expected == user && given == password.as_bytes() {
+                    Ok(())
+                } else {
+                    Err(failed(self))
+                }
+            }
+            AuthKind::Scram {
+                user: expected,
+                verifier,
+            } => {
+                backend::authentication_sasl(&mut self.out, &["SCRAM-SHA-256"]);
+                self.flush()?;
+                let Frontend::Password(body) = self.next()? else {
+                    return Err(self.fatal("08P01", "expected SASL response"));
+                };
+                // SASLInitialResponse: mechanism, Int32 length, data.
+                let Some(nul) = body.iter().position(|&b| b == 0) else {
+                    return Err(self.fatal("08P01", "malformed SASLInitialResponse"));
+                };
+                if &body[..nul] != b"SCRAM-SHA-256" {
+                    return Err(self.fatal(
+                        "08P01",
+                        "client selected an invalid SASL authentication mechanism",
+                    ));
+                }
+                let data = body.get(nul + 5..).unwrap_or_default();
+                let (exchange, server_first) = match scram::start(verifier, data) {
+                    Ok(started) => started,
+                    Err(why) => return Err(self.fatal("08P01", why)),
+                };
+                backend::authentication(
+                    &mut self.out,
+                    backend::AUTH_SASL_CONTINUE,
+                    server_first.as_bytes(),
+                );
+                self.flush()?;
+                let Frontend::Password(client_final) = self.next()? else {
+                    return Err(self.fatal("08P01", "expected SASL response"));
+                };
+                match exchange.finish(&client_final) {
+                    Ok(server_final) if expected == user => {
+                        backend::authentication(
+                            &mut self.out,
+                            backend::AUTH_SASL_FINAL,
+                            server_final.as_bytes(),
+                        );
+                        Ok(())
+                    }
+                    _ => Err(failed(self)),
+                }
+            }
+        }
+    }
+}

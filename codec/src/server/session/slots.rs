@@ -1,0 +1,155 @@
+//! CREATE_REPLICATION_SLOT and DROP_REPLICATION_SLOT: slots live in the server and
+//! survive reconnects with their confirmed position.
+
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+use super::Session;
+use crate::server::command::{self, error, CommandError};
+use crate::server::SlotInfo;
+use crate::wire::backend::{self, Column};
+
+impl<S: Read + Write> Session<'_, S> {
+    pub(super) fn create_slot(
+        &mut self,
+        name: String,
+        temporary: bool,
+        plugin: &str,
+        options: &command::Options,
+    ) -> Result<(), CommandError> {
+        if plugin != "pgoutput" {
+            return Err(error(
+                "58P01",
+                format!("could not access file \"{plugin}\": No such file or directory"),
+            ));
+        }
+        let (mut snapshot, mut two_phase, mut seen) = ("export".to_owned(), false, Vec::new());
+        for (option, value) in options {
+            if seen.contains(option) {
+                return Err(error("42601", "conflicting or redundant options"));
+            }
+            seen.push(option.clone());
+            match option.as_str() {
+                "snapshot" => {
+                    let value = value.clone().unwrap_or_default();
+                    if !["export", "nothing", "use"].contains(&value.as_str()) {
+                        return Err(error("22023", format!("unrecognized value for CREATE_REPLICATION_SLOT option \"snapshot\": \"{value}\"")));
+                    }
+                    snapshot = value;
+                }
+                "two_phase" => two_phase = command::boolean(option, value.as_deref())?,
+                "failover" if self.shared.config.major >= 17 => {
+                    command::boolean(option, value.as_deref())?;
+                }
+                other => return Err(error("XX000", format!("unrecognized option: {other}"))),
+            }
+        }
+        let valid = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        if !valid {
+            return Err(error(
+                "42602",
+                format!("replication slot name \"{name}\" contains invalid character"),
+            ));
+        }
+        if name.len() > 63 {
+            return Err(error(
+                "42622",
+                format!("replication slot name \"{name}\" is too long"),
+            ));
+        }
+        let mut state = self.shared.lock();
+        if state.slots.iter().any(|s| s.name == name) {
+            return Err(error(
+                "42710",
+                format!("replication slot \"{name}\" already exists"),
+            ));
+        }
+        if state.slots.len() >= self.shared.config.max_replication_slots {
+            return Err(error("53400", "all replication slots are in use"));
+        }
+        match snapshot.as_str() {
+            "use" if !self.in_transaction => {
+                return Err(error("XX000", "CREATE_REPLICATION_SLOT ... (SNAPSHOT 'use') must be called inside a transaction"))
+            }
+            "export" if self.in_transaction => {
+                return Err(error("XX000", "CREATE_REPLICATION_SLOT ... (SNAPSHOT 'export') must not be called inside a transaction"))
+            }
+            _ => {}
+        }
+        let consistent_point = state.start_lsn;
+        state.slots.push(SlotInfo {
+            name: name.clone(),
+            confirmed_flush_lsn: consistent_point,
+            two_phase,
+            active_client: None,
+            temporary_owner: temporary.then_some(self.id),
+        });
+        drop(state);
+        self.shared.log(format!(
+            "client {}: created slot {name} at {consistent_point}{}",
+            self.id,
+            if two_phase { " (two_phase)" } else { "" }
+        ));
+        let snapshot_name = (snapshot == "export").then(|| format!("00000003-{:08X}-1", self.id));
+        self.rows(
+            &[
+                Column::computed("slot_name", 25, -1),
+                Column::computed("consistent_point", 25, -1),
+                Column::computed("snapshot_name", 25, -1),
+                Column::computed("output_plugin", 25, -1),
+            ],
+            &[vec![
+                Some(name),
+                Some(consistent_point.to_string()),
+                snapshot_name,
+                Some("pgoutput".into()),
+            ]],
+            "CREATE_REPLICATION_SLOT",
+        );
+        Ok(())
+    }
+
+    pub(super) fn drop_slot(&mut self, name: &str, wait: bool) -> Result<(), CommandError> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut state = self.shared.lock();
+        loop {
+            let Some(index) = state.slots.iter().position(|s| s.name == name) else {
+                return Err(error(
+                    "42704",
+                    format!("replication slot \"{name}\" does not exist"),
+                ));
+            };
+            match state.slots[index].active_client {
+                Some(client) if client != self.id => {
+                    if !wait || Instant::now() >= deadline || self.stopping() {
+                        return Err(error(
+                            "55006",
+                            format!(
+                                "replication slot \"{name}\" is active for PID {}",
+                                10_000 + client
+                            ),
+                        ));
+                    }
+                    state = self
+                        .shared
+                        .changed
+                        .wait_timeout(state, Duration::from_millis(50))
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+                _ => {
+                    state.slots.remove(index);
+                    break;
+                }
+            }
+        }
+        drop(state);
+        self.shared
+            .log(format!("client {}: dropped slot {name}", self.id));
+        backend::command_complete(&mut self.out, "DROP_REPLICATION_SLOT");
+        Ok(())
+    }
+}
