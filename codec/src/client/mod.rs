@@ -55,7 +55,8 @@ pub enum CopyEvent {
     Data(Vec<u8>),
     /// Nothing within the poll interval.
     Idle,
-    /// The server ended the stream.
+    /// The server ended the stream (CopyDone, or the end of the command). A connection
+    /// that is lost instead is [`ClientError::Closed`].
     End,
 }
 
@@ -317,7 +318,9 @@ impl Connection {
             self.socket.set_read_timeout(Some(wait))?;
             let mut chunk = [0; 64 * 1024];
             match self.socket.read(&mut chunk) {
-                Ok(0) => return Ok(CopyEvent::End),
+                // The socket closed without the server ending the stream: the connection
+                // is lost, which is not the same as a clean end.
+                Ok(0) => return Err(ClientError::Closed),
                 Ok(n) => self.input.extend_from_slice(&chunk[..n]),
                 // Nothing arrived in time, or a signal (Ctrl-C) interrupted the wait: let
                 // the caller look at its clock and its stop flag.

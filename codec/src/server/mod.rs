@@ -691,9 +691,6 @@ impl TestServer {
 
     fn stop(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
-        for (_, socket) in self.shared.lock().sockets.drain(..) {
-            let _ = socket.shutdown();
-        }
         self.shared.changed.notify_all();
         // Wake the accept loop, which blocks in accept().
         let mut wake = self.addr;
@@ -707,8 +704,9 @@ impl TestServer {
         if let Some(accept) = self.accept.take() {
             let _ = accept.join();
         }
-        // Every connection sees the stop flag within a poll interval (its socket is shut
-        // down too), so this waits briefly.
+        // Connections see the stop flag within a poll interval and say goodbye as
+        // PostgreSQL does (FATAL 57P01); give them a moment, then close whatever is still
+        // open (a client that does not read), and wait for every thread.
         let threads = std::mem::take(
             &mut *self
                 .shared
@@ -716,6 +714,13 @@ impl TestServer {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner()),
         );
+        let deadline = Instant::now() + Duration::from_millis(500);
+        while threads.iter().any(|t| !t.is_finished()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for (_, socket) in self.shared.lock().sockets.drain(..) {
+            let _ = socket.shutdown();
+        }
         for thread in threads {
             let _ = thread.join();
         }

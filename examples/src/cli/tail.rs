@@ -9,18 +9,24 @@ use std::time::{Duration, Instant};
 use clap::{Args, ValueEnum};
 use pgoutput_codec::{
     decode, encode, Ctx, Decoder, Lsn, PgOutputMessage, PgTimestamp, ProtocolVersion,
-    ServerMessage, StandbyStatusUpdate,
+    ServerMessage, StandbyStatusUpdate, Xid,
 };
 
 use super::StreamingArg;
-use pgoutput_codec::client::{ConnInfo, Connection, CopyEvent};
+use pgoutput_codec::client::{ClientError, ConnInfo, Connection, CopyEvent};
 
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Prints one message per line to standard output and reports progress on standard error. The
 slot's confirmed position moves to the end of each transaction once it has been printed and
-flushed. Stops at --end-lsn, when the server ends the stream, or on Ctrl-C, reporting the last
-flushed LSN.
+flushed, and, while no transaction is open, to the WAL end the server reports, so that the
+slot advances while the published tables are idle. Stops exactly at --end-lsn (as
+pg_recvlogical --endpos does), when the server ends the stream, on Ctrl-C or SIGTERM, or
+quietly when standard output is closed, reporting the last flushed LSN. A lost connection
+is reported with what happened and the last flushed LSN, and exits 1.
+
+Publication names follow PostgreSQL's identifier rules: MixPub means mixpub; write
+'\"MixPub\"' for a name with capitals.
 
 Example:
   pgoutput tail 'host=localhost user=repl dbname=app' --slot app_slot --create-slot \\
@@ -35,7 +41,7 @@ pub struct TailArgs {
     /// Create the slot (pgoutput plugin) before streaming.
     #[arg(long)]
     create_slot: bool,
-    /// Publication names, comma-separated.
+    /// Publication names, comma-separated (identifiers: unquoted ones fold to lower case).
     #[arg(long, value_delimiter = ',', required = true)]
     publication: Vec<String>,
     /// The pgoutput protocol version to ask for (1 to 4).
@@ -128,8 +134,9 @@ pub fn tail(args: &TailArgs) -> Result<ExitCode, String> {
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = Arc::clone(&stop);
+        // SIGINT and SIGTERM (which systemd and container runtimes send) alike.
         ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst))
-            .map_err(|e| format!("Ctrl-C handler: {e}"))?;
+            .map_err(|e| format!("signal handler: {e}"))?;
     }
     let mut conn = Connection::connect(&info).map_err(|e| e.to_string())?;
     if args.create_slot {
@@ -146,12 +153,13 @@ pub fn tail(args: &TailArgs) -> Result<ExitCode, String> {
             .unwrap_or_default();
         eprintln!("pgoutput tail: created slot {} at {point}", args.slot);
     }
-    let publications: Vec<String> = args.publication.iter().map(|p| quote_ident(p)).collect();
+    // Publication names follow PostgreSQL's identifier rules, as with pg_recvlogical's
+    // `-o publication_names=`: unquoted names fold to lower case, "Quoted" ones keep theirs.
     let mut options = vec![
         format!("proto_version '{}'", args.proto_version),
         format!(
             "publication_names {}",
-            quote_literal(&publications.join(","))
+            quote_literal(&args.publication.join(","))
         ),
     ];
     match args.streaming {
@@ -175,91 +183,231 @@ pub fn tail(args: &TailArgs) -> Result<ExitCode, String> {
         options.join(", ")
     ))
     .map_err(|e| e.to_string())?;
-    eprintln!("pgoutput tail: streaming slot {} from {start}", args.slot);
 
-    let envelope = Ctx::plain(ProtocolVersion::V1);
-    let stdout = io::stdout();
-    let mut out = io::BufWriter::new(stdout.lock());
     let mut session = Session {
         conn,
         flushed: Lsn(0),
         last_status: Instant::now(),
     };
-    let mut open_transaction = false;
+    let outcome = stream(args, &mut session, &mut decoder, &stop);
+    let why = match outcome {
+        Ok(why) => why,
+        Err(lost) => {
+            eprintln!(
+                "pgoutput tail: {lost}; last flushed LSN {}",
+                session.flushed
+            );
+            return Ok(ExitCode::from(1));
+        }
+    };
+    // Whatever stopped us, the server learns what is safely out, then the stream ends.
+    let finish = session
+        .send_status(false)
+        .and_then(|()| session.conn.finish_copy().map_err(|e| e.to_string()));
+    if let Err(err) = finish {
+        eprintln!("pgoutput tail: {err}; last flushed LSN {}", session.flushed);
+        return Ok(ExitCode::from(1));
+    }
+    match why {
+        // `| head -1`: the reader has what it wanted; say nothing.
+        Stopped::OutputClosed => {}
+        why => eprintln!(
+            "pgoutput tail: stopped ({}); last flushed LSN {}",
+            why.describe(),
+            session.flushed
+        ),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Why streaming stopped, when it stopped as asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stopped {
+    /// Ctrl-C or SIGTERM.
+    Interrupted,
+    /// `--end-lsn` was reached.
+    EndPosition,
+    /// The server ended the stream (CopyDone).
+    ServerEnded,
+    /// Standard output was closed (`| head`).
+    OutputClosed,
+}
+
+impl Stopped {
+    fn describe(self) -> &'static str {
+        match self {
+            Stopped::Interrupted => "interrupted",
+            Stopped::EndPosition => "reached the end position",
+            Stopped::ServerEnded => "the server ended the stream",
+            Stopped::OutputClosed => "standard output closed",
+        }
+    }
+}
+
+/// What happened to the connection, in words a user can act on.
+fn lost(err: &ClientError) -> String {
+    match err {
+        ClientError::Closed => "the server closed the connection".into(),
+        ClientError::Io(e) => format!("the connection was lost: {e}"),
+        ClientError::Server(e) if e.code.starts_with("57P") => {
+            format!("the server shut down: {}", e.message)
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Writes one line; `Ok(false)` when standard output has been closed.
+fn write_line(out: &mut impl Write, line: std::fmt::Arguments<'_>) -> Result<bool, String> {
+    match out.write_fmt(line).and_then(|()| out.write_all(b"\n")) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(false),
+        Err(e) => Err(format!("standard output: {e}")),
+    }
+}
+
+/// Flushes standard output; `Ok(false)` when it has been closed.
+fn flush(out: &mut impl Write) -> Result<bool, String> {
+    match out.flush() {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(false),
+        Err(e) => Err(format!("standard output: {e}")),
+    }
+}
+
+/// The copy-both loop. The slot's confirmed position moves to the end of each transaction
+/// once it is on standard output, and, when no transaction is open, to the WAL end the
+/// server reports in its keepalives (so the slot advances while the published tables are
+/// idle), but never past `--end-lsn`. Stops exactly where pg_recvlogical --endpos does: a
+/// record at the end position is printed, one beyond it is not.
+fn stream(
+    args: &TailArgs,
+    session: &mut Session,
+    decoder: &mut Decoder,
+    stop: &AtomicBool,
+) -> Result<Stopped, String> {
+    let envelope = Ctx::plain(ProtocolVersion::V1);
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
     let interval = Duration::from_secs(args.status_interval.max(1));
-    let mut reached_end = false;
-    while !stop.load(Ordering::SeqCst) && !reached_end {
-        match session
+    let cap = |lsn: Lsn| args.end_lsn.map_or(lsn, |end| lsn.min(end));
+    let mut announced = false;
+    let mut open_transaction = false;
+    // Streamed transactions with blocks out and no Stream Commit/Abort/Prepare yet.
+    let mut open_streams: Vec<Xid> = Vec::new();
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            return Ok(Stopped::Interrupted);
+        }
+        let event = session
             .conn
             .poll_copy_data(Duration::from_millis(200))
-            .map_err(|e| e.to_string())?
-        {
-            CopyEvent::Data(frame) => match decode::<ServerMessage<'_>>(&frame, envelope)
-                .map_err(|e| e.to_string())?
-            {
-                ServerMessage::XLogData(xlog) => {
-                    let message = decoder
-                        .decode(&xlog.data)
-                        .map_err(|e| format!("at {}: {e}", xlog.wal_start))?;
-                    match args.format {
-                        OutputFormat::Json => {
-                            let json =
-                                serde_json::to_string(&message).map_err(|e| e.to_string())?;
-                            writeln!(out, "{json}")
+            .map_err(|e| lost(&e))?;
+        match event {
+            CopyEvent::Data(frame) => {
+                match decode::<ServerMessage<'_>>(&frame, envelope).map_err(|e| e.to_string())? {
+                    ServerMessage::XLogData(xlog) => {
+                        if let Some(end) = args.end_lsn {
+                            // Relation and Type frames carry 0/0 and belong to what follows.
+                            if xlog.wal_start.is_valid() && xlog.wal_start > end {
+                                return Ok(Stopped::EndPosition);
+                            }
                         }
-                        OutputFormat::Compact => writeln!(out, "{} {message:?}", xlog.wal_start),
-                    }
-                    .map_err(|e| format!("standard output: {e}"))?;
-                    match &message {
-                        PgOutputMessage::Begin(_) | PgOutputMessage::BeginPrepare(_) => {
-                            open_transaction = true
+                        let message = decoder
+                            .decode(&xlog.data)
+                            .map_err(|e| format!("at {}: {e}", xlog.wal_start))?;
+                        let written = match args.format {
+                            OutputFormat::Json => {
+                                let json =
+                                    serde_json::to_string(&message).map_err(|e| e.to_string())?;
+                                write_line(&mut out, format_args!("{json}"))?
+                            }
+                            OutputFormat::Compact => write_line(
+                                &mut out,
+                                format_args!("{} {message:?}", xlog.wal_start),
+                            )?,
+                        };
+                        if !written {
+                            return Ok(Stopped::OutputClosed);
                         }
-                        _ => {}
+                        match &message {
+                            PgOutputMessage::Begin(_) | PgOutputMessage::BeginPrepare(_) => {
+                                open_transaction = true
+                            }
+                            PgOutputMessage::StreamStart(start) => {
+                                if !open_streams.contains(&start.xid) {
+                                    open_streams.push(start.xid);
+                                }
+                            }
+                            PgOutputMessage::StreamAbort(abort) if abort.is_top_level() => {
+                                open_streams.retain(|x| *x != abort.xid)
+                            }
+                            PgOutputMessage::StreamCommit(commit) => {
+                                open_streams.retain(|x| *x != commit.xid)
+                            }
+                            PgOutputMessage::StreamPrepare(prepare) => {
+                                open_streams.retain(|x| *x != prepare.xid)
+                            }
+                            _ => {}
+                        }
+                        if let Some(end) = message.transaction_end_lsn() {
+                            open_transaction = false;
+                            // Report a transaction as flushed only once it is on standard
+                            // output.
+                            if !flush(&mut out)? {
+                                return Ok(Stopped::OutputClosed);
+                            }
+                            session.flushed = session.flushed.max(cap(end));
+                        }
+                        if args.end_lsn == Some(xlog.wal_start) {
+                            if !flush(&mut out)? {
+                                return Ok(Stopped::OutputClosed);
+                            }
+                            return Ok(Stopped::EndPosition);
+                        }
                     }
-                    if let Some(end) = message.transaction_end_lsn() {
-                        open_transaction = false;
-                        // Report a transaction as flushed only once it is on standard output.
-                        out.flush().map_err(|e| format!("standard output: {e}"))?;
-                        session.flushed = session.flushed.max(end);
+                    ServerMessage::PrimaryKeepalive(keepalive) => {
+                        if !announced {
+                            announced = true;
+                            eprintln!(
+                                "pgoutput tail: streaming slot {} from {}",
+                                args.slot, keepalive.wal_end
+                            );
+                        }
+                        let idle = !open_transaction && open_streams.is_empty();
+                        if idle {
+                            if !flush(&mut out)? {
+                                return Ok(Stopped::OutputClosed);
+                            }
+                            session.flushed = session.flushed.max(cap(keepalive.wal_end));
+                        }
+                        if let Some(end) = args.end_lsn {
+                            if idle && keepalive.wal_end >= end {
+                                return Ok(Stopped::EndPosition);
+                            }
+                        }
+                        if keepalive.reply_requested {
+                            session.send_status(false)?;
+                        }
                     }
                 }
-                ServerMessage::PrimaryKeepalive(keepalive) => {
-                    let idle = !open_transaction && !decoder.in_stream();
-                    if let Some(end) = args.end_lsn {
-                        reached_end = idle && keepalive.wal_end >= end;
-                    }
-                    if keepalive.reply_requested {
-                        session.send_status(false)?;
-                    }
-                }
-            },
+            }
             CopyEvent::Idle => {
-                out.flush().map_err(|e| format!("standard output: {e}"))?;
+                if !flush(&mut out)? {
+                    return Ok(Stopped::OutputClosed);
+                }
                 // Waiting for an end position: ask for a keepalive to learn how far the
                 // server is.
                 if args.end_lsn.is_some() || session.last_status.elapsed() >= interval {
                     session.send_status(args.end_lsn.is_some())?;
                 }
             }
-            CopyEvent::End => break,
+            CopyEvent::End => {
+                flush(&mut out)?;
+                return Ok(Stopped::ServerEnded);
+            }
         }
         if session.last_status.elapsed() >= interval {
             session.send_status(false)?;
         }
     }
-    out.flush().map_err(|e| format!("standard output: {e}"))?;
-    session.send_status(false)?;
-    session.conn.finish_copy().map_err(|e| e.to_string())?;
-    let why = if stop.load(Ordering::SeqCst) {
-        "interrupted"
-    } else if reached_end {
-        "reached the end position"
-    } else {
-        "the server ended the stream"
-    };
-    eprintln!(
-        "pgoutput tail: stopped ({why}); last flushed LSN {}",
-        session.flushed
-    );
-    Ok(ExitCode::SUCCESS)
 }

@@ -79,6 +79,13 @@ pub(crate) fn run<S: Read + Write>(shared: &Shared, stream: S, id: usize, peer: 
         Ok(false) => Closed::ByClient,
         Err(closed) => closed,
     };
+    if let Closed::Shutdown = why {
+        // What PostgreSQL sends on a fast shutdown.
+        session.fatal(
+            "57P01",
+            "terminating connection due to administrator command",
+        );
+    }
     let mut state = shared.lock();
     if let Some(client) = state.clients.iter_mut().find(|c| c.id == id) {
         client.connected = false;

@@ -1,0 +1,212 @@
+//! `pgoutput tail` against the test server: the slot advances while published tables are
+//! idle, `--end-lsn` is exact, SIGTERM ends cleanly, a closed standard output ends quietly,
+//! publication names follow identifier rules, and progress and lost connections are
+//! reported with real positions.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use pgoutput_codec::server::{Publication, Script, Table, TestServer, Transaction};
+
+fn published() -> Table {
+    Table::new(16385, "public", "t")
+        .key_column("id", 23)
+        .column("v", 25)
+}
+
+fn unpublished() -> Table {
+    Table::new(16390, "public", "other").key_column("id", 23)
+}
+
+fn server(script: Script) -> TestServer {
+    TestServer::builder()
+        .publication(Publication::new("mixpub").table(published()))
+        .script(script)
+        .start()
+        .unwrap()
+}
+
+fn tail(server: &TestServer, slot: &str, extra: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_pgoutput"));
+    command
+        .args([
+            "tail",
+            &server.connection_string(),
+            "--slot",
+            slot,
+            "--create-slot",
+        ])
+        .args(["--publication", "mixpub"])
+        .args(extra)
+        .stdin(Stdio::null());
+    command
+}
+
+fn run(command: &mut Command) -> Output {
+    let output = command.output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+fn lines(output: &Output) -> Vec<String> {
+    String::from_utf8(output.stdout.clone())
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Transactions on the published table, then many on a table no publication has.
+fn busy_elsewhere() -> Script {
+    let mut script = Script::new().transaction(Transaction::new().insert(&published(), ["1", "a"]));
+    for id in 0..30 {
+        script = script.transaction(Transaction::new().insert(&unpublished(), [id.to_string()]));
+    }
+    script
+}
+
+#[test]
+fn the_slot_advances_while_published_tables_are_idle() {
+    let server = server(busy_elsewhere());
+    let end = server.wal_end();
+    let output = run(&mut tail(&server, "idle", &["--end-lsn", &end.to_string()]));
+    assert_eq!(lines(&output).len(), 4, "Begin, Relation, Insert, Commit");
+    assert_eq!(server.confirmed_flush_lsn("idle"), Some(end));
+}
+
+#[test]
+fn end_lsn_stops_exactly_there() {
+    let t = published();
+    let mut script = Script::new();
+    for id in 0..5 {
+        script = script.transaction(Transaction::new().insert(&t, [id.to_string(), "x".into()]));
+    }
+    let server = server(script);
+    let end = server.events()[2].end_lsn();
+    let output = run(&mut tail(
+        &server,
+        "exact",
+        &["--end-lsn", &end.to_string()],
+    ));
+    // Three transactions: Begin, Insert, Commit each, and t's Relation once.
+    assert_eq!(lines(&output).len(), 10, "{:#?}", lines(&output));
+    assert_eq!(server.confirmed_flush_lsn("exact"), Some(end));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "stopped (reached the end position); last flushed LSN {end}"
+        )),
+        "{stderr}"
+    );
+    // It started where the slot stands, and says so.
+    assert!(
+        stderr.contains("streaming slot exact from 0/1000000"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn sigterm_confirms_what_was_printed_and_ends_cleanly() {
+    let server =
+        server(Script::new().transaction(Transaction::new().insert(&published(), ["1", "a"])));
+    let end = server.wal_end();
+    let mut child = tail(&server, "term", &["--status-interval", "3600"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    for _ in 0..4 {
+        line.clear();
+        stdout.read_line(&mut line).unwrap();
+    }
+    assert!(line.contains("\"commit\""), "{line}");
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(String::from_utf8_lossy(&output.stderr).contains("stopped (interrupted)"));
+    // The final status update confirmed the transaction, so a rerun does not repeat it.
+    assert_eq!(server.confirmed_flush_lsn("term"), Some(end));
+}
+
+#[test]
+fn a_closed_standard_output_ends_quietly() {
+    let t = published();
+    let mut script = Script::new();
+    for id in 0..2000 {
+        script = script.transaction(Transaction::new().insert(&t, [id.to_string(), "x".into()]));
+    }
+    let server = server(script);
+    let mut child = tail(&server, "pipe", &[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    drop(stdout); // `| head -1`
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(!stderr.to_lowercase().contains("broken pipe"), "{stderr}");
+    // Nothing beyond what reached standard output is confirmed.
+    let confirmed = server.confirmed_flush_lsn("pipe").unwrap();
+    assert!(confirmed < server.wal_end());
+}
+
+#[test]
+fn publication_names_follow_identifier_rules() {
+    let server =
+        server(Script::new().transaction(Transaction::new().insert(&published(), ["1", "a"])));
+    let end = server.wal_end();
+    let output = run(Command::new(env!("CARGO_BIN_EXE_pgoutput"))
+        .args([
+            "tail",
+            &server.connection_string(),
+            "--slot",
+            "mix",
+            "--create-slot",
+        ])
+        .args(["--publication", "MixPub", "--end-lsn", &end.to_string()]));
+    assert_eq!(lines(&output).len(), 4, "MixPub means mixpub");
+}
+
+#[test]
+fn a_lost_connection_says_what_happened() {
+    let server =
+        server(Script::new().transaction(Transaction::new().insert(&published(), ["1", "a"])));
+    let end = server.wal_end();
+    let child = tail(&server, "lost", &["--status-interval", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    server
+        .wait_for_confirmed_flush("lost", end, Duration::from_secs(20))
+        .unwrap();
+    drop(server);
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "the server shut down: terminating connection due to administrator command; last flushed LSN {end}"
+        )),
+        "{stderr}"
+    );
+}
