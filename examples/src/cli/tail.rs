@@ -333,10 +333,10 @@ fn stream(
                             PgOutputMessage::Begin(_) | PgOutputMessage::BeginPrepare(_) => {
                                 open_transaction = true
                             }
-                            PgOutputMessage::StreamStart(start) => {
-                                if !open_streams.contains(&start.xid) {
-                                    open_streams.push(start.xid);
-                                }
+                            PgOutputMessage::StreamStart(start)
+                                if !open_streams.contains(&start.xid) =>
+                            {
+                                open_streams.push(start.xid)
                             }
                             PgOutputMessage::StreamAbort(abort) if abort.is_top_level() => {
                                 open_streams.retain(|x| *x != abort.xid)
