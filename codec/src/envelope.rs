@@ -27,6 +27,7 @@ use crate::{Lsn, PgBytes, PgTimestamp, Xid};
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 #[codec(tag = b'w')]
 pub struct XLogData<'a> {
     /// The starting point of the WAL data in this message.
@@ -45,6 +46,7 @@ pub struct XLogData<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 #[codec(tag = b'k')]
 pub struct PrimaryKeepalive {
     /// The current end of WAL on the server.
@@ -60,6 +62,7 @@ pub struct PrimaryKeepalive {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 #[codec(tag = b'r')]
 pub struct StandbyStatusUpdate {
     /// The last WAL byte + 1 received and written to disk.
@@ -78,6 +81,7 @@ pub struct StandbyStatusUpdate {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 #[codec(tag = b'h')]
 pub struct HotStandbyFeedback {
     /// The client's clock at the time of transmission.

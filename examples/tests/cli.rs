@@ -271,3 +271,66 @@ fn every_subcommand_has_help_and_bad_arguments_fail() {
         text(&unreachable.stderr)
     );
 }
+
+/// A length prefix cut off at the end of raw input is reported (with the message's
+/// number), not taken for a clean end.
+#[test]
+fn a_cut_off_length_prefix_is_an_error() {
+    let mut input = vec![0, 0, 0, 1, b'E'];
+    input.extend_from_slice(&[0, 0]);
+    let raw = pgoutput(
+        &[
+            "decode",
+            "--proto-version",
+            "2",
+            "--streaming",
+            "on",
+            "--input",
+            "raw",
+        ],
+        &input,
+    );
+    assert_eq!(raw.status.code(), Some(1));
+    let stderr = text(&raw.stderr);
+    assert!(
+        stderr.contains("message 2: input ended inside the 4-byte length prefix (2 bytes of it)"),
+        "{stderr}"
+    );
+}
+
+/// A misspelled field is an error naming it and the line, not a silently dropped value.
+#[test]
+fn encode_refuses_unknown_fields() {
+    let input = "{\"type\":\"delete\",\"xid\":null,\"relation_oid\":16394,\"old_tupel\":{\"key\":[{\"text\":\"42\"}]}}\n";
+    let encoded = pgoutput(&["encode", "--proto-version", "1"], input.as_bytes());
+    assert_eq!(encoded.status.code(), Some(1));
+    assert_eq!(text(&encoded.stdout), "");
+    let stderr = text(&encoded.stderr);
+    assert!(
+        stderr.contains("line 1: invalid JSON message: unknown field `old_tupel`"),
+        "{stderr}"
+    );
+}
+
+/// A line that is not UTF-8 is reported by number; the lines after it still go through.
+#[test]
+fn a_non_utf8_line_spoils_only_itself() {
+    let mut input = b"{\"type\":\"stream_stop\"}\n".to_vec();
+    input.extend_from_slice(b"{\"type\":\"origin\",\"origin_lsn\":\"0/1\",\"name\":\"\xff\"}\n");
+    input.extend_from_slice(b"{\"type\":\"commit\",\"flags\":0,\"commit_lsn\":\"0/1\",\"end_lsn\":\"0/2\",\"commit_timestamp\":\"2000-01-01 00:00:00+00\"}\n");
+    let encoded = pgoutput(&["encode", "--proto-version", "1"], &input);
+    assert_eq!(encoded.status.code(), Some(1));
+    let stderr = text(&encoded.stderr);
+    assert!(
+        stderr.contains("line 2: not UTF-8 (invalid byte at column 45)"),
+        "{stderr}"
+    );
+    assert_eq!(
+        text(&encoded.stdout).lines().count(),
+        1,
+        "the commit on line 3"
+    );
+    let decoded = pgoutput(&["decode", "--proto-version", "1"], b"45\n\xff\n45\n");
+    let stderr = text(&decoded.stderr);
+    assert!(stderr.contains("line 2: not UTF-8"), "{stderr}");
+}

@@ -8,6 +8,7 @@ use crate::{Oid, OldTuple, TupleData, Xid};
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 #[codec(tag = b'I')]
 pub struct Insert<'a> {
     /// Xid of the (sub)transaction; only inside a stream block.
@@ -28,6 +29,7 @@ pub struct Insert<'a> {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 #[codec(tag = b'U')]
 pub struct Update<'a> {
     /// Xid of the (sub)transaction; only inside a stream block.
@@ -48,6 +50,7 @@ pub struct Update<'a> {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 #[codec(tag = b'D')]
 pub struct Delete<'a> {
     /// Xid of the (sub)transaction; only inside a stream block.
@@ -65,6 +68,7 @@ pub struct Delete<'a> {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 #[codec(tag = b'T')]
 pub struct Truncate {
     /// Xid of the (sub)transaction; only inside a stream block.

@@ -31,6 +31,7 @@ use crate::{
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 #[codec(tag = b'M')]
 pub struct Message<'a> {
     /// Top-level xid of the streamed transaction; only inside a stream block.

@@ -9,6 +9,7 @@ use crate::{Oid, PgStr, Xid};
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 #[codec(tag = b'R')]
 pub struct Relation<'a> {
     /// Xid of the (sub)transaction; only inside a stream block.
@@ -42,6 +43,7 @@ impl Relation<'_> {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct RelationColumn<'a> {
     /// Flags: bit 0 (1) marks the column as part of the key. Kept whole, so that
     /// re-encoding reproduces any bits a future server sets.
@@ -91,6 +93,7 @@ pub enum ReplicaIdentity {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 #[codec(tag = b'Y')]
 pub struct Type<'a> {
     /// Xid of the (sub)transaction; only inside a stream block.

@@ -8,6 +8,7 @@ use crate::{Lsn, PgTimestamp, Xid};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 #[codec(tag = b'S')]
 pub struct StreamStart {
     /// Top-level xid of the streamed transaction.
@@ -28,6 +29,7 @@ pub struct StreamStop;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 #[codec(tag = b'c')]
 pub struct StreamCommit {
     /// Top-level xid.
@@ -69,6 +71,7 @@ pub struct StreamCommit {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 #[codec(tag = b'A')]
 pub struct StreamAbort {
     /// Top-level xid of the streamed transaction.

@@ -9,6 +9,7 @@ use crate::{Lsn, PgStr, PgTimestamp, Xid};
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 #[codec(tag = b'b')]
 pub struct BeginPrepare<'a> {
     /// The LSN of the prepare (start of the PREPARE record).
@@ -27,6 +28,7 @@ pub struct BeginPrepare<'a> {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 #[codec(tag = b'P')]
 pub struct Prepare<'a> {
     /// Unused flags; always 0.
@@ -49,6 +51,7 @@ pub struct Prepare<'a> {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 #[codec(tag = b'K')]
 pub struct CommitPrepared<'a> {
     /// Unused flags; always 0.
@@ -71,6 +74,7 @@ pub struct CommitPrepared<'a> {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 #[codec(tag = b'r')]
 pub struct RollbackPrepared<'a> {
     /// Unused flags; always 0.
@@ -96,6 +100,7 @@ pub struct RollbackPrepared<'a> {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 #[codec(tag = b'p')]
 pub struct StreamPrepare<'a> {
     /// Unused flags; always 0.

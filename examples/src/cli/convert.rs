@@ -1,14 +1,14 @@
 //! `decode`, `encode` and `check`: between bytes and JSON, through the session codec.
 
 use std::fs::File;
-use std::io::{self, BufRead, Read, Write};
+use std::io::{self, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
 use pgoutput_codec::{Decoder, Encoder, PgOutputMessage};
 
-use super::input::{frames, InputFormat};
+use super::input::{frames, text_lines, InputFormat};
 use super::SessionArgs;
 use crate::hex::to_hex;
 
@@ -80,15 +80,20 @@ pub fn encode(args: &EncodeArgs) -> Result<ExitCode, String> {
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     let mut failed = 0;
-    for (index, line) in io::BufReader::new(open(&args.file)?).lines().enumerate() {
-        let line = line.map_err(io_error)?;
-        let trimmed = line.trim();
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            continue;
-        }
-        let encoded = serde_json::from_str::<PgOutputMessage<'_>>(trimmed)
-            .map_err(|e| format!("invalid JSON message: {e}"))
-            .and_then(|message| encoder.encode(&message).map_err(|e| e.to_string()));
+    for (index, line) in text_lines(open(&args.file)?).enumerate() {
+        let encoded = match line.map_err(io_error)? {
+            // One bad byte spoils its line, not the run.
+            Err(err) => Err(err),
+            Ok(line) => {
+                let trimmed = line.trim();
+                if trimmed.is_empty() || trimmed.starts_with('#') {
+                    continue;
+                }
+                serde_json::from_str::<PgOutputMessage<'_>>(trimmed)
+                    .map_err(|e| format!("invalid JSON message: {e}"))
+                    .and_then(|message| encoder.encode(&message).map_err(|e| e.to_string()))
+            }
+        };
         match encoded {
             Ok(bytes) => writeln!(out, "{}", to_hex(&bytes)).map_err(io_error)?,
             Err(err) => {

@@ -48,38 +48,80 @@ pub fn frames(
     format: InputFormat,
 ) -> Box<dyn Iterator<Item = io::Result<Frame>>> {
     match format {
-        InputFormat::Hex => Box::new(hex_frames(io::BufReader::new(reader))),
+        InputFormat::Hex => Box::new(hex_frames(reader)),
         InputFormat::Raw => Box::new(raw_frames(reader)),
     }
 }
 
-fn hex_frames(reader: impl BufRead + 'static) -> impl Iterator<Item = io::Result<Frame>> {
-    reader.lines().enumerate().filter_map(|(index, line)| {
+/// The lines of a text input: each is its text, or why it is not UTF-8 (which spoils that
+/// line only). An I/O error ends the input.
+pub fn text_lines(
+    reader: impl Read + 'static,
+) -> impl Iterator<Item = io::Result<Result<String, String>>> {
+    io::BufReader::new(reader).split(b'\n').map(|line| {
+        line.map(|mut bytes| {
+            if bytes.last() == Some(&b'\r') {
+                bytes.pop();
+            }
+            String::from_utf8(bytes).map_err(|e| {
+                format!(
+                    "not UTF-8 (invalid byte at column {})",
+                    e.utf8_error().valid_up_to() + 1
+                )
+            })
+        })
+    })
+}
+
+fn hex_frames(reader: impl Read + 'static) -> impl Iterator<Item = io::Result<Frame>> {
+    text_lines(reader).enumerate().filter_map(|(index, line)| {
         let line = match line {
             Ok(line) => line,
             Err(err) => return Some(Err(err)),
         };
-        let trimmed = line.trim();
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            return None;
-        }
+        let bytes = match line {
+            Ok(line) => {
+                let trimmed = line.trim();
+                if trimmed.is_empty() || trimmed.starts_with('#') {
+                    return None;
+                }
+                parse_hex(trimmed)
+            }
+            Err(err) => Err(err),
+        };
         Some(Ok(Frame {
             position: index + 1,
-            bytes: parse_hex(trimmed),
+            bytes,
         }))
     })
 }
 
 fn raw_frames(mut reader: impl Read + 'static) -> impl Iterator<Item = io::Result<Frame>> {
     let mut position = 0;
+    let mut ended = false;
     std::iter::from_fn(move || {
+        if ended {
+            return None;
+        }
         let mut len = [0; 4];
-        match reader.read_exact(&mut len) {
-            Ok(()) => {}
-            Err(err) if err.kind() == io::ErrorKind::UnexpectedEof => return None,
+        let got = match read_full(&mut reader, &mut len) {
+            Ok(got) => got,
             Err(err) => return Some(Err(err)),
+        };
+        if got == 0 {
+            return None;
         }
         position += 1;
+        if got < 4 {
+            // A cut-off prefix is damage, not a clean end.
+            ended = true;
+            return Some(Ok(Frame {
+                position,
+                bytes: Err(format!(
+                    "input ended inside the 4-byte length prefix ({got} bytes of it)"
+                )),
+            }));
+        }
         let len = u32::from_be_bytes(len) as usize;
         let mut bytes = Vec::new();
         let read = (&mut reader).take(len as u64).read_to_end(&mut bytes);
@@ -94,4 +136,18 @@ fn raw_frames(mut reader: impl Read + 'static) -> impl Iterator<Item = io::Resul
             },
         }))
     })
+}
+
+/// Reads until `buf` is full or the input ends; the number of bytes read.
+fn read_full(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match reader.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(got)
 }
