@@ -61,6 +61,13 @@ fn lines(output: &Output) -> Vec<String> {
         .collect()
 }
 
+/// `n` transactions, each inserting one row into the published table.
+fn inserts(n: usize) -> Script {
+    (0..n).fold(Script::new(), |script, id| {
+        script.transaction(Transaction::new().insert(&published(), [id.to_string(), "x".into()]))
+    })
+}
+
 /// Transactions on the published table, then many on a table no publication has.
 fn busy_elsewhere() -> Script {
     let mut script = Script::new().transaction(Transaction::new().insert(&published(), ["1", "a"]));
@@ -81,12 +88,7 @@ fn the_slot_advances_while_published_tables_are_idle() {
 
 #[test]
 fn end_lsn_stops_exactly_there() {
-    let t = published();
-    let mut script = Script::new();
-    for id in 0..5 {
-        script = script.transaction(Transaction::new().insert(&t, [id.to_string(), "x".into()]));
-    }
-    let server = server(script);
+    let server = server(inserts(5));
     let end = server.events()[2].end_lsn();
     let output = run(&mut tail(
         &server,
@@ -145,12 +147,7 @@ fn sigterm_confirms_what_was_printed_and_ends_cleanly() {
 
 #[test]
 fn a_closed_standard_output_ends_quietly() {
-    let t = published();
-    let mut script = Script::new();
-    for id in 0..2000 {
-        script = script.transaction(Transaction::new().insert(&t, [id.to_string(), "x".into()]));
-    }
-    let server = server(script);
+    let server = server(inserts(2000));
     let mut child = tail(&server, "pipe", &[])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
