@@ -583,14 +583,26 @@ fn defaults(kind: &str) -> &'static [(&'static str, &'static str)] {
             ("commit_timestamp", TIME0),
             ("xid", "0"),
         ],
-        "commit" | "stream_commit" => &[
+        "commit" => &[
+            ("flags", "0"),
+            ("commit_lsn", LSN0),
+            ("end_lsn", LSN0),
+            ("commit_timestamp", TIME0),
+        ],
+        "stream_commit" => &[
             ("flags", "0"),
             ("commit_lsn", LSN0),
             ("end_lsn", LSN0),
             ("commit_timestamp", TIME0),
             ("xid", "0"),
         ],
-        "begin_prepare" | "prepare" | "stream_prepare" => &[
+        "begin_prepare" => &[
+            ("prepare_lsn", LSN0),
+            ("end_lsn", LSN0),
+            ("prepare_timestamp", TIME0),
+            ("xid", "0"),
+        ],
+        "prepare" | "stream_prepare" => &[
             ("flags", "0"),
             ("prepare_lsn", LSN0),
             ("end_lsn", LSN0),
@@ -975,6 +987,36 @@ mod tests {
         // Every event ends after the one before.
         let ends: Vec<Lsn> = script.events.iter().map(Event::end_lsn).collect();
         assert!(ends[3] < ends[4]);
+    }
+
+    /// Every default names a field its message has: the JSON form refuses unknown fields.
+    #[test]
+    fn defaults_fit_their_messages() {
+        for kind in [
+            "begin",
+            "commit",
+            "stream_commit",
+            "begin_prepare",
+            "prepare",
+            "stream_prepare",
+            "commit_prepared",
+            "rollback_prepared",
+            "stream_start",
+            "stream_abort",
+            "message",
+            "origin",
+            "truncate",
+        ] {
+            let mut object = serde_json::Map::new();
+            object.insert("type".into(), kind.into());
+            for (field, default) in defaults(kind) {
+                object.insert((*field).into(), serde_json::from_str(default).unwrap());
+            }
+            if let Err(err) = serde_json::from_value::<PgOutputMessage<'_>>(object.into()) {
+                let err = err.to_string();
+                assert!(err.starts_with("missing field"), "{kind}: {err}");
+            }
+        }
     }
 
     #[test]
