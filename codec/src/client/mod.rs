@@ -23,6 +23,7 @@
 
 mod conninfo;
 mod error;
+mod options;
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -39,6 +40,7 @@ use postgres_protocol::message::frontend;
 
 pub use conninfo::ConnInfo;
 pub use error::{ClientError, ServerError};
+pub use options::{parse_identifier_list, quote_identifier, StreamOptions};
 
 use crate::wire::Socket;
 

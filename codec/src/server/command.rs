@@ -401,47 +401,6 @@ pub(crate) fn boolean(name: &str, value: Option<&str>) -> Result<bool, CommandEr
     }
 }
 
-/// `SplitIdentifierString(value, ',')`: comma-separated names, `"quoted"` ones kept as
-/// they are (with `""` for a quote), others folded to lower case.
-pub(crate) fn identifier_list(value: &str) -> Option<Vec<String>> {
-    let mut names = Vec::new();
-    let mut chars = value.chars().peekable();
-    loop {
-        while chars.next_if(|c| c.is_whitespace()).is_some() {}
-        if chars.peek().is_none() {
-            return if names.is_empty() { Some(names) } else { None };
-        }
-        let mut name = String::new();
-        if chars.next_if_eq(&'"').is_some() {
-            loop {
-                match chars.next()? {
-                    '"' if chars.next_if_eq(&'"').is_some() => name.push('"'),
-                    '"' => break,
-                    c => name.push(c),
-                }
-            }
-            if name.is_empty() {
-                return None;
-            }
-        } else {
-            while let Some(c) = chars.next_if(|&c| c != ',' && !c.is_whitespace()) {
-                name.push(c);
-            }
-            if name.is_empty() {
-                return None;
-            }
-            name = name.to_lowercase();
-        }
-        names.push(name);
-        while chars.next_if(|c| c.is_whitespace()).is_some() {}
-        match chars.next() {
-            None => return Some(names),
-            Some(',') => continue,
-            Some(_) => return None,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -531,14 +490,7 @@ mod tests {
     }
 
     #[test]
-    fn values() {
-        assert_eq!(
-            identifier_list("\"p\",q, \"Mix\"\"ed\""),
-            Some(vec!["p".into(), "q".into(), "Mix\"ed".into()])
-        );
-        assert_eq!(identifier_list("MixPub"), Some(vec!["mixpub".into()]));
-        assert_eq!(identifier_list(""), Some(vec![]));
-        assert_eq!(identifier_list("a,,b"), None);
+    fn booleans() {
         assert_eq!(boolean("binary", Some("ON")), Ok(true));
         assert!(boolean("binary", Some("1")).is_err());
         assert_eq!(boolean("binary", None), Ok(true));

@@ -40,8 +40,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+pub use crate::client::StreamOptions;
 pub use catalog::{Column, Publication, Table};
-pub use options::StreamOptions;
 pub use render::{Frame, RenderError};
 pub use script::{End, Event, Script, ScriptError, Step, Transaction};
 

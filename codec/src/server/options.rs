@@ -2,67 +2,11 @@
 //! (`parse_output_parameters` and `pgoutput_startup`), with the same messages and
 //! SQLSTATEs for the server version the test server announces.
 
-use super::command::{boolean, error, identifier_list, CommandError, Options};
+use super::command::{boolean, error, CommandError, Options};
+use crate::client::{parse_identifier_list, StreamOptions};
 use crate::{ProtocolVersion, Streaming};
 
-/// What a client asked pgoutput for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StreamOptions {
-    /// `proto_version`.
-    pub proto_version: ProtocolVersion,
-    /// `publication_names`, as identifiers (quoted names keep their case).
-    pub publication_names: Vec<String>,
-    /// `streaming`: off, on, or parallel.
-    pub streaming: Streaming,
-    /// `binary`: column values in binary form.
-    pub binary: bool,
-    /// `messages`: logical decoding messages.
-    pub messages: bool,
-    /// `two_phase`: prepared transactions as Begin Prepare … Prepare, then Commit or
-    /// Rollback Prepared.
-    pub two_phase: bool,
-    /// `origin 'none'`: only changes that did not come from another origin.
-    pub origin_none: bool,
-}
-
 impl StreamOptions {
-    /// `proto_version` and `publication_names`, nothing else.
-    pub fn new(proto_version: ProtocolVersion, publications: &[&str]) -> StreamOptions {
-        StreamOptions {
-            proto_version,
-            publication_names: publications.iter().map(|p| (*p).to_owned()).collect(),
-            streaming: Streaming::Off,
-            binary: false,
-            messages: false,
-            two_phase: false,
-            origin_none: false,
-        }
-    }
-
-    /// Sets `streaming`.
-    pub fn streaming(mut self, streaming: Streaming) -> StreamOptions {
-        self.streaming = streaming;
-        self
-    }
-
-    /// Sets `binary`.
-    pub fn binary(mut self, binary: bool) -> StreamOptions {
-        self.binary = binary;
-        self
-    }
-
-    /// Sets `messages`.
-    pub fn messages(mut self, messages: bool) -> StreamOptions {
-        self.messages = messages;
-        self
-    }
-
-    /// Sets `two_phase`.
-    pub fn two_phase(mut self, two_phase: bool) -> StreamOptions {
-        self.two_phase = two_phase;
-        self
-    }
-
     /// Parses and checks START_REPLICATION's options as a server of major version
     /// `major` does.
     pub(crate) fn parse(options: &Options, major: u32) -> Result<StreamOptions, CommandError> {
@@ -94,7 +38,7 @@ impl StreamOptions {
                 }
                 "publication_names" => {
                     publications = Some(
-                        identifier_list(value.unwrap_or(""))
+                        parse_identifier_list(value.unwrap_or(""))
                             .ok_or_else(|| error("42602", "invalid publication_names syntax"))?,
                     );
                 }

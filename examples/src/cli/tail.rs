@@ -13,7 +13,10 @@ use pgoutput_codec::{
 };
 
 use super::StreamingArg;
-use pgoutput_codec::client::{ClientError, ConnInfo, Connection, CopyEvent};
+use pgoutput_codec::client::{
+    parse_identifier_list, quote_identifier, ClientError, ConnInfo, Connection, CopyEvent,
+    StreamOptions,
+};
 
 #[derive(Debug, Args)]
 #[command(after_help = "\
@@ -87,16 +90,6 @@ fn parse_lsn(text: &str) -> Result<Lsn, String> {
     text.parse().map_err(|e| format!("{e}"))
 }
 
-/// `name` as a quoted identifier.
-fn quote_ident(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}
-
-/// `text` as a quoted string literal of the replication grammar (no backslash escapes).
-fn quote_literal(text: &str) -> String {
-    format!("'{}'", text.replace('\'', "''"))
-}
-
 struct Session {
     conn: Connection,
     flushed: Lsn,
@@ -144,7 +137,7 @@ pub fn tail(args: &TailArgs) -> Result<ExitCode, String> {
         let rows = conn
             .simple_query(&format!(
                 "CREATE_REPLICATION_SLOT {} LOGICAL pgoutput{two_phase}",
-                quote_ident(&args.slot)
+                quote_identifier(&args.slot)
             ))
             .map_err(|e| e.to_string())?;
         let point = rows
@@ -155,34 +148,17 @@ pub fn tail(args: &TailArgs) -> Result<ExitCode, String> {
     }
     // Publication names follow PostgreSQL's identifier rules, as with pg_recvlogical's
     // `-o publication_names=`: unquoted names fold to lower case, "Quoted" ones keep theirs.
-    let mut options = vec![
-        format!("proto_version '{}'", args.proto_version),
-        format!(
-            "publication_names {}",
-            quote_literal(&args.publication.join(","))
-        ),
-    ];
-    match args.streaming {
-        StreamingArg::Off => {}
-        StreamingArg::On => options.push("streaming 'on'".into()),
-        StreamingArg::Parallel => options.push("streaming 'parallel'".into()),
-    }
-    if args.binary {
-        options.push("binary 'true'".into());
-    }
-    if args.messages {
-        options.push("messages 'true'".into());
-    }
-    if args.two_phase {
-        options.push("two_phase 'on'".into());
-    }
+    let publications = parse_identifier_list(&args.publication.join(","))
+        .ok_or("--publication: invalid list of publication names")?;
+    let mut options = StreamOptions::new(version, &[])
+        .streaming(args.streaming.into())
+        .binary(args.binary)
+        .messages(args.messages)
+        .two_phase(args.two_phase);
+    options.publication_names = publications;
     let start = args.start_lsn.unwrap_or(Lsn(0));
-    conn.start_replication(&format!(
-        "START_REPLICATION SLOT {} LOGICAL {start} ({})",
-        quote_ident(&args.slot),
-        options.join(", ")
-    ))
-    .map_err(|e| e.to_string())?;
+    conn.start_replication(&options.start_replication(&args.slot, start))
+        .map_err(|e| e.to_string())?;
 
     let mut session = Session {
         conn,

@@ -27,38 +27,10 @@ fn connect(server: &TestServer) -> Connection {
     Connection::connect(&info).expect("connects")
 }
 
-fn option_list(options: &StreamOptions) -> String {
-    let mut list = vec![
-        format!("proto_version '{}'", options.proto_version.number()),
-        format!(
-            "publication_names '{}'",
-            options.publication_names.join(",")
-        ),
-    ];
-    match options.streaming {
-        Streaming::Off => {}
-        Streaming::On => list.push("streaming 'on'".into()),
-        Streaming::Parallel => list.push("streaming 'parallel'".into()),
-    }
-    if options.binary {
-        list.push("binary 'true'".into());
-    }
-    if options.two_phase {
-        list.push("two_phase 'on'".into());
-    }
-    if options.messages {
-        list.push("messages 'true'".into());
-    }
-    list.join(", ")
-}
-
 /// Streams `slot` with `options` until the server's WAL end, and returns the payloads.
 fn stream(conn: &mut Connection, slot: &str, options: &StreamOptions, until: Lsn) -> Vec<Vec<u8>> {
-    conn.start_replication(&format!(
-        "START_REPLICATION SLOT \"{slot}\" LOGICAL 0/0 ({})",
-        option_list(options)
-    ))
-    .expect("streaming starts");
+    conn.start_replication(&options.start_replication(slot, Lsn(0)))
+        .expect("streaming starts");
     let envelope = Ctx::plain(ProtocolVersion::V1);
     let mut decoder = Decoder::new(options.proto_version, options.streaming).unwrap();
     let mut payloads = Vec::new();
