@@ -3,8 +3,10 @@
 
 use crate::{ColumnValue, Oid, PgStr, Relation, RelationColumn, ReplicaIdentity, Xid};
 
-/// A column of a published table.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A column of a published table. In JSON (`pgoutput serve --config`): `name`,
+/// `type_oid`, and optionally `type_modifier` (default -1) and `key` (default false).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Column {
     /// The column name.
     pub name: String,
@@ -12,27 +14,47 @@ pub struct Column {
     /// the text and binary forms, and what a subscriber's table sync expects.
     pub type_oid: Oid,
     /// The type modifier (`-1` for none; `varchar(10)` is 14).
+    #[serde(default = "no_type_modifier")]
     pub type_modifier: i32,
     /// Part of the replica identity (the primary key, for `default` identity).
+    #[serde(default)]
     pub key: bool,
 }
 
 /// A published table: its identity, its columns, and the rows it holds when a
-/// subscriber's table sync copies it (`copy_data = true`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// subscriber's table sync copies it (`copy_data = true`). In JSON: `oid`, `name`,
+/// `columns`, and optionally `schema` (default `public`), `replica_identity` (`default`,
+/// `nothing`, `full`, `index`; default `default`) and `rows`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Table {
     /// The relation's OID, which the stream's changes refer to.
     pub oid: Oid,
     /// The schema (`public`).
+    #[serde(default = "public")]
     pub schema: String,
     /// The table name.
     pub name: String,
     /// `REPLICA IDENTITY`: which old values updates and deletes carry.
+    #[serde(default = "default_identity")]
     pub replica_identity: ReplicaIdentity,
     /// The columns, in order.
     pub columns: Vec<Column>,
     /// Initial rows, in text form (`None` is NULL), served to `COPY … TO STDOUT`.
+    #[serde(default)]
     pub rows: Vec<Vec<Option<String>>>,
+}
+
+fn no_type_modifier() -> i32 {
+    -1
+}
+
+fn public() -> String {
+    "public".into()
+}
+
+fn default_identity() -> ReplicaIdentity {
+    ReplicaIdentity::Default
 }
 
 impl Table {
@@ -157,16 +179,20 @@ impl Table {
     }
 }
 
-/// A publication: a name and the tables it publishes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A publication: a name and the tables it publishes. In JSON: `name`, and optionally
+/// `tables` and `all_tables`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Publication {
     /// The publication name, as `CREATE PUBLICATION` would store it (already folded to
     /// lower case if it was not quoted).
     pub name: String,
     /// The tables, by relation OID; the tables themselves are the server's.
+    #[serde(default)]
     pub tables: Vec<Table>,
     /// `FOR ALL TABLES`: every table the server knows, including those only the script's
     /// Relation messages define.
+    #[serde(default)]
     pub all_tables: bool,
 }
 

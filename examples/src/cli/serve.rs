@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use clap::Args;
 use pgoutput_codec::server::{Auth, Event, Publication, Script, Table, TestServer, Transaction};
-use pgoutput_codec::{self as codec, ColumnValue, TruncateOptions};
+use pgoutput_codec::{ColumnValue, TruncateOptions};
 use serde::Deserialize;
 
 #[derive(Debug, Args)]
@@ -74,7 +74,7 @@ struct Config {
     keepalive_interval_ms: Option<u64>,
     auth: Option<AuthConfig>,
     #[serde(default)]
-    publications: Vec<PublicationConfig>,
+    publications: Vec<Publication>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -90,83 +90,6 @@ enum AuthConfig {
         password: Option<String>,
         verifier: Option<String>,
     },
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PublicationConfig {
-    name: String,
-    #[serde(default)]
-    all_tables: bool,
-    #[serde(default)]
-    tables: Vec<TableConfig>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TableConfig {
-    oid: u32,
-    #[serde(default = "public")]
-    schema: String,
-    name: String,
-    #[serde(default)]
-    replica_identity: IdentityConfig,
-    columns: Vec<ColumnConfig>,
-    #[serde(default)]
-    rows: Vec<Vec<Option<String>>>,
-}
-
-fn public() -> String {
-    "public".into()
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum IdentityConfig {
-    #[default]
-    Default,
-    Nothing,
-    Full,
-    Index,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ColumnConfig {
-    name: String,
-    type_oid: u32,
-    #[serde(default)]
-    key: bool,
-    #[serde(default = "no_modifier")]
-    type_modifier: i32,
-}
-
-fn no_modifier() -> i32 {
-    -1
-}
-
-impl TableConfig {
-    fn table(&self) -> Table {
-        let identity = match self.replica_identity {
-            IdentityConfig::Default => codec::ReplicaIdentity::Default,
-            IdentityConfig::Nothing => codec::ReplicaIdentity::Nothing,
-            IdentityConfig::Full => codec::ReplicaIdentity::Full,
-            IdentityConfig::Index => codec::ReplicaIdentity::Index,
-        };
-        let mut table = Table::new(self.oid, &self.schema, &self.name).replica_identity(identity);
-        for column in &self.columns {
-            table = if column.key {
-                table.key_column(&column.name, column.type_oid)
-            } else {
-                table.column(&column.name, column.type_oid)
-            };
-            if let Some(last) = table.columns.last_mut() {
-                last.type_modifier = column.type_modifier;
-            }
-        }
-        table.rows.clone_from(&self.rows);
-        table
-    }
 }
 
 impl AuthConfig {
@@ -262,21 +185,7 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode, String> {
         None => Config::default(),
     };
     let (accounts, events) = demo_tables();
-    let mut publications: Vec<Publication> = config
-        .publications
-        .iter()
-        .map(|p| {
-            let mut publication = if p.all_tables {
-                Publication::all_tables(&p.name)
-            } else {
-                Publication::new(&p.name)
-            };
-            for table in &p.tables {
-                publication = publication.table(table.table());
-            }
-            publication
-        })
-        .collect();
+    let mut publications = config.publications;
     let script = match &args.script {
         Some(path) => {
             let text =
