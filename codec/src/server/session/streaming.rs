@@ -124,8 +124,9 @@ impl<S: Read + Write> Session<'_, S> {
             }
             if cursor == events.len() {
                 let state = self.shared.lock();
+                // Events are only ever appended: copy just the new ones.
                 if state.events.len() > events.len() {
-                    events = state.events.clone();
+                    events.extend_from_slice(&state.events[events.len()..]);
                 }
             }
             if cursor < events.len() {
