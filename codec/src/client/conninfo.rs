@@ -1,34 +1,202 @@
 //! Connection strings: libpq's `key=value` form and `postgresql://` URIs, with the usual
 //! environment variables filling in what they leave out.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use super::ClientError;
 
-/// Where and as whom to connect.
+/// Where and as whom to connect, and how: a parsed libpq connection string.
+///
+/// Build one with [`ConnInfo::parse`]; every field can then be changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ConnInfo {
-    /// A host name, or a directory holding the server's Unix socket (starts with `/`).
+    /// A host name or IP address, or a directory holding the server's Unix socket (starts
+    /// with `/`).
     pub host: String,
     /// The TCP port (also part of the Unix socket's file name).
     pub port: u16,
     /// The user to log in as.
     pub user: String,
-    /// The password, for servers that ask for one.
+    /// The password, for servers that ask for one. When it is `None`, the password file
+    /// ([`passfile`](Self::passfile)) is consulted if the server asks.
     pub password: Option<String>,
+    /// The password file (`passfile`, `PGPASSFILE`, or `~/.pgpass`): lines of
+    /// `host:port:database:user:password`, `*` matching anything.
+    pub passfile: Option<PathBuf>,
     /// The database (a logical replication connection is bound to one).
     pub dbname: String,
     /// The `application_name` the server sees (in `pg_stat_replication`).
     pub application_name: String,
+    /// The `client_encoding` asked for at start-up (default `UTF8`). `SQL_ASCII` passes
+    /// the bytes of a `SQL_ASCII` database through unconverted, which the server would
+    /// otherwise refuse to convert.
+    pub client_encoding: String,
+    /// Command-line options for the server process (`options`, such as `-c
+    /// wal_sender_timeout=0`).
+    pub options: Option<String>,
+    /// How long connecting and logging in may take (`connect_timeout`, whole seconds, at
+    /// least 2 as in libpq); `None` waits as long as the operating system does.
+    pub connect_timeout: Option<Duration>,
+    /// TCP keepalives, so a connection to a vanished server is noticed.
+    pub keepalives: Keepalives,
+    /// TLS: whether to use it and what to verify.
+    pub tls: TlsSettings,
+}
+
+/// libpq's `keepalives`, `keepalives_idle`, `keepalives_interval` and `keepalives_count`:
+/// on by default, with the operating system's timings unless given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Keepalives {
+    /// Whether to send keepalives at all (`keepalives=0` turns them off).
+    pub enabled: bool,
+    /// Idle time before the first probe.
+    pub idle: Option<Duration>,
+    /// Time between probes.
+    pub interval: Option<Duration>,
+    /// Probes lost before the connection counts as dead.
+    pub count: Option<u32>,
+}
+
+impl Default for Keepalives {
+    fn default() -> Self {
+        Keepalives {
+            enabled: true,
+            idle: None,
+            interval: None,
+            count: None,
+        }
+    }
+}
+
+/// libpq's `sslmode`: whether TLS is tried, required, and how far the server's certificate
+/// is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SslMode {
+    /// Never TLS.
+    Disable,
+    /// Without TLS first; with TLS if the server refuses that.
+    Allow,
+    /// With TLS if the server offers it, without if not (libpq's default).
+    #[default]
+    Prefer,
+    /// TLS or nothing; the certificate is checked only when a root certificate is at hand
+    /// (`sslrootcert`, or `~/.postgresql/root.crt`), as in libpq.
+    Require,
+    /// TLS, and a certificate signed by the root certificate.
+    VerifyCa,
+    /// TLS, a certificate signed by the root certificate, and issued to the host name (or
+    /// IP address) connected to.
+    VerifyFull,
+}
+
+impl SslMode {
+    /// Whether a connection without TLS is unacceptable.
+    pub fn requires_tls(self) -> bool {
+        matches!(
+            self,
+            SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull
+        )
+    }
+}
+
+impl std::fmt::Display for SslMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SslMode::Disable => "disable",
+            SslMode::Allow => "allow",
+            SslMode::Prefer => "prefer",
+            SslMode::Require => "require",
+            SslMode::VerifyCa => "verify-ca",
+            SslMode::VerifyFull => "verify-full",
+        })
+    }
+}
+
+impl std::str::FromStr for SslMode {
+    type Err = ClientError;
+
+    fn from_str(text: &str) -> Result<Self, ClientError> {
+        Ok(match text {
+            "disable" => SslMode::Disable,
+            "allow" => SslMode::Allow,
+            "prefer" => SslMode::Prefer,
+            "require" => SslMode::Require,
+            "verify-ca" => SslMode::VerifyCa,
+            "verify-full" => SslMode::VerifyFull,
+            other => {
+                return Err(ClientError::Config(format!(
+                    "invalid sslmode value: {other:?} (expected disable, allow, prefer, \
+                     require, verify-ca or verify-full)"
+                )))
+            }
+        })
+    }
+}
+
+/// The TLS part of a connection string. As in libpq, TLS is for TCP connections only: a
+/// Unix-domain socket never leaves the machine and is used without it whatever the mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TlsSettings {
+    /// `sslmode`.
+    pub mode: SslMode,
+    /// `sslrootcert`: PEM certificates of the authorities to trust; by default
+    /// `~/.postgresql/root.crt` when it exists.
+    pub root_cert: Option<PathBuf>,
+    /// `sslcert`: the client certificate (PEM chain); by default
+    /// `~/.postgresql/postgresql.crt` when it exists.
+    pub cert: Option<PathBuf>,
+    /// `sslkey`: the client certificate's private key (PEM, unencrypted, not readable by
+    /// group or others); by default `~/.postgresql/postgresql.key`.
+    pub key: Option<PathBuf>,
+    /// `sslsni`: send the host name in the handshake (on by default; never for IP
+    /// addresses).
+    pub sni: bool,
+}
+
+impl Default for TlsSettings {
+    /// libpq's defaults: `prefer`, no files, SNI on.
+    fn default() -> Self {
+        TlsSettings {
+            mode: SslMode::Prefer,
+            root_cert: None,
+            cert: None,
+            key: None,
+            sni: true,
+        }
+    }
 }
 
 impl ConnInfo {
-    /// Parses `key=value` pairs (`host`, `port`, `user`, `password`, `dbname`,
-    /// `application_name`, `sslmode`; values may be single-quoted) or a
+    /// Parses `key=value` pairs (values may be single-quoted) or a
     /// `postgresql://user:password@host:port/dbname?key=value` URI (percent-decoded, `[…]`
-    /// around an IPv6 host); `PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD`, `PGDATABASE`,
-    /// `PGAPPNAME` and `PGSSLMODE` fill in what it leaves out. Any other option is an
-    /// error, and so is an `sslmode` that needs TLS, which this client does not have yet.
+    /// around an IPv6 host). The keys are libpq's: `host`, `port`, `user`, `password`,
+    /// `passfile`, `dbname`, `application_name`, `client_encoding`, `options`,
+    /// `connect_timeout`, `keepalives`, `keepalives_idle`, `keepalives_interval`,
+    /// `keepalives_count`, `sslmode`, `sslrootcert`, `sslcert`, `sslkey` and `sslsni`; what
+    /// the string leaves out comes from libpq's environment variables (`PGHOST`, `PGPORT`,
+    /// `PGUSER`, `PGPASSWORD`, `PGPASSFILE`, `PGDATABASE`, `PGAPPNAME`,
+    /// `PGCLIENTENCODING`, `PGOPTIONS`, `PGCONNECT_TIMEOUT`, `PGSSLMODE`, `PGSSLROOTCERT`,
+    /// `PGSSLCERT`, `PGSSLKEY`, `PGSSLSNI`) through `env`, and `HOME` for the default
+    /// files. Any other key is an error naming it, never ignored; so is a TLS mode this
+    /// build cannot honour (without the `tls` feature, only `disable`, `allow` and `prefer`
+    /// connect, without TLS).
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Config`] saying what is wrong with the string or the environment.
+    ///
+    /// ```
+    /// use pgoutput_codec::client::ConnInfo;
+    ///
+    /// let info = ConnInfo::parse(Some("postgresql://repl@db.example/app?connect_timeout=5"), |_| None)?;
+    /// assert_eq!((info.host.as_str(), info.port, info.dbname.as_str()), ("db.example", 5432, "app"));
+    /// assert!(ConnInfo::parse(Some("host=db user=repl colour=red"), |_| None).is_err());
+    /// # Ok::<(), pgoutput_codec::client::ClientError>(())
+    /// ```
     pub fn parse(
         conninfo: Option<&str>,
         env: impl Fn(&str) -> Option<String>,
@@ -41,78 +209,160 @@ impl ConnInfo {
             Some(text) => pairs = parse_key_values(text)?,
             None => {}
         }
-        let get = |key: &str, var: &str| {
+        for (key, _) in &pairs {
+            if !KEYS.iter().any(|(known, _)| known == key) {
+                return Err(ClientError::Config(format!(
+                    "unsupported connection option {key:?}; expected one of {}",
+                    KEYS.map(|(key, _)| key).join(", ")
+                )));
+            }
+        }
+        let get = |key: &str| {
+            let var = KEYS
+                .iter()
+                .find(|(k, _)| *k == key)
+                .and_then(|(_, var)| *var);
             pairs
                 .iter()
                 .rev()
                 .find(|(k, _)| k == key)
                 .map(|(_, v)| v.clone())
-                .or_else(|| env(var))
+                .or_else(|| var.and_then(&env))
         };
-        let user = get("user", "PGUSER")
+        let home = env("HOME").map(PathBuf::from);
+        let in_home = |relative: &str| home.as_ref().map(|home| home.join(relative));
+        let existing = |path: Option<PathBuf>| path.filter(|p| p.exists());
+        let user = get("user")
             .or_else(|| env("USER"))
             .ok_or_else(|| ClientError::Config("no user: give user= or set PGUSER".into()))?;
-        let host = get("host", "PGHOST").unwrap_or_else(|| {
+        let host = get("host").unwrap_or_else(|| {
             if Path::new("/var/run/postgresql").is_dir() {
                 "/var/run/postgresql".into()
             } else {
                 "localhost".into()
             }
         });
-        let port = match get("port", "PGPORT") {
+        if host.contains(',') {
+            return Err(ClientError::Config(format!(
+                "host={host:?}: several hosts are not supported; give one"
+            )));
+        }
+        let port = match get("port") {
             Some(port) => port
                 .parse()
                 .map_err(|_| ClientError::Config(format!("invalid port {port:?}")))?,
             None => 5432,
         };
-        let password = get("password", "PGPASSWORD");
-        let dbname = get("dbname", "PGDATABASE").unwrap_or_else(|| user.clone());
-        for (key, _) in &pairs {
-            if !KEYS.contains(&key.as_str()) {
-                return Err(ClientError::Config(format!(
-                    "unsupported connection option {key:?}; expected one of {}",
-                    KEYS.join(", ")
-                )));
-            }
+        let dbname = get("dbname").unwrap_or_else(|| user.clone());
+        let connect_timeout = match get("connect_timeout") {
+            // libpq: zero or negative waits forever; anything else is at least 2 seconds.
+            Some(text) => match integer(&text, "connect_timeout")? {
+                ..=0 => None,
+                seconds => Some(Duration::from_secs(seconds.max(2) as u64)),
+            },
+            None => None,
+        };
+        let seconds = |key: &str| -> Result<Option<Duration>, ClientError> {
+            get(key)
+                .map(|text| Ok(Duration::from_secs(integer(&text, key)?.max(0) as u64)))
+                .transpose()
+        };
+        let keepalives = Keepalives {
+            enabled: get("keepalives")
+                .map(|text| integer(&text, "keepalives"))
+                .transpose()?
+                .map_or(true, |n| n != 0),
+            idle: seconds("keepalives_idle")?,
+            interval: seconds("keepalives_interval")?,
+            count: get("keepalives_count")
+                .map(|text| integer(&text, "keepalives_count").map(|n| n.max(0) as u32))
+                .transpose()?,
+        };
+        let mode: SslMode = get("sslmode").as_deref().unwrap_or("prefer").parse()?;
+        if mode.requires_tls() && !cfg!(feature = "tls") {
+            return Err(ClientError::Config(format!(
+                "sslmode={mode} needs TLS, which this build leaves out: enable the `tls` \
+                 feature of pgoutput-codec (disable, allow and prefer connect without it)"
+            )));
         }
-        // This client has no TLS yet: modes that may go without it are honoured as
-        // such, modes that need it are refused rather than silently ignored.
-        match get("sslmode", "PGSSLMODE").as_deref() {
-            None | Some("disable" | "allow" | "prefer") => {}
-            Some(mode @ ("require" | "verify-ca" | "verify-full")) => {
-                return Err(ClientError::Config(format!(
-                    "sslmode={mode} needs TLS, which this client does not support yet \
-                     (disable, allow and prefer connect without it)"
-                )))
+        let root_cert = match get("sslrootcert") {
+            Some(system) if system == "system" => {
+                return Err(ClientError::Config(
+                    "sslrootcert=system (the operating system's trusted roots) is not \
+                     supported: give the CA certificate's file"
+                        .into(),
+                ))
             }
-            Some(other) => {
-                return Err(ClientError::Config(format!(
-                    "invalid sslmode value: {other:?}"
-                )))
-            }
-        }
-        let application_name =
-            get("application_name", "PGAPPNAME").unwrap_or_else(|| "pgoutput-codec".into());
+            Some(path) => Some(PathBuf::from(path)),
+            None => existing(in_home(".postgresql/root.crt")),
+        };
+        let tls = TlsSettings {
+            mode,
+            root_cert,
+            cert: get("sslcert")
+                .map(PathBuf::from)
+                .or_else(|| existing(in_home(".postgresql/postgresql.crt"))),
+            key: get("sslkey")
+                .map(PathBuf::from)
+                .or_else(|| in_home(".postgresql/postgresql.key")),
+            sni: get("sslsni")
+                .map(|text| integer(&text, "sslsni"))
+                .transpose()?
+                .map_or(true, |n| n != 0),
+        };
         Ok(ConnInfo {
             host,
             port,
             user,
-            password,
+            password: get("password"),
+            passfile: get("passfile")
+                .map(PathBuf::from)
+                .or_else(|| in_home(".pgpass")),
             dbname,
-            application_name,
+            application_name: get("application_name").unwrap_or_else(|| "pgoutput-codec".into()),
+            client_encoding: get("client_encoding").unwrap_or_else(|| "UTF8".into()),
+            options: get("options"),
+            connect_timeout,
+            keepalives,
+            tls,
         })
+    }
+
+    /// Whether this connects over a Unix-domain socket (where TLS is never used).
+    pub fn is_unix_socket(&self) -> bool {
+        self.host.starts_with('/')
     }
 }
 
-/// The connection options this client understands; any other is an error, never ignored.
-const KEYS: [&str; 7] = [
-    "host",
-    "port",
-    "user",
-    "password",
-    "dbname",
-    "application_name",
-    "sslmode",
+/// An integer option, as libpq reads them.
+fn integer(text: &str, key: &str) -> Result<i64, ClientError> {
+    text.trim()
+        .parse()
+        .map_err(|_| ClientError::Config(format!("invalid integer value {text:?} for {key}")))
+}
+
+/// The connection options this client understands, with the environment variable that
+/// stands in for each; any other option is an error, never ignored.
+const KEYS: [(&str, Option<&str>); 19] = [
+    ("host", Some("PGHOST")),
+    ("port", Some("PGPORT")),
+    ("user", Some("PGUSER")),
+    ("password", Some("PGPASSWORD")),
+    ("passfile", Some("PGPASSFILE")),
+    ("dbname", Some("PGDATABASE")),
+    ("application_name", Some("PGAPPNAME")),
+    ("client_encoding", Some("PGCLIENTENCODING")),
+    ("options", Some("PGOPTIONS")),
+    ("connect_timeout", Some("PGCONNECT_TIMEOUT")),
+    ("keepalives", None),
+    ("keepalives_idle", None),
+    ("keepalives_interval", None),
+    ("keepalives_count", None),
+    ("sslmode", Some("PGSSLMODE")),
+    ("sslrootcert", Some("PGSSLROOTCERT")),
+    ("sslcert", Some("PGSSLCERT")),
+    ("sslkey", Some("PGSSLKEY")),
+    ("sslsni", Some("PGSSLSNI")),
 ];
 
 /// `postgresql://user:password@host:port/dbname?key=value&…`, percent-decoded, with
@@ -246,15 +496,30 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            info,
-            ConnInfo {
-                host: "/tmp/pg".into(),
-                port: 5499,
-                user: "tailer".into(),
-                password: Some("se cret".into()),
-                dbname: "app".into(),
-                application_name: "pgoutput-codec".into(),
-            }
+            (
+                info.host.as_str(),
+                info.port,
+                info.user.as_str(),
+                info.password.as_deref(),
+                info.dbname.as_str(),
+                info.application_name.as_str(),
+                info.client_encoding.as_str(),
+            ),
+            (
+                "/tmp/pg",
+                5499,
+                "tailer",
+                Some("se cret"),
+                "app",
+                "pgoutput-codec",
+                "UTF8"
+            )
+        );
+        assert_eq!(info.tls, TlsSettings::default());
+        assert_eq!(info.keepalives, Keepalives::default());
+        assert_eq!(
+            (info.connect_timeout, info.passfile, info.options),
+            (None, None, None)
         );
     }
 
@@ -290,13 +555,35 @@ mod tests {
             ),
             ("h", 7, "x", "x")
         );
-        assert!(ConnInfo::parse(Some("sslmode=require user=x"), env(&[])).is_err());
         // A TLS request is never ignored, in a URI or the environment either.
-        assert!(ConnInfo::parse(Some("postgresql://u@h/db?sslmode=require"), env(&[])).is_err());
-        assert!(ConnInfo::parse(Some("postgresql://u@h?sslmode=verify-full"), env(&[])).is_err());
-        assert!(ConnInfo::parse(Some("user=x"), env(&[("PGSSLMODE", "require")])).is_err());
-        assert!(ConnInfo::parse(Some("postgresql://u@h/db?sslmode=disable"), env(&[])).is_ok());
-        assert!(ConnInfo::parse(Some("postgresql://u@h/db?colour=red"), env(&[])).is_err());
+        let mode = |conninfo, vars| ConnInfo::parse(Some(conninfo), env(vars)).map(|i| i.tls.mode);
+        if cfg!(feature = "tls") {
+            assert_eq!(
+                mode("postgresql://u@h/db?sslmode=require", &[]).unwrap(),
+                SslMode::Require
+            );
+            assert_eq!(
+                mode("postgresql://u@h?sslmode=verify-full", &[]).unwrap(),
+                SslMode::VerifyFull
+            );
+            assert_eq!(
+                mode("user=x", &[("PGSSLMODE", "verify-ca")]).unwrap(),
+                SslMode::VerifyCa
+            );
+        } else {
+            assert!(mode("sslmode=require user=x", &[]).is_err());
+            assert!(mode("postgresql://u@h/db?sslmode=require", &[]).is_err());
+            assert!(mode("user=x", &[("PGSSLMODE", "require")]).is_err());
+        }
+        assert_eq!(
+            mode("postgresql://u@h/db?sslmode=disable", &[]).unwrap(),
+            SslMode::Disable
+        );
+        assert_eq!(mode("user=x", &[]).unwrap(), SslMode::Prefer);
+        assert!(ConnInfo::parse(Some("user=x sslrootcert=system"), env(&[])).is_err());
+        let err = ConnInfo::parse(Some("postgresql://u@h/db?colour=red"), env(&[])).unwrap_err();
+        assert!(err.to_string().contains("\"colour\""), "{err}");
+        assert!(ConnInfo::parse(Some("host=a,b user=x"), env(&[])).is_err());
         assert!(ConnInfo::parse(Some("user=x sslmode=sometimes"), env(&[])).is_err());
         assert!(ConnInfo::parse(Some("host"), env(&[])).is_err());
     }
@@ -320,5 +607,51 @@ mod tests {
             ("us@er", Some("p:ss"), "::1", 6543, "my db", "app")
         );
         assert!(ConnInfo::parse(Some("postgresql://u@h/db%zz"), env(&[])).is_err());
+    }
+
+    #[test]
+    fn timeouts_keepalives_encoding_and_files() {
+        let info = ConnInfo::parse(
+            Some(
+                "user=x connect_timeout=1 keepalives_idle=30 keepalives_interval=5 \
+                 keepalives_count=3 client_encoding=SQL_ASCII options='-c wal_sender_timeout=0' \
+                 sslrootcert=/ca.pem sslcert=/c.pem sslkey=/c.key sslsni=0",
+            ),
+            env(&[("HOME", "/home/x")]),
+        )
+        .unwrap();
+        // libpq's minimum of 2 seconds.
+        assert_eq!(info.connect_timeout, Some(Duration::from_secs(2)));
+        assert_eq!(
+            (
+                info.keepalives.enabled,
+                info.keepalives.idle,
+                info.keepalives.interval,
+                info.keepalives.count
+            ),
+            (
+                true,
+                Some(Duration::from_secs(30)),
+                Some(Duration::from_secs(5)),
+                Some(3)
+            )
+        );
+        assert_eq!(info.client_encoding, "SQL_ASCII");
+        assert_eq!(info.options.as_deref(), Some("-c wal_sender_timeout=0"));
+        assert_eq!(info.tls.root_cert.as_deref(), Some(Path::new("/ca.pem")));
+        assert_eq!(info.tls.cert.as_deref(), Some(Path::new("/c.pem")));
+        assert_eq!(info.tls.key.as_deref(), Some(Path::new("/c.key")));
+        assert!(!info.tls.sni);
+        assert_eq!(info.passfile.as_deref(), Some(Path::new("/home/x/.pgpass")));
+        let info = ConnInfo::parse(
+            Some("user=x keepalives=0 connect_timeout=0"),
+            env(&[("PGPASSFILE", "/p"), ("PGCLIENTENCODING", "LATIN1")]),
+        )
+        .unwrap();
+        assert!(!info.keepalives.enabled);
+        assert_eq!(info.connect_timeout, None);
+        assert_eq!(info.passfile.as_deref(), Some(Path::new("/p")));
+        assert_eq!(info.client_encoding, "LATIN1");
+        assert!(ConnInfo::parse(Some("user=x connect_timeout=soon"), env(&[])).is_err());
     }
 }

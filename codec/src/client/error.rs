@@ -48,6 +48,9 @@ pub enum ClientError {
     /// Authentication could not proceed on the client side: no password given, no
     /// supported mechanism offered, or the server's SCRAM proof was wrong.
     Auth(String),
+    /// TLS could not be set up as the connection string asks: the server offers none,
+    /// its certificate fails the checks, or a certificate or key file is unusable.
+    Tls(String),
     /// The server answered with an ErrorResponse.
     Server(ServerError),
     /// The server sent something the protocol does not allow here.
@@ -74,6 +77,7 @@ impl fmt::Display for ClientError {
             ClientError::Config(text) => f.write_str(text),
             ClientError::Connect { target, source } => write!(f, "{target}: {source}"),
             ClientError::Auth(text) => write!(f, "authentication: {text}"),
+            ClientError::Tls(text) => write!(f, "TLS: {text}"),
             ClientError::Server(err) => write!(f, "server error: {err}"),
             ClientError::Protocol(text) => write!(f, "protocol violation: {text}"),
             ClientError::Closed => f.write_str("the server closed the connection"),

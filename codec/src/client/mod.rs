@@ -24,9 +24,12 @@
 mod conninfo;
 mod error;
 mod options;
+mod passfile;
+#[cfg(feature = "tls")]
+mod tls;
 
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
+use std::net::{TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
@@ -38,11 +41,31 @@ use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM
 use postgres_protocol::message::backend::{ErrorResponseBody, Header, Message};
 use postgres_protocol::message::frontend;
 
-pub use conninfo::ConnInfo;
+pub use conninfo::{ConnInfo, Keepalives, SslMode, TlsSettings};
 pub use error::{ClientError, ServerError};
 pub use options::{parse_identifier_list, quote_identifier, StreamOptions};
 
-use crate::wire::Socket;
+use crate::wire::{socket_timeout, Socket};
+use passfile::Lookup;
+
+/// Turns on TCP keepalives with the timings asked for.
+fn keepalives(tcp: &TcpStream, settings: &Keepalives) -> io::Result<()> {
+    let socket = socket2::SockRef::from(tcp);
+    if !settings.enabled {
+        return socket.set_keepalive(false);
+    }
+    let mut keepalive = socket2::TcpKeepalive::new();
+    if let Some(idle) = settings.idle {
+        keepalive = keepalive.with_time(idle);
+    }
+    if let Some(interval) = settings.interval {
+        keepalive = keepalive.with_interval(interval);
+    }
+    if let Some(count) = settings.count {
+        keepalive = keepalive.with_retries(count);
+    }
+    socket.set_tcp_keepalive(&keepalive)
+}
 
 /// A backend message: postgres-protocol's, or the CopyBothResponse it does not know.
 enum Backend {
@@ -67,6 +90,9 @@ pub enum CopyEvent {
 pub struct Connection {
     socket: Socket,
     input: BytesMut,
+    /// How long a blocking read may wait: `connect_timeout` while logging in, then
+    /// forever (streaming reads set their own).
+    read_timeout: Option<Duration>,
 }
 
 fn server_error(body: &ErrorResponseBody) -> ClientError {
@@ -96,45 +122,194 @@ fn protocol(text: &str) -> ClientError {
     ClientError::Protocol(text.to_owned())
 }
 
+/// How one connection attempt treats TLS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Attempt {
+    /// No SSLRequest.
+    Plain,
+    /// SSLRequest; go on without TLS if the server declines.
+    TlsIfOffered,
+    /// SSLRequest; fail if the server declines.
+    TlsRequired,
+}
+
 impl Connection {
-    /// Connects, starts a logical replication session and authenticates.
+    /// Connects, negotiates TLS as `info.tls.mode` asks, starts a logical replication
+    /// session and authenticates.
+    ///
+    /// As libpq does, `allow` tries without TLS and then with it if the server refuses
+    /// the login, `prefer` the other way round; TLS is never used on a Unix-domain socket.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Connect`] when the server cannot be reached (or `connect_timeout`
+    /// passes), [`ClientError::Tls`] when TLS cannot be set up as asked,
+    /// [`ClientError::Auth`] and [`ClientError::Server`] when the login fails.
     pub fn connect(info: &ConnInfo) -> Result<Connection, ClientError> {
-        let socket = if info.host.starts_with('/') {
+        use Attempt::*;
+        let plan: &[Attempt] = match info.tls.mode {
+            _ if info.is_unix_socket() => &[Plain],
+            SslMode::Disable => &[Plain],
+            _ if !cfg!(feature = "tls") => &[Plain],
+            SslMode::Allow => &[Plain, TlsRequired],
+            SslMode::Prefer => &[TlsIfOffered, Plain],
+            SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => &[TlsRequired],
+        };
+        let mut last = None;
+        for (i, attempt) in plan.iter().enumerate() {
+            match Connection::attempt(info, *attempt) {
+                Ok(conn) => return Ok(conn),
+                // Only a login the server refused is worth a second try the other way,
+                // and only when this try went the first way (prefer's TLS, allow's plain).
+                Err((err @ ClientError::Server(_), tls))
+                    if i + 1 < plan.len() && tls == (*attempt != Plain) =>
+                {
+                    last = Some(err)
+                }
+                Err((err, _)) => return Err(err),
+            }
+        }
+        Err(last.unwrap_or(ClientError::Closed))
+    }
+
+    /// The socket, with keepalives on and within `connect_timeout`.
+    fn open(info: &ConnInfo) -> Result<Socket, ClientError> {
+        if info.is_unix_socket() {
             let path = Path::new(&info.host).join(format!(".s.PGSQL.{}", info.port));
-            UnixStream::connect(&path)
+            return UnixStream::connect(&path)
                 .map(Socket::Unix)
                 .map_err(|source| ClientError::Connect {
                     target: path.display().to_string(),
                     source,
-                })?
-        } else {
-            TcpStream::connect((info.host.as_str(), info.port))
-                .map(Socket::Tcp)
-                .map_err(|source| ClientError::Connect {
-                    target: format!("{}:{}", info.host, info.port),
-                    source,
-                })?
+                });
+        }
+        let target = format!("{}:{}", info.host, info.port);
+        let failed = |source| ClientError::Connect {
+            target: target.clone(),
+            source,
         };
+        let addresses = (info.host.as_str(), info.port)
+            .to_socket_addrs()
+            .map_err(failed)?;
+        let mut last = io::Error::new(io::ErrorKind::NotFound, "the host name has no address");
+        for address in addresses {
+            let connected = match info.connect_timeout {
+                Some(timeout) => TcpStream::connect_timeout(&address, timeout),
+                None => TcpStream::connect(address),
+            };
+            match connected {
+                Ok(tcp) => {
+                    tcp.set_nodelay(true).map_err(failed)?;
+                    keepalives(&tcp, &info.keepalives).map_err(failed)?;
+                    return Ok(Socket::Tcp(tcp));
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(failed(last))
+    }
+
+    /// One connection attempt, start-up and login included.
+    /// On failure, also says whether TLS was in use.
+    fn attempt(info: &ConnInfo, attempt: Attempt) -> Result<Connection, (ClientError, bool)> {
+        let plain = |err| (err, false);
+        let mut socket = Connection::open(info).map_err(plain)?;
+        // connect_timeout covers the whole login, as in libpq.
+        socket
+            .set_read_timeout(info.connect_timeout)
+            .map_err(|e| plain(e.into()))?;
+        if attempt != Attempt::Plain {
+            socket = Connection::negotiate_tls(socket, info, attempt).map_err(plain)?;
+        }
+        let tls = socket.is_tls();
         let mut conn = Connection {
             socket,
             input: BytesMut::with_capacity(64 * 1024),
+            read_timeout: info.connect_timeout,
+        };
+        let login = conn.login(info).map_err(|err| match err {
+            ClientError::Io(e) if socket_timeout(&e) => ClientError::Connect {
+                target: format!("{}:{}", info.host, info.port),
+                source: io::Error::new(io::ErrorKind::TimedOut, "connect_timeout expired"),
+            },
+            err => err,
+        });
+        login.map_err(|err| (err, tls))?;
+        conn.read_timeout = None;
+        Ok(conn)
+    }
+
+    /// PostgreSQL's SSLRequest, then the TLS handshake if the server answers `S`.
+    #[cfg(feature = "tls")]
+    fn negotiate_tls(
+        socket: Socket,
+        info: &ConnInfo,
+        attempt: Attempt,
+    ) -> Result<Socket, ClientError> {
+        let config = tls::config(info)?;
+        let Socket::Tcp(mut tcp) = socket else {
+            return Ok(socket);
         };
         let mut out = BytesMut::new();
-        let params = [
+        frontend::ssl_request(&mut out);
+        tcp.write_all(&out)?;
+        // Exactly one byte: anything the server sent after it would be unencrypted
+        // data injected ahead of the handshake (CVE-2021-23222), so none is buffered.
+        let mut answer = [0; 1];
+        tcp.read_exact(&mut answer)?;
+        match answer[0] {
+            b'S' => tls::handshake(tcp, info, config),
+            b'N' if attempt == Attempt::TlsIfOffered => Ok(Socket::Tcp(tcp)),
+            b'N' => Err(ClientError::Tls(format!(
+                "the server at {}:{} does not support TLS, but sslmode={} requires it",
+                info.host, info.port, info.tls.mode
+            ))),
+            other => Err(protocol(&format!(
+                "unexpected answer {other:#04x} to SSLRequest"
+            ))),
+        }
+    }
+
+    #[cfg(not(feature = "tls"))]
+    fn negotiate_tls(socket: Socket, _: &ConnInfo, _: Attempt) -> Result<Socket, ClientError> {
+        Ok(socket)
+    }
+
+    /// Start-up and authentication, up to the first ReadyForQuery.
+    fn login(&mut self, info: &ConnInfo) -> Result<(), ClientError> {
+        let conn = self;
+        let mut out = BytesMut::new();
+        let mut params = vec![
             ("user", info.user.as_str()),
             ("database", info.dbname.as_str()),
             ("replication", "database"),
             ("application_name", info.application_name.as_str()),
-            ("client_encoding", "UTF8"),
+            ("client_encoding", info.client_encoding.as_str()),
         ];
+        if let Some(options) = &info.options {
+            params.push(("options", options.as_str()));
+        }
         frontend::startup_message(params.iter().copied(), &mut out)?;
         conn.send(&out)?;
-        let password = || {
-            info.password.as_deref().ok_or_else(|| {
-                ClientError::Auth(
-                    "the server asks for a password: give password= or set PGPASSWORD".into(),
-                )
-            })
+        let password = || match &info.password {
+            Some(password) => Ok(password.clone()),
+            None => {
+                let lookup = info.passfile.as_deref().map_or(Lookup::NotFound, |path| {
+                    passfile::lookup(path, &info.host, info.port, &info.dbname, &info.user)
+                });
+                match lookup {
+                    Lookup::Found(password) => Ok(password),
+                    Lookup::NotFound => Err(ClientError::Auth(
+                        "the server asks for a password: give password=, set PGPASSWORD, \
+                         or add it to the password file (~/.pgpass)"
+                            .into(),
+                    )),
+                    Lookup::Ignored(why) => Err(ClientError::Auth(format!(
+                        "the server asks for a password: give password= or set PGPASSWORD \
+                         (the password file was not used: {why})"
+                    ))),
+                }
+            }
         };
         let mut scram: Option<ScramSha256> = None;
         loop {
@@ -181,7 +356,7 @@ impl Connection {
                         ClientError::Auth(format!("SCRAM: the server's proof is wrong: {e}"))
                     })?;
                 }
-                Message::ReadyForQuery(_) => return Ok(conn),
+                Message::ReadyForQuery(_) => return Ok(()),
                 Message::ErrorResponse(body) => return Err(server_error(&body)),
                 Message::ParameterStatus(_)
                 | Message::BackendKeyData(_)
@@ -192,6 +367,11 @@ impl Connection {
                 conn.send(&out)?;
             }
         }
+    }
+
+    /// Whether the connection is encrypted with TLS.
+    pub fn is_tls(&self) -> bool {
+        self.socket.is_tls()
     }
 
     fn send(&mut self, bytes: &[u8]) -> Result<(), ClientError> {
@@ -218,7 +398,7 @@ impl Connection {
 
     /// The next message, waiting as long as it takes.
     fn recv_any(&mut self) -> Result<Backend, ClientError> {
-        self.socket.set_read_timeout(None)?;
+        self.socket.set_read_timeout(self.read_timeout)?;
         loop {
             if let Some(message) = self.parse()? {
                 return Ok(message);
@@ -248,6 +428,7 @@ impl Connection {
                 }
                 // A signal (Ctrl-C) interrupted the read: nothing was lost, read again.
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(false),
                 Err(e) => return Err(ClientError::Io(e)),
             }
         }
@@ -326,7 +507,11 @@ impl Connection {
                 Ok(n) => self.input.extend_from_slice(&chunk[..n]),
                 // Nothing arrived in time, or a signal (Ctrl-C) interrupted the wait: let
                 // the caller look at its clock and its stop flag.
-                Err(e) if crate::wire::socket_timeout(&e) => return Ok(CopyEvent::Idle),
+                Err(e) if socket_timeout(&e) => return Ok(CopyEvent::Idle),
+                // A TLS peer gone without close_notify: the connection is lost.
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    return Err(ClientError::Closed)
+                }
                 Err(e) => return Err(ClientError::Io(e)),
             }
         }

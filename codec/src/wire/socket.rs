@@ -1,4 +1,4 @@
-//! One socket type for TCP and Unix-domain connections.
+//! One socket type for TCP, Unix-domain and (with the `tls` feature) TLS connections.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -13,15 +13,29 @@ pub enum Socket {
     Tcp(TcpStream),
     /// A Unix-domain socket connection.
     Unix(UnixStream),
+    /// A TLS connection over TCP (the client's, after PostgreSQL's SSLRequest).
+    #[cfg(feature = "tls")]
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
 }
 
 impl Socket {
+    /// Whether the connection is encrypted.
+    pub fn is_tls(&self) -> bool {
+        #[cfg(feature = "tls")]
+        if let Socket::Tls(_) = self {
+            return true;
+        }
+        false
+    }
+
     /// How long a read waits before failing with `WouldBlock`/`TimedOut`; `None` waits
     /// forever.
     pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         match self {
             Socket::Tcp(s) => s.set_read_timeout(timeout),
             Socket::Unix(s) => s.set_read_timeout(timeout),
+            #[cfg(feature = "tls")]
+            Socket::Tls(s) => s.sock.set_read_timeout(timeout),
         }
     }
 
@@ -30,14 +44,19 @@ impl Socket {
         match self {
             Socket::Tcp(s) => s.set_write_timeout(timeout),
             Socket::Unix(s) => s.set_write_timeout(timeout),
+            #[cfg(feature = "tls")]
+            Socket::Tls(s) => s.sock.set_write_timeout(timeout),
         }
     }
 
-    /// Another handle to the same socket (to shut it down from another thread).
+    /// Another handle to the same socket (to shut it down from another thread); for TLS,
+    /// a handle to the TCP connection underneath.
     pub fn try_clone(&self) -> io::Result<Socket> {
         match self {
             Socket::Tcp(s) => s.try_clone().map(Socket::Tcp),
             Socket::Unix(s) => s.try_clone().map(Socket::Unix),
+            #[cfg(feature = "tls")]
+            Socket::Tls(s) => s.sock.try_clone().map(Socket::Tcp),
         }
     }
 
@@ -46,6 +65,8 @@ impl Socket {
         match self {
             Socket::Tcp(s) => s.shutdown(Shutdown::Both),
             Socket::Unix(s) => s.shutdown(Shutdown::Both),
+            #[cfg(feature = "tls")]
+            Socket::Tls(s) => s.sock.shutdown(Shutdown::Both),
         }
     }
 }
@@ -55,6 +76,8 @@ impl Read for Socket {
         match self {
             Socket::Tcp(s) => s.read(buf),
             Socket::Unix(s) => s.read(buf),
+            #[cfg(feature = "tls")]
+            Socket::Tls(s) => s.read(buf),
         }
     }
 }
@@ -64,6 +87,8 @@ impl Write for Socket {
         match self {
             Socket::Tcp(s) => s.write(buf),
             Socket::Unix(s) => s.write(buf),
+            #[cfg(feature = "tls")]
+            Socket::Tls(s) => s.write(buf),
         }
     }
 
@@ -71,6 +96,8 @@ impl Write for Socket {
         match self {
             Socket::Tcp(s) => s.flush(),
             Socket::Unix(s) => s.flush(),
+            #[cfg(feature = "tls")]
+            Socket::Tls(s) => s.flush(),
         }
     }
 }
