@@ -246,7 +246,6 @@ impl Connection {
         info: &ConnInfo,
         attempt: Attempt,
     ) -> Result<Socket, ClientError> {
-        let config = tls::config(info)?;
         let Socket::Tcp(mut tcp) = socket else {
             return Ok(socket);
         };
@@ -258,7 +257,7 @@ impl Connection {
         let mut answer = [0; 1];
         tcp.read_exact(&mut answer)?;
         match answer[0] {
-            b'S' => tls::handshake(tcp, info, config),
+            b'S' => tls::handshake(tcp, info, tls::config(info)?),
             b'N' if attempt == Attempt::TlsIfOffered => Ok(Socket::Tcp(tcp)),
             b'N' => Err(ClientError::Tls(format!(
                 "the server at {}:{} does not support TLS, but sslmode={} requires it",

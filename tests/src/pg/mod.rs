@@ -5,4 +5,4 @@
 
 mod server;
 
-pub use server::{find_servers, Server, ServerBinaries};
+pub use server::{find_servers, Server, ServerBinaries, TlsFiles, CERT_USER};

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::fs;
 use std::io::{self, Write};
-use std::os::unix::fs::chown;
+use std::os::unix::fs::{chown, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -50,7 +50,27 @@ pub struct Server {
     run_as: Option<(u32, u32)>,
     major: u32,
     version: String,
+    tls: Option<TlsFiles>,
 }
+
+/// The certificates a TLS-enabled test server was given, made by the test setup with the
+/// `openssl` command: a CA, a server certificate for the name `localhost` only (so that
+/// connecting to `127.0.0.1` with `verify-full` must fail), a client certificate for
+/// [`CERT_USER`], and a second CA that signed nothing of this server's.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    /// The CA that signed the server and client certificates.
+    pub ca: PathBuf,
+    /// A CA unrelated to the server.
+    pub other_ca: PathBuf,
+    /// The client certificate (its CN is [`CERT_USER`]).
+    pub client_cert: PathBuf,
+    /// The client certificate's key (mode 0600).
+    pub client_key: PathBuf,
+}
+
+/// The role a TLS server lets in with a client certificate only (`hostssl … cert`).
+pub const CERT_USER: &str = "cert_tailer";
 
 impl fmt::Debug for Server {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -87,6 +107,28 @@ impl Server {
     /// Creates a cluster in a new temporary directory and starts it with logical
     /// replication, prepared transactions, and streaming of small transactions.
     pub fn start(binaries: &ServerBinaries) -> io::Result<Server> {
+        Server::start_with(binaries, false)
+    }
+
+    /// Whether this installation was built with TLS support.
+    pub fn supports_tls(binaries: &ServerBinaries) -> bool {
+        Command::new(binaries.bin.join("pg_config"))
+            .arg("--configure")
+            .output()
+            .is_ok_and(|out| {
+                let text = String::from_utf8_lossy(&out.stdout);
+                text.contains("--with-openssl") || text.contains("--with-ssl=openssl")
+            })
+    }
+
+    /// Like [`Server::start`], and also listening on `127.0.0.1` (the same port) with
+    /// `ssl = on`, where `pg_hba.conf` has `hostssl` lines only: TCP logins without TLS are
+    /// refused, [`CERT_USER`] logs in by client certificate, everyone else by password.
+    pub fn start_tls(binaries: &ServerBinaries) -> io::Result<Server> {
+        Server::start_with(binaries, true)
+    }
+
+    fn start_with(binaries: &ServerBinaries, tls: bool) -> io::Result<Server> {
         let bin = binaries.bin.clone();
         let version = String::from_utf8_lossy(
             &command_output(Command::new(bin.join("postgres")).arg("--version"))?.stdout,
@@ -117,12 +159,17 @@ impl Server {
             run_as,
             major,
             version,
+            tls: None,
         };
         if let Some((uid, gid)) = run_as {
             chown(&server.dir, Some(uid), Some(gid))?;
         }
+        let mut server = server;
         server.initdb()?;
         server.configure()?;
+        if tls {
+            server.tls = Some(server.configure_tls()?);
+        }
         server
             .as_server_user(&server.bin.join("pg_ctl"))
             .args(["-D", &server.data().to_string_lossy(), "-l"])
@@ -208,6 +255,156 @@ impl Server {
              local replication all trust\n",
         )?;
         Ok(())
+    }
+
+    /// Makes the certificates and turns on TLS on `127.0.0.1`.
+    fn configure_tls(&self) -> io::Result<TlsFiles> {
+        let certs = self.dir.join("certs");
+        let client = self.dir.join("client");
+        fs::create_dir_all(&certs)?;
+        fs::create_dir_all(&client)?;
+        let openssl = |args: &[&str]| {
+            command_output(Command::new("openssl").args(args).current_dir(&certs)).map_err(|e| {
+                io::Error::other(format!(
+                    "making test certificates (is openssl installed?): {e}"
+                ))
+            })
+        };
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        for (name, cn) in [("ca", "pgoutput test CA"), ("other_ca", "unrelated CA")] {
+            let subject = format!("/CN={cn}");
+            openssl(
+                &[
+                    &["req", "-x509", "-new", "-days", "2", "-subj", &subject][..],
+                    &ec,
+                    &[
+                        "-keyout",
+                        &format!("{name}.key"),
+                        "-out",
+                        &format!("{name}.crt"),
+                    ],
+                    &["-addext", "basicConstraints=critical,CA:TRUE"],
+                    &["-addext", "keyUsage=critical,keyCertSign,cRLSign"],
+                ]
+                .concat(),
+            )?;
+        }
+        for (name, cn, extensions) in [
+            (
+                "server",
+                "localhost",
+                "subjectAltName=DNS:localhost\nextendedKeyUsage=serverAuth\n",
+            ),
+            ("client", CERT_USER, "extendedKeyUsage=clientAuth\n"),
+        ] {
+            let subject = format!("/CN={cn}");
+            openssl(
+                &[
+                    &["req", "-new", "-subj", &subject][..],
+                    &ec,
+                    &[
+                        "-keyout",
+                        &format!("{name}.key"),
+                        "-out",
+                        &format!("{name}.csr"),
+                    ],
+                ]
+                .concat(),
+            )?;
+            fs::write(
+                certs.join(format!("{name}.ext")),
+                format!(
+                    "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n{extensions}"
+                ),
+            )?;
+            openssl(&[
+                "x509",
+                "-req",
+                "-days",
+                "2",
+                "-in",
+                &format!("{name}.csr"),
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                &format!("{name}.crt"),
+                "-extfile",
+                &format!("{name}.ext"),
+            ])?;
+        }
+        for file in ["ca.crt", "other_ca.crt", "client.crt", "client.key"] {
+            fs::copy(certs.join(file), client.join(file))?;
+        }
+        fs::set_permissions(client.join("client.key"), fs::Permissions::from_mode(0o600))?;
+        fs::set_permissions(certs.join("server.key"), fs::Permissions::from_mode(0o600))?;
+        if let Some((uid, gid)) = self.run_as {
+            chown(&certs, Some(uid), Some(gid))?;
+            for entry in fs::read_dir(&certs)? {
+                chown(entry?.path(), Some(uid), Some(gid))?;
+            }
+        }
+        let mut conf = fs::OpenOptions::new()
+            .append(true)
+            .open(self.data().join("postgresql.conf"))?;
+        writeln!(conf, "listen_addresses = '127.0.0.1'")?;
+        writeln!(conf, "ssl = on")?;
+        writeln!(
+            conf,
+            "ssl_cert_file = '{}'",
+            certs.join("server.crt").display()
+        )?;
+        writeln!(
+            conf,
+            "ssl_key_file = '{}'",
+            certs.join("server.key").display()
+        )?;
+        writeln!(conf, "ssl_ca_file = '{}'", certs.join("ca.crt").display())?;
+        let mut hba = fs::OpenOptions::new()
+            .append(true)
+            .open(self.data().join("pg_hba.conf"))?;
+        writeln!(hba, "hostssl all {CERT_USER} 127.0.0.1/32 cert")?;
+        writeln!(hba, "hostssl all all 127.0.0.1/32 scram-sha-256")?;
+        Ok(TlsFiles {
+            ca: client.join("ca.crt"),
+            other_ca: client.join("other_ca.crt"),
+            client_cert: client.join("client.crt"),
+            client_key: client.join("client.key"),
+        })
+    }
+
+    /// The certificates, when the server was started with [`Server::start_tls`].
+    pub fn tls_files(&self) -> Option<&TlsFiles> {
+        self.tls.as_ref()
+    }
+
+    /// Restarts the server (fast shutdown: every connection is ended with an error, as
+    /// an administrator's restart does).
+    pub fn restart(&self) -> io::Result<()> {
+        // status(), not output(): the restarted postmaster must not hold a pipe of ours.
+        let status = self
+            .as_server_user(&self.bin.join("pg_ctl"))
+            .args(["-D", &self.data().to_string_lossy(), "-l"])
+            .arg(self.dir.join("server.log"))
+            .args(["-m", "fast", "-w", "-t", "60", "restart"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!(
+                "pg_ctl restart failed with {status}"
+            )))
+        }
     }
 
     /// The major version, e.g. 15.

@@ -15,7 +15,7 @@ use crate::scenario::{MD5_USER, PASSWORD_USER, TAIL_USER};
 use crate::{peek_slot, Options};
 
 /// The `pgoutput` binary cargo built next to this test (the examples package's bin).
-fn binary() -> Result<PathBuf, String> {
+pub(crate) fn binary() -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let path = exe
         .parent()
@@ -56,7 +56,7 @@ fn tail_command_as(
 }
 
 /// Waits for `child`, killing it after `limit`.
-fn wait(mut child: Child, limit: Duration) -> Result<Output, String> {
+pub(crate) fn wait(mut child: Child, limit: Duration) -> Result<Output, String> {
     let deadline = Instant::now() + limit;
     // Standard output may already be taken (and read) by the caller.
     let stdout = child.stdout.take();
@@ -97,13 +97,13 @@ fn wait(mut child: Child, limit: Duration) -> Result<Output, String> {
     })
 }
 
-fn current_lsn(server: &Server) -> Result<String, String> {
+pub(crate) fn current_lsn(server: &Server) -> Result<String, String> {
     server
         .query_one("SELECT pg_current_wal_lsn();")
         .map_err(|e| e.to_string())
 }
 
-fn confirmed(server: &Server, slot: &str) -> Result<Lsn, String> {
+pub(crate) fn confirmed(server: &Server, slot: &str) -> Result<Lsn, String> {
     server
         .query_one(&format!(
             "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '{slot}';"

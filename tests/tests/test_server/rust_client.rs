@@ -347,3 +347,29 @@ fn stream_more(conn: &mut Connection, until: Lsn) -> Vec<Vec<u8>> {
     }
     panic!("no keepalive at {until}");
 }
+
+/// The test server has no TLS: `prefer` goes on without it, `require` is refused with
+/// the reason, never silently downgraded.
+#[test]
+fn tls_modes_against_a_server_without_tls() {
+    let server = server();
+    let with = |mode: &str| {
+        let conninfo = format!("{} sslmode={mode}", server.connection_string());
+        Connection::connect(&ConnInfo::parse(Some(&conninfo), |_| None).unwrap())
+    };
+    for mode in ["disable", "allow", "prefer"] {
+        let conn = with(mode).unwrap_or_else(|e| panic!("sslmode={mode}: {e}"));
+        assert!(!conn.is_tls(), "sslmode={mode}");
+    }
+    for mode in ["require", "verify-ca", "verify-full"] {
+        match with(mode) {
+            Err(ClientError::Tls(text)) => {
+                assert!(
+                    text.contains("does not support TLS"),
+                    "sslmode={mode}: {text}"
+                )
+            }
+            other => panic!("sslmode={mode}: {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! TLS against a real server with `ssl = on` and a `hostssl`-only `pg_hba.conf`, the
+//! certificates made by the test setup: every `sslmode`, a root certificate that did not
+//! sign the server's, a `verify-full` name mismatch, a client certificate, and
+//! `pgoutput tail` streaming over `verify-full`.
+
+use std::process::Command;
+use std::time::Duration;
+
+use pgoutput_codec::client::{ClientError, ConnInfo, Connection};
+use pgoutput_tests::pg::{Server, CERT_USER};
+
+use crate::tail::{binary, current_lsn, wait};
+
+const USER: &str = "tls_tailer";
+const PASSWORD: &str = "tls-secret";
+
+fn conninfo(server: &Server, host: &str, user: &str, extra: &str) -> String {
+    format!(
+        "host={host} port={} user={user} password={PASSWORD} dbname=postgres {extra}",
+        server.port()
+    )
+}
+
+/// Connects with `conninfo`; on success, says whether TLS is in use and runs
+/// IDENTIFY_SYSTEM to show the session works.
+fn connect(conninfo: &str) -> Result<bool, ClientError> {
+    let info = ConnInfo::parse(Some(conninfo), |_| None)?;
+    let mut conn = Connection::connect(&info)?;
+    let rows = conn.simple_query("IDENTIFY_SYSTEM")?;
+    if rows.len() != 1 {
+        return Err(ClientError::Protocol(format!(
+            "IDENTIFY_SYSTEM gave {rows:?}"
+        )));
+    }
+    let tls = conn.is_tls();
+    conn.close()?;
+    Ok(tls)
+}
+
+fn expect_tls(what: &str, conninfo: &str) -> Result<(), String> {
+    match connect(conninfo) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(format!("{what}: connected without TLS")),
+        Err(err) => Err(format!("{what}: {err}")),
+    }
+}
+
+fn expect_refused(
+    what: &str,
+    conninfo: &str,
+    check: impl Fn(&ClientError) -> bool,
+) -> Result<(), String> {
+    match connect(conninfo) {
+        Ok(tls) => Err(format!(
+            "{what}: connected (TLS: {tls}) but must be refused"
+        )),
+        Err(err) if check(&err) => Ok(()),
+        Err(err) => Err(format!("{what}: refused for the wrong reason: {err}")),
+    }
+}
+
+pub fn check(server: &Server) -> Result<String, String> {
+    let files = server.tls_files().ok_or("the server has no TLS")?;
+    server
+        .psql(&format!(
+            "CREATE ROLE {USER} LOGIN REPLICATION PASSWORD '{PASSWORD}';\n\
+             CREATE ROLE {CERT_USER} LOGIN REPLICATION;\n\
+             CREATE TABLE tls_t (id int PRIMARY KEY, v text);\n\
+             CREATE PUBLICATION tls_pub FOR TABLE tls_t;"
+        ))
+        .map_err(|e| e.to_string())?;
+    let ca = format!("sslrootcert={}", files.ca.display());
+    let other_ca = format!("sslrootcert={}", files.other_ca.display());
+    let refused_by_hba = |err: &ClientError| {
+        err.server_error()
+            .is_some_and(|e| e.code == "28000" && e.message.contains("no encryption"))
+    };
+    let tls_error = |needle: &'static str| move |err: &ClientError| matches!(err, ClientError::Tls(text) if text.contains(needle));
+
+    expect_refused(
+        "sslmode=disable against hostssl only",
+        &conninfo(server, "127.0.0.1", USER, "sslmode=disable"),
+        refused_by_hba,
+    )?;
+    expect_tls(
+        "sslmode=prefer",
+        &conninfo(server, "127.0.0.1", USER, "sslmode=prefer"),
+    )?;
+    expect_tls(
+        "sslmode=allow (refused without TLS, then with it)",
+        &conninfo(server, "127.0.0.1", USER, "sslmode=allow"),
+    )?;
+    expect_tls(
+        "sslmode=require without a root certificate",
+        &conninfo(server, "127.0.0.1", USER, "sslmode=require"),
+    )?;
+    expect_refused(
+        "sslmode=require with a root certificate that did not sign the server's",
+        &conninfo(
+            server,
+            "127.0.0.1",
+            USER,
+            &format!("sslmode=require {other_ca}"),
+        ),
+        tls_error("UnknownIssuer"),
+    )?;
+    expect_tls(
+        "sslmode=verify-ca to 127.0.0.1 (the name is not checked)",
+        &conninfo(
+            server,
+            "127.0.0.1",
+            USER,
+            &format!("sslmode=verify-ca {ca}"),
+        ),
+    )?;
+    expect_refused(
+        "sslmode=verify-ca with the wrong root",
+        &conninfo(
+            server,
+            "127.0.0.1",
+            USER,
+            &format!("sslmode=verify-ca {other_ca}"),
+        ),
+        tls_error("UnknownIssuer"),
+    )?;
+    expect_refused(
+        "sslmode=verify-ca without a root certificate",
+        &conninfo(server, "127.0.0.1", USER, "sslmode=verify-ca"),
+        tls_error("root certificate"),
+    )?;
+    expect_tls(
+        "sslmode=verify-full to localhost",
+        &conninfo(
+            server,
+            "localhost",
+            USER,
+            &format!("sslmode=verify-full {ca}"),
+        ),
+    )?;
+    expect_refused(
+        "sslmode=verify-full to 127.0.0.1 (the certificate is for localhost)",
+        &conninfo(
+            server,
+            "127.0.0.1",
+            USER,
+            &format!("sslmode=verify-full {ca}"),
+        ),
+        tls_error("not valid for name"),
+    )?;
+    let cert = format!(
+        "sslcert={} sslkey={}",
+        files.client_cert.display(),
+        files.client_key.display()
+    );
+    expect_tls(
+        "a client certificate for the cert-authenticated role",
+        &conninfo(
+            server,
+            "localhost",
+            CERT_USER,
+            &format!("sslmode=verify-full {ca} {cert}"),
+        ),
+    )?;
+    expect_refused(
+        "the cert-authenticated role without a client certificate",
+        &conninfo(
+            server,
+            "localhost",
+            CERT_USER,
+            &format!("sslmode=verify-full {ca}"),
+        ),
+        |err| err.server_error().is_some_and(|e| e.code == "28000"),
+    )?;
+    let tailed = tail_over_tls(server, &format!("sslmode=verify-full {ca}"))?;
+    Ok(format!(
+        "disable refused, prefer/allow/require/verify-ca/verify-full connect, wrong root and \
+         name mismatch refused, client certificate accepted; tail printed {tailed} lines"
+    ))
+}
+
+/// `pgoutput tail` with `conninfo`'s TLS settings streams an insert.
+fn tail_over_tls(server: &Server, tls: &str) -> Result<usize, String> {
+    let create = wait(
+        Command::new(binary()?)
+            .args(["tail", &conninfo(server, "localhost", USER, tls)])
+            .args([
+                "--slot",
+                "tls_slot",
+                "--create-slot",
+                "--publication",
+                "tls_pub",
+            ])
+            .args(["--end-lsn", &current_lsn(server)?])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| e.to_string())?,
+        Duration::from_secs(60),
+    )?;
+    if !create.status.success() {
+        return Err(String::from_utf8_lossy(&create.stderr).into_owned());
+    }
+    server
+        .psql("INSERT INTO tls_t VALUES (1, 'over TLS');")
+        .map_err(|e| e.to_string())?;
+    // The insert position: with synchronous_commit off the write position may lag.
+    let end = server
+        .query_one("SELECT pg_current_wal_insert_lsn();")
+        .map_err(|e| e.to_string())?;
+    let output = wait(
+        Command::new(binary()?)
+            .args(["tail", &conninfo(server, "localhost", USER, tls)])
+            .args(["--slot", "tls_slot", "--publication", "tls_pub"])
+            .args(["--end-lsn", &end])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| e.to_string())?,
+        Duration::from_secs(60),
+    )?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() || !stdout.contains("over TLS") {
+        return Err(format!(
+            "tail over TLS: {}\n{stdout}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    Ok(stdout.lines().count())
+}
