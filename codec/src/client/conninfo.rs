@@ -271,7 +271,7 @@ impl ConnInfo {
             enabled: get("keepalives")
                 .map(|text| integer(&text, "keepalives"))
                 .transpose()?
-                .map_or(true, |n| n != 0),
+                != Some(0),
             idle: seconds("keepalives_idle")?,
             interval: seconds("keepalives_interval")?,
             count: get("keepalives_count")
@@ -308,7 +308,7 @@ impl ConnInfo {
             sni: get("sslsni")
                 .map(|text| integer(&text, "sslsni"))
                 .transpose()?
-                .map_or(true, |n| n != 0),
+                != Some(0),
         };
         Ok(ConnInfo {
             host,

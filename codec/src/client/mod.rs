@@ -161,12 +161,14 @@ impl Connection {
                 Ok(conn) => return Ok(conn),
                 // Only a login the server refused is worth a second try the other way,
                 // and only when this try went the first way (prefer's TLS, allow's plain).
-                Err((err @ ClientError::Server(_), tls))
-                    if i + 1 < plan.len() && tls == (*attempt != Plain) =>
-                {
-                    last = Some(err)
-                }
-                Err((err, _)) => return Err(err),
+                Err(failed) => match *failed {
+                    (err @ ClientError::Server(_), tls)
+                        if i + 1 < plan.len() && tls == (*attempt != Plain) =>
+                    {
+                        last = Some(err)
+                    }
+                    (err, _) => return Err(err),
+                },
             }
         }
         Err(last.unwrap_or(ClientError::Closed))
@@ -211,8 +213,8 @@ impl Connection {
 
     /// One connection attempt, start-up and login included.
     /// On failure, also says whether TLS was in use.
-    fn attempt(info: &ConnInfo, attempt: Attempt) -> Result<Connection, (ClientError, bool)> {
-        let plain = |err| (err, false);
+    fn attempt(info: &ConnInfo, attempt: Attempt) -> Result<Connection, Box<(ClientError, bool)>> {
+        let plain = |err| Box::new((err, false));
         let mut socket = Connection::open(info).map_err(plain)?;
         // connect_timeout covers the whole login, as in libpq.
         socket
@@ -234,7 +236,7 @@ impl Connection {
             },
             err => err,
         });
-        login.map_err(|err| (err, tls))?;
+        login.map_err(|err| Box::new((err, tls)))?;
         conn.read_timeout = None;
         Ok(conn)
     }
