@@ -1,7 +1,9 @@
 //! `pgoutput tail` against the test server: the slot advances while published tables are
 //! idle, `--end-lsn` is exact, SIGTERM ends cleanly, a closed standard output ends quietly,
-//! publication names follow identifier rules, and progress and lost connections are
-//! reported with real positions.
+//! publication names follow identifier rules, progress and lost connections are reported
+//! with real positions, a lost connection is retried until interrupted, `--file` is
+//! fsynced before the slot is confirmed, `--wal-positions` and `-o` reach the output and
+//! the server, and slots are created if not there and dropped.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
@@ -188,7 +190,7 @@ fn a_lost_connection_says_what_happened() {
     let server =
         server(Script::new().transaction(Transaction::new().insert(&published(), ["1", "a"])));
     let end = server.wal_end();
-    let child = tail(&server, "lost", &["--status-interval", "1"])
+    let child = tail(&server, "lost", &["--status-interval", "1", "--no-loop"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -206,4 +208,175 @@ fn a_lost_connection_says_what_happened() {
         )),
         "{stderr}"
     );
+}
+
+/// Sends SIGTERM to `child`.
+fn terminate(child: &std::process::Child) {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Reads standard error until a line contains `needle`; returns everything read.
+fn stderr_until(reader: &mut impl BufRead, needle: &str) -> String {
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "no {needle:?} in:\n{seen}"
+        );
+        seen.push_str(&line);
+        if line.contains(needle) {
+            return seen;
+        }
+    }
+}
+
+#[test]
+fn a_lost_connection_is_retried_until_interrupted() {
+    let server =
+        server(Script::new().transaction(Transaction::new().insert(&published(), ["1", "a"])));
+    let end = server.wal_end();
+    let mut child = tail(
+        &server,
+        "retry",
+        &["--status-interval", "1", "--reconnect-delay", "1"],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    server
+        .wait_for_confirmed_flush("retry", end, Duration::from_secs(20))
+        .unwrap();
+    drop(server);
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let lost = stderr_until(&mut stderr, "reconnecting in 1 s");
+    assert!(
+        lost.contains(&format!("the server shut down: terminating connection due to administrator command; last flushed LSN {end}; reconnecting in 1 s")),
+        "{lost}"
+    );
+    // Nothing listens any more: each attempt fails and is retried.
+    let retried = stderr_until(&mut stderr, "retrying in 1 s");
+    assert!(retried.contains("Connection refused"), "{retried}");
+    terminate(&child);
+    let rest = stderr_until(&mut stderr, "stopped (interrupted)");
+    assert!(rest.contains(&format!("last flushed LSN {end}")), "{rest}");
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn a_temporary_slot_ends_with_its_connection() {
+    let server =
+        server(Script::new().transaction(Transaction::new().insert(&published(), ["1", "a"])));
+    let end = server.wal_end();
+    let child = tail(&server, "temp", &["--temporary", "--status-interval", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    server
+        .wait_for_confirmed_flush("temp", end, Duration::from_secs(20))
+        .unwrap();
+    drop(server);
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("a temporary slot is gone with its connection"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn file_output_is_fsynced_and_appended_and_carries_wal_positions() {
+    let server = server(inserts(3));
+    let end = server.wal_end();
+    let dir = std::env::temp_dir().join(format!("pgoutput-tail-file-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("out.jsonl");
+    std::fs::write(&file, "earlier line\n").unwrap();
+    let end_text = end.to_string();
+    let output = run(&mut tail(
+        &server,
+        "file",
+        &[
+            "--file",
+            file.to_str().unwrap(),
+            "--fsync-interval",
+            "1",
+            "--wal-positions",
+            "--end-lsn",
+            &end_text,
+        ],
+    ));
+    assert!(output.stdout.is_empty());
+    let text = std::fs::read_to_string(&file).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "earlier line");
+    // Relation before the first insert, then Begin, Insert, Commit three times.
+    assert_eq!(lines.len(), 1 + 1 + 3 * 3, "{text}");
+    for line in &lines[1..] {
+        let value: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(
+            value["wal_start"].is_string() && value["wal_end"].is_string(),
+            "{line}"
+        );
+        assert!(value["type"].is_string(), "{line}");
+    }
+    let last: serde_json::Value = serde_json::from_str(lines.last().unwrap()).unwrap();
+    assert_eq!(last["type"], "commit");
+    assert_eq!(last["end_lsn"], end_text);
+    assert_eq!(server.confirmed_flush_lsn("file"), Some(end));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn plugin_options_reach_the_server_and_flag_options_are_refused() {
+    let server = server(inserts(1));
+    let end = server.wal_end().to_string();
+    let output = tail(&server, "opt", &["-o", "colour=red", "--end-lsn", &end])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("unrecognized pgoutput option: colour"),
+        "{stderr}"
+    );
+    let output = tail(&server, "opt2", &["-o", "proto_version=2"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("use --proto-version"), "{stderr}");
+}
+
+#[test]
+fn slots_are_created_if_not_there_and_dropped() {
+    let server = server(inserts(1));
+    let end = server.wal_end().to_string();
+    run(&mut tail(&server, "keep", &["--end-lsn", &end]));
+    let again = run(&mut tail(
+        &server,
+        "keep",
+        &["--if-not-exists", "--end-lsn", &end],
+    ));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("slot keep exists already"));
+    let refused = tail(&server, "keep", &["--end-lsn", &end])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let dropped = run(Command::new(env!("CARGO_BIN_EXE_pgoutput")).args([
+        "tail",
+        &server.connection_string(),
+        "--slot",
+        "keep",
+        "--drop-slot",
+    ]));
+    assert!(String::from_utf8_lossy(&dropped.stderr).contains("dropped slot keep"));
+    assert!(server.slots().iter().all(|slot| slot.name != "keep"));
 }

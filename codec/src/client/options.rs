@@ -22,6 +22,9 @@ pub struct StreamOptions {
     pub two_phase: bool,
     /// `origin 'none'`: only changes that did not come from another origin.
     pub origin_none: bool,
+    /// Further options, sent as they are after the ones above: for options this type
+    /// does not model (a newer pgoutput's, say). The server says what it does not know.
+    pub other: Vec<(String, String)>,
 }
 
 impl StreamOptions {
@@ -35,6 +38,7 @@ impl StreamOptions {
             messages: false,
             two_phase: false,
             origin_none: false,
+            other: Vec::new(),
         }
     }
 
@@ -98,6 +102,13 @@ impl StreamOptions {
         }
         if self.messages {
             list.push("messages 'true'".into());
+        }
+        for (name, value) in &self.other {
+            list.push(format!(
+                "{} {}",
+                quote_identifier(name),
+                quote_literal(value)
+            ));
         }
         format!("({})", list.join(", "))
     }
@@ -184,6 +195,11 @@ mod tests {
             .streaming(Streaming::Parallel)
             .binary(true)
             .origin_none(true);
+        let mut with_other = options.clone();
+        with_other.other.push(("future".into(), "it's".into()));
+        assert!(with_other
+            .option_list()
+            .ends_with(", binary 'true', \"future\" 'it''s')"));
         assert_eq!(
             options.start_replication("my slot", Lsn(0)),
             "START_REPLICATION SLOT \"my slot\" LOGICAL 0/0 (proto_version '4', streaming 'parallel', origin 'none', publication_names '\"p\",\"Mix\"\"ed\"', binary 'true')"

@@ -148,6 +148,7 @@ impl StreamOptions {
             messages,
             two_phase,
             origin_none,
+            other: Vec::new(),
         })
     }
 }

@@ -1,42 +1,59 @@
 //! `tail`: stream a replication slot from a live server, like pg_recvlogical for pgoutput.
 
-use std::io::{self, Write};
+mod output;
+
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
+use pgoutput_codec::client::{
+    parse_identifier_list, quote_identifier, ClientError, ConnInfo, Connection, CopyEvent,
+    StreamOptions,
+};
 use pgoutput_codec::{
     decode, encode, Ctx, Decoder, Lsn, PgOutputMessage, PgTimestamp, ProtocolVersion,
     ServerMessage, StandbyStatusUpdate, Xid,
 };
 
 use super::StreamingArg;
-use pgoutput_codec::client::{
-    parse_identifier_list, quote_identifier, ClientError, ConnInfo, Connection, CopyEvent,
-    StreamOptions,
-};
+use output::Output;
 
 #[derive(Debug, Args)]
 #[command(after_help = "\
-Prints one message per line to standard output and reports progress on standard error. The
-slot's confirmed position moves to the end of each transaction once it has been printed and
-flushed, and, while no transaction is open, to the WAL end the server reports, so that the
-slot advances while the published tables are idle. Stops exactly at --end-lsn (as
+Prints one message per line and reports progress on standard error. The slot's confirmed
+position moves to the end of each transaction once it has been written out (and, with
+--file, fsynced), and, while no transaction is open, to the WAL end the server reports, so
+that the slot advances while the published tables are idle. Stops exactly at --end-lsn (as
 pg_recvlogical --endpos does), when the server ends the stream, on Ctrl-C or SIGTERM, or
-quietly when standard output is closed, reporting the last flushed LSN. A lost connection
-is reported with what happened and the last flushed LSN, and exits 1.
+quietly when standard output is closed, reporting the last flushed LSN.
+
+A lost connection (server restart, killed walsender, network failure) is reported with what
+happened and the last flushed LSN; tail then reconnects after --reconnect-delay seconds and
+resumes after the last transaction it wrote, as pg_recvlogical does (--no-loop exits 1
+instead). A transaction cut off by the loss is sent again in full: with --file the
+unfinished part is cut from the file first, so the file holds each transaction once; on
+standard output it stays, a Begin without its Commit.
+
+The connection string takes libpq's keys and environment variables, TLS included
+(sslmode, sslrootcert, sslcert, sslkey), the password file (~/.pgpass), connect_timeout,
+TCP keepalives (on by default) and client_encoding (SQL_ASCII for a SQL_ASCII database whose
+text is not UTF-8).
 
 Publication names follow PostgreSQL's identifier rules: MixPub means mixpub; write
 '\"MixPub\"' for a name with capitals.
 
-Example:
-  pgoutput tail 'host=localhost user=repl dbname=app' --slot app_slot --create-slot \\
-      --publication app_pub --proto-version 4 --streaming parallel --messages")]
+Examples:
+  pgoutput tail 'host=db.example user=repl dbname=app sslmode=verify-full sslrootcert=ca.pem' \\
+      --slot app_slot --create-slot --if-not-exists --publication app_pub \\
+      --proto-version 4 --streaming parallel --messages --file changes.jsonl
+  pgoutput tail 'dbname=app' --slot app_slot --drop-slot")]
 pub struct TailArgs {
-    /// Connection string: `key=value` pairs (host, port, user, password, dbname) or a
-    /// postgresql:// URI. PGHOST, PGPORT, PGUSER, PGPASSWORD and PGDATABASE fill in the rest.
+    /// Connection string: libpq `key=value` pairs or a postgresql:// URI; libpq's
+    /// environment variables (PGHOST, PGPORT, PGUSER, PGPASSWORD, PGSSLMODE, …) fill in
+    /// the rest.
     conninfo: Option<String>,
     /// The logical replication slot to stream.
     #[arg(long)]
@@ -44,8 +61,18 @@ pub struct TailArgs {
     /// Create the slot (pgoutput plugin) before streaming.
     #[arg(long)]
     create_slot: bool,
+    /// With --create-slot: go on if the slot exists already.
+    #[arg(long, requires = "create_slot")]
+    if_not_exists: bool,
+    /// With --create-slot: a temporary slot, gone when the connection ends (so a lost
+    /// connection ends tail instead of reconnecting).
+    #[arg(long, requires = "create_slot")]
+    temporary: bool,
+    /// Drop the slot and exit.
+    #[arg(long, conflicts_with_all = ["create_slot", "publication"])]
+    drop_slot: bool,
     /// Publication names, comma-separated (identifiers: unquoted ones fold to lower case).
-    #[arg(long, value_delimiter = ',', required = true)]
+    #[arg(long, value_delimiter = ',', required_unless_present = "drop_slot")]
     publication: Vec<String>,
     /// The pgoutput protocol version to ask for (1 to 4).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4))]
@@ -63,6 +90,9 @@ pub struct TailArgs {
     /// two-phase slot.
     #[arg(long)]
     two_phase: bool,
+    /// A further pgoutput option, NAME=VALUE (repeatable), such as `-o origin=none`.
+    #[arg(short = 'o', long = "option", value_name = "NAME=VALUE", value_parser = parse_option)]
+    options: Vec<(String, String)>,
     /// Start streaming here (default: where the slot stands).
     #[arg(long, value_parser = parse_lsn)]
     start_lsn: Option<Lsn>,
@@ -72,9 +102,26 @@ pub struct TailArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Json)]
     format: OutputFormat,
+    /// Add each message's WAL position to its JSON line (`wal_start`, `wal_end`, as the
+    /// server's XLogData header gives them).
+    #[arg(long)]
+    wal_positions: bool,
+    /// Append to this file instead of standard output (`-` is standard output).
+    #[arg(short = 'f', long)]
+    file: Option<PathBuf>,
+    /// With --file: seconds between fsyncs; the slot is confirmed only up to what is
+    /// fsynced. 0 never fsyncs (the slot follows what is written).
+    #[arg(long, default_value_t = 10)]
+    fsync_interval: u64,
     /// Seconds between standby status updates.
     #[arg(long, default_value_t = 10)]
     status_interval: u64,
+    /// Seconds to wait before reconnecting after a lost connection.
+    #[arg(long, default_value_t = 5)]
+    reconnect_delay: u64,
+    /// Exit 1 on a lost connection instead of reconnecting.
+    #[arg(short = 'n', long)]
+    no_loop: bool,
 }
 
 /// `--format`.
@@ -90,35 +137,58 @@ fn parse_lsn(text: &str) -> Result<Lsn, String> {
     text.parse().map_err(|e| format!("{e}"))
 }
 
-struct Session {
-    conn: Connection,
-    flushed: Lsn,
-    last_status: Instant,
+fn parse_option(text: &str) -> Result<(String, String), String> {
+    let (name, value) = text
+        .split_once('=')
+        .ok_or("expected NAME=VALUE, such as origin=none")?;
+    Ok((name.trim().to_owned(), value.to_owned()))
 }
 
-impl Session {
-    fn send_status(&mut self, reply_requested: bool) -> Result<(), String> {
-        let update = StandbyStatusUpdate {
-            write_lsn: self.flushed,
-            flush_lsn: self.flushed,
-            apply_lsn: self.flushed,
-            send_time: PgTimestamp::now(),
-            reply_requested,
-        };
-        let payload =
-            encode(&update, Ctx::plain(ProtocolVersion::V1)).map_err(|e| e.to_string())?;
-        self.conn
-            .send_copy_data(&payload)
-            .map_err(|e| e.to_string())?;
-        self.last_status = Instant::now();
-        Ok(())
+/// The options tail sets from its own flags, which `-o` must not set again.
+const FLAG_OPTIONS: [(&str, &str); 6] = [
+    ("proto_version", "--proto-version"),
+    ("publication_names", "--publication"),
+    ("streaming", "--streaming"),
+    ("binary", "--binary"),
+    ("messages", "--messages"),
+    ("two_phase", "--two-phase"),
+];
+
+/// What tail asks the server for, from its flags and `-o` options.
+fn stream_options(args: &TailArgs, version: ProtocolVersion) -> Result<StreamOptions, String> {
+    // Publication names follow PostgreSQL's identifier rules, as with pg_recvlogical's
+    // `-o publication_names=`: unquoted names fold to lower case, "Quoted" ones keep theirs.
+    let publications = parse_identifier_list(&args.publication.join(","))
+        .ok_or("--publication: invalid list of publication names")?;
+    let mut options = StreamOptions::new(version, &[])
+        .streaming(args.streaming.into())
+        .binary(args.binary)
+        .messages(args.messages)
+        .two_phase(args.two_phase);
+    options.publication_names = publications;
+    for (name, value) in &args.options {
+        let lower = name.to_lowercase();
+        if let Some((_, flag)) = FLAG_OPTIONS.iter().find(|(option, _)| *option == lower) {
+            return Err(format!("-o {name}: use {flag}, which tail decodes by"));
+        }
+        if options
+            .other
+            .iter()
+            .any(|(seen, _)| seen.to_lowercase() == lower)
+        {
+            return Err(format!("-o {name}: given twice"));
+        }
+        options.other.push((lower, value.clone()));
     }
+    Ok(options)
 }
 
 pub fn tail(args: &TailArgs) -> Result<ExitCode, String> {
     let version =
         ProtocolVersion::from_number(args.proto_version).ok_or("invalid protocol version")?;
-    let mut decoder = Decoder::new(version, args.streaming.into()).map_err(|e| e.to_string())?;
+    // Checked before connecting: a wrong combination is a usage error, not a server one.
+    Decoder::new(version, args.streaming.into()).map_err(|e| e.to_string())?;
+    let options = stream_options(args, version)?;
     let mut info = ConnInfo::parse(args.conninfo.as_deref(), |var| std::env::var(var).ok())
         .map_err(|e| e.to_string())?;
     if std::env::var_os("PGAPPNAME").is_none() {
@@ -132,68 +202,178 @@ pub fn tail(args: &TailArgs) -> Result<ExitCode, String> {
             .map_err(|e| format!("signal handler: {e}"))?;
     }
     let mut conn = Connection::connect(&info).map_err(|e| e.to_string())?;
-    if args.create_slot {
-        let two_phase = if args.two_phase { " TWO_PHASE" } else { "" };
-        let rows = conn
-            .simple_query(&format!(
-                "CREATE_REPLICATION_SLOT {} LOGICAL pgoutput{two_phase}",
-                quote_identifier(&args.slot)
-            ))
-            .map_err(|e| e.to_string())?;
-        let point = rows
-            .first()
-            .and_then(|row| row.get(1).cloned().flatten())
-            .unwrap_or_default();
-        eprintln!("pgoutput tail: created slot {} at {point}", args.slot);
-    }
-    // Publication names follow PostgreSQL's identifier rules, as with pg_recvlogical's
-    // `-o publication_names=`: unquoted names fold to lower case, "Quoted" ones keep theirs.
-    let publications = parse_identifier_list(&args.publication.join(","))
-        .ok_or("--publication: invalid list of publication names")?;
-    let mut options = StreamOptions::new(version, &[])
-        .streaming(args.streaming.into())
-        .binary(args.binary)
-        .messages(args.messages)
-        .two_phase(args.two_phase);
-    options.publication_names = publications;
-    let start = args.start_lsn.unwrap_or(Lsn(0));
-    conn.start_replication(&options.start_replication(&args.slot, start))
+    if args.drop_slot {
+        conn.simple_query(&format!(
+            "DROP_REPLICATION_SLOT {}",
+            quote_identifier(&args.slot)
+        ))
         .map_err(|e| e.to_string())?;
-
-    let mut session = Session {
-        conn,
-        flushed: Lsn(0),
-        last_status: Instant::now(),
-    };
-    let outcome = stream(args, &mut session, &mut decoder, &stop);
-    let why = match outcome {
-        Ok(why) => why,
-        Err(lost) => {
+        eprintln!("pgoutput tail: dropped slot {}", args.slot);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.create_slot {
+        create_slot(args, &mut conn)?;
+    }
+    let mut output = Output::open(args.file.as_deref(), args.fsync_interval)?;
+    let mut resume = args.start_lsn.unwrap_or(Lsn(0));
+    loop {
+        let outcome = follow(args, conn, &options, resume, &mut output, &stop);
+        resume = resume.max(output.written());
+        let lost = match outcome {
+            Ok(code) => return Ok(code),
+            Err(Failure::Fatal(why)) => {
+                eprintln!(
+                    "pgoutput tail: {why}; last flushed LSN {}",
+                    output.confirmable()
+                );
+                return Ok(ExitCode::from(1));
+            }
+            Err(Failure::Lost(err)) => err,
+        };
+        if output.cut_unfinished().map_err(|e| e.to_string())? {
             eprintln!(
-                "pgoutput tail: {lost}; last flushed LSN {}",
-                session.flushed
+                "pgoutput tail: removed the unfinished transaction from the file; it is sent again"
+            );
+        }
+        let why = describe_loss(&lost);
+        if args.no_loop || args.temporary {
+            let note = if args.temporary {
+                " (a temporary slot is gone with its connection)"
+            } else {
+                ""
+            };
+            eprintln!(
+                "pgoutput tail: {why}; last flushed LSN {}{note}",
+                output.confirmable()
             );
             return Ok(ExitCode::from(1));
         }
-    };
-    // Whatever stopped us, the server learns what is safely out, then the stream ends.
-    let finish = session
-        .send_status(false)
-        .and_then(|()| session.conn.finish_copy().map_err(|e| e.to_string()));
-    if let Err(err) = finish {
-        eprintln!("pgoutput tail: {err}; last flushed LSN {}", session.flushed);
-        return Ok(ExitCode::from(1));
+        eprintln!(
+            "pgoutput tail: {why}; last flushed LSN {}; reconnecting in {} s",
+            output.confirmable(),
+            args.reconnect_delay
+        );
+        conn = match reconnect(args, &info, &stop)? {
+            Some(conn) => conn,
+            None => {
+                eprintln!(
+                    "pgoutput tail: stopped (interrupted); last flushed LSN {}",
+                    output.confirmable()
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
+        };
     }
-    match why {
-        // `| head -1`: the reader has what it wanted; say nothing.
-        Stopped::OutputClosed => {}
-        why => eprintln!(
-            "pgoutput tail: stopped ({}); last flushed LSN {}",
-            why.describe(),
-            session.flushed
-        ),
+}
+
+fn create_slot(args: &TailArgs, conn: &mut Connection) -> Result<(), String> {
+    let temporary = if args.temporary { " TEMPORARY" } else { "" };
+    let two_phase = if args.two_phase { " TWO_PHASE" } else { "" };
+    let created = conn.simple_query(&format!(
+        "CREATE_REPLICATION_SLOT {}{temporary} LOGICAL pgoutput{two_phase}",
+        quote_identifier(&args.slot)
+    ));
+    match created {
+        Ok(rows) => {
+            let point = rows
+                .first()
+                .and_then(|row| row.get(1).cloned().flatten())
+                .unwrap_or_default();
+            eprintln!("pgoutput tail: created slot {} at {point}", args.slot);
+        }
+        // duplicate_object: the slot is there already, as asked.
+        Err(ClientError::Server(e)) if args.if_not_exists && e.code == "42710" => {
+            eprintln!("pgoutput tail: slot {} exists already", args.slot);
+        }
+        Err(e) => return Err(e.to_string()),
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
+}
+
+/// Waits `--reconnect-delay` (watching for Ctrl-C) and connects again, as often as it
+/// takes while the failures are the kind that pass (server down or starting, the old
+/// walsender still holding the slot). `None` when interrupted.
+fn reconnect(
+    args: &TailArgs,
+    info: &ConnInfo,
+    stop: &AtomicBool,
+) -> Result<Option<Connection>, String> {
+    loop {
+        let until = Instant::now() + Duration::from_secs(args.reconnect_delay);
+        while Instant::now() < until {
+            if stop.load(Ordering::SeqCst) {
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        match Connection::connect(info) {
+            Ok(conn) => {
+                eprintln!("pgoutput tail: reconnected");
+                return Ok(Some(conn));
+            }
+            Err(err) if passes(&err) => {
+                eprintln!(
+                    "pgoutput tail: {}; retrying in {} s",
+                    describe_loss(&err),
+                    args.reconnect_delay
+                );
+            }
+            Err(err) => return Err(err.to_string()),
+        }
+    }
+}
+
+/// Whether an error is worth waiting out: the connection or the server went away, the
+/// server is starting or shutting down, too many connections, or the slot is still held
+/// by a walsender that has not noticed its client is gone.
+fn passes(err: &ClientError) -> bool {
+    match err {
+        ClientError::Closed | ClientError::Io(_) | ClientError::Connect { .. } => true,
+        ClientError::Server(e) => {
+            e.code.starts_with("57") // operator intervention: shutdown, starting up
+                || e.code.starts_with("08") // connection exception
+                || e.code.starts_with("53") // insufficient resources
+                || e.code == "55006" // object in use: the slot is active elsewhere
+        }
+        _ => false,
+    }
+}
+
+/// What happened to the connection, in words a user can act on.
+fn describe_loss(err: &ClientError) -> String {
+    match err {
+        ClientError::Closed => "the server closed the connection".into(),
+        ClientError::Io(e) => format!("the connection was lost: {e}"),
+        ClientError::Server(e) if e.code.starts_with("57P") => {
+            format!("the server shut down: {}", e.message)
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Why one connection's streaming ended badly.
+#[derive(Debug)]
+enum Failure {
+    /// The connection is gone (or the server refused it for a while): reconnect.
+    Lost(ClientError),
+    /// Anything else: stop.
+    Fatal(String),
+}
+
+impl From<ClientError> for Failure {
+    fn from(err: ClientError) -> Self {
+        if passes(&err) {
+            Failure::Lost(err)
+        } else {
+            Failure::Fatal(err.to_string())
+        }
+    }
+}
+
+impl From<String> for Failure {
+    fn from(text: String) -> Self {
+        Failure::Fatal(text)
+    }
 }
 
 /// Why streaming stopped, when it stopped as asked.
@@ -220,50 +400,89 @@ impl Stopped {
     }
 }
 
-/// What happened to the connection, in words a user can act on.
-fn lost(err: &ClientError) -> String {
-    match err {
-        ClientError::Closed => "the server closed the connection".into(),
-        ClientError::Io(e) => format!("the connection was lost: {e}"),
-        ClientError::Server(e) if e.code.starts_with("57P") => {
-            format!("the server shut down: {}", e.message)
-        }
-        other => other.to_string(),
+/// One connection's stream: START_REPLICATION at `start`, the copy-both loop, and a clean
+/// end (a last status update, then CopyDone) when it stops as asked.
+fn follow(
+    args: &TailArgs,
+    conn: Connection,
+    options: &StreamOptions,
+    start: Lsn,
+    output: &mut Output,
+    stop: &AtomicBool,
+) -> Result<ExitCode, Failure> {
+    let mut session = Session {
+        conn,
+        last_status: Instant::now(),
+    };
+    session
+        .conn
+        .start_replication(&options.start_replication(&args.slot, start))?;
+    // A new session: Relation messages come again, so the decoder starts afresh.
+    let mut decoder = Decoder::new(options.proto_version, options.streaming)
+        .map_err(|e| Failure::Fatal(e.to_string()))?;
+    let why = stream(args, &mut session, &mut decoder, output, stop)?;
+    // Whatever stopped us, the server learns what is safely out, then the stream ends.
+    output.sync().map_err(|e| e.to_string())?;
+    session.send_status(output, false)?;
+    session.conn.finish_copy()?;
+    match why {
+        // `| head -1`: the reader has what it wanted; say nothing.
+        Stopped::OutputClosed => {}
+        why => eprintln!(
+            "pgoutput tail: stopped ({}); last flushed LSN {}",
+            why.describe(),
+            output.confirmable()
+        ),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+struct Session {
+    conn: Connection,
+    last_status: Instant,
+}
+
+impl Session {
+    /// A standby status update: written up to what is on the output, flushed (and so
+    /// confirmed) up to what is safely there.
+    fn send_status(&mut self, output: &Output, reply_requested: bool) -> Result<(), Failure> {
+        let update = StandbyStatusUpdate {
+            write_lsn: output.written(),
+            flush_lsn: output.confirmable(),
+            apply_lsn: output.confirmable(),
+            send_time: PgTimestamp::now(),
+            reply_requested,
+        };
+        let payload =
+            encode(&update, Ctx::plain(ProtocolVersion::V1)).map_err(|e| e.to_string())?;
+        self.conn.send_copy_data(&payload)?;
+        self.last_status = Instant::now();
+        Ok(())
     }
 }
 
-/// Writes one line; `Ok(false)` when standard output has been closed.
-fn write_line(out: &mut impl Write, line: std::fmt::Arguments<'_>) -> Result<bool, String> {
-    match out.write_fmt(line).and_then(|()| out.write_all(b"\n")) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(false),
-        Err(e) => Err(format!("standard output: {e}")),
-    }
-}
-
-/// Flushes standard output; `Ok(false)` when it has been closed.
-fn flush(out: &mut impl Write) -> Result<bool, String> {
-    match out.flush() {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(false),
-        Err(e) => Err(format!("standard output: {e}")),
-    }
+/// A message's JSON line with its WAL position in front (`--wal-positions`).
+#[derive(serde::Serialize)]
+struct Positioned<'m, 'a> {
+    wal_start: Lsn,
+    wal_end: Lsn,
+    #[serde(flatten)]
+    message: &'m PgOutputMessage<'a>,
 }
 
 /// The copy-both loop. The slot's confirmed position moves to the end of each transaction
-/// once it is on standard output, and, when no transaction is open, to the WAL end the
-/// server reports in its keepalives (so the slot advances while the published tables are
-/// idle), but never past `--end-lsn`. Stops exactly where pg_recvlogical --endpos does: a
-/// record at the end position is printed, one beyond it is not.
+/// once it is written out, and, when no transaction is open, to the WAL end the server
+/// reports in its keepalives (so the slot advances while the published tables are idle),
+/// but never past `--end-lsn`. Stops exactly where pg_recvlogical --endpos does: a record
+/// at the end position is printed, one beyond it is not.
 fn stream(
     args: &TailArgs,
     session: &mut Session,
     decoder: &mut Decoder,
+    output: &mut Output,
     stop: &AtomicBool,
-) -> Result<Stopped, String> {
+) -> Result<Stopped, Failure> {
     let envelope = Ctx::plain(ProtocolVersion::V1);
-    let stdout = io::stdout();
-    let mut out = io::BufWriter::new(stdout.lock());
     let interval = Duration::from_secs(args.status_interval.max(1));
     let cap = |lsn: Lsn| args.end_lsn.map_or(lsn, |end| lsn.min(end));
     let mut announced = false;
@@ -274,10 +493,7 @@ fn stream(
         if stop.load(Ordering::SeqCst) {
             return Ok(Stopped::Interrupted);
         }
-        let event = session
-            .conn
-            .poll_copy_data(Duration::from_millis(200))
-            .map_err(|e| lost(&e))?;
+        let event = session.conn.poll_copy_data(Duration::from_millis(200))?;
         match event {
             CopyEvent::Data(frame) => {
                 match decode::<ServerMessage<'_>>(&frame, envelope).map_err(|e| e.to_string())? {
@@ -291,18 +507,19 @@ fn stream(
                         let message = decoder
                             .decode(&xlog.data)
                             .map_err(|e| format!("at {}: {e}", xlog.wal_start))?;
-                        let written = match args.format {
-                            OutputFormat::Json => {
-                                let json =
-                                    serde_json::to_string(&message).map_err(|e| e.to_string())?;
-                                write_line(&mut out, format_args!("{json}"))?
+                        let line = match args.format {
+                            OutputFormat::Json if args.wal_positions => {
+                                serde_json::to_string(&Positioned {
+                                    wal_start: xlog.wal_start,
+                                    wal_end: xlog.wal_end,
+                                    message: &message,
+                                })
                             }
-                            OutputFormat::Compact => write_line(
-                                &mut out,
-                                format_args!("{} {message:?}", xlog.wal_start),
-                            )?,
-                        };
-                        if !written {
+                            OutputFormat::Json => serde_json::to_string(&message),
+                            OutputFormat::Compact => Ok(format!("{} {message:?}", xlog.wal_start)),
+                        }
+                        .map_err(|e| e.to_string())?;
+                        if !output.write_line(&line)? {
                             return Ok(Stopped::OutputClosed);
                         }
                         match &message {
@@ -327,15 +544,14 @@ fn stream(
                         }
                         if let Some(end) = message.transaction_end_lsn() {
                             open_transaction = false;
-                            // Report a transaction as flushed only once it is on standard
-                            // output.
-                            if !flush(&mut out)? {
+                            let boundary = open_streams.is_empty();
+                            // A transaction counts as written only once it is out.
+                            if !output.finish_transaction(cap(end), boundary)? {
                                 return Ok(Stopped::OutputClosed);
                             }
-                            session.flushed = session.flushed.max(cap(end));
                         }
                         if args.end_lsn == Some(xlog.wal_start) {
-                            if !flush(&mut out)? {
+                            if !output.flush()? {
                                 return Ok(Stopped::OutputClosed);
                             }
                             return Ok(Stopped::EndPosition);
@@ -350,11 +566,8 @@ fn stream(
                             );
                         }
                         let idle = !open_transaction && open_streams.is_empty();
-                        if idle {
-                            if !flush(&mut out)? {
-                                return Ok(Stopped::OutputClosed);
-                            }
-                            session.flushed = session.flushed.max(cap(keepalive.wal_end));
+                        if idle && !output.idle_at(cap(keepalive.wal_end))? {
+                            return Ok(Stopped::OutputClosed);
                         }
                         if let Some(end) = args.end_lsn {
                             if idle && keepalive.wal_end >= end {
@@ -362,28 +575,31 @@ fn stream(
                             }
                         }
                         if keepalive.reply_requested {
-                            session.send_status(false)?;
+                            output.sync().map_err(|e| e.to_string())?;
+                            session.send_status(output, false)?;
                         }
                     }
                 }
             }
             CopyEvent::Idle => {
-                if !flush(&mut out)? {
+                if !output.flush()? {
                     return Ok(Stopped::OutputClosed);
                 }
                 // Waiting for an end position: ask for a keepalive to learn how far the
                 // server is.
                 if args.end_lsn.is_some() || session.last_status.elapsed() >= interval {
-                    session.send_status(args.end_lsn.is_some())?;
+                    output.sync_if_due().map_err(|e| e.to_string())?;
+                    session.send_status(output, args.end_lsn.is_some())?;
                 }
             }
             CopyEvent::End => {
-                flush(&mut out)?;
+                output.flush()?;
                 return Ok(Stopped::ServerEnded);
             }
         }
         if session.last_status.elapsed() >= interval {
-            session.send_status(false)?;
+            output.sync_if_due().map_err(|e| e.to_string())?;
+            session.send_status(output, false)?;
         }
     }
 }
