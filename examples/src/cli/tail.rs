@@ -228,14 +228,14 @@ pub fn tail(args: &TailArgs) -> Result<ExitCode, String> {
                 );
                 return Ok(ExitCode::from(1));
             }
-            Err(Failure::Lost(err)) => err,
+            Err(Failure::Lost(why)) => why,
         };
         if output.cut_unfinished().map_err(|e| e.to_string())? {
             eprintln!(
                 "pgoutput tail: removed the unfinished transaction from the file; it is sent again"
             );
         }
-        let why = describe_loss(&lost);
+        let why = lost;
         if args.no_loop || args.temporary {
             let note = if args.temporary {
                 " (a temporary slot is gone with its connection)"
@@ -354,8 +354,9 @@ fn describe_loss(err: &ClientError) -> String {
 /// Why one connection's streaming ended badly.
 #[derive(Debug)]
 enum Failure {
-    /// The connection is gone (or the server refused it for a while): reconnect.
-    Lost(ClientError),
+    /// The connection is gone, the server ended the stream on its own (a walsender does
+    /// at shutdown), or the server refused it for a while: reconnect. What happened.
+    Lost(String),
     /// Anything else: stop.
     Fatal(String),
 }
@@ -363,7 +364,7 @@ enum Failure {
 impl From<ClientError> for Failure {
     fn from(err: ClientError) -> Self {
         if passes(&err) {
-            Failure::Lost(err)
+            Failure::Lost(describe_loss(&err))
         } else {
             Failure::Fatal(err.to_string())
         }
@@ -425,6 +426,11 @@ fn follow(
     output.sync().map_err(|e| e.to_string())?;
     session.send_status(output, false)?;
     session.conn.finish_copy()?;
+    // pg_recvlogical reconnects when the server ends the stream (a walsender does when
+    // its server shuts down); only --no-loop makes that the end.
+    if why == Stopped::ServerEnded && !args.no_loop {
+        return Err(Failure::Lost(why.describe().into()));
+    }
     match why {
         // `| head -1`: the reader has what it wanted; say nothing.
         Stopped::OutputClosed => {}

@@ -9,6 +9,7 @@
 
 mod capture;
 mod checks;
+mod faults;
 mod scenario;
 mod tail;
 mod tls;
@@ -253,6 +254,10 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
     report.record(
         &format!("{label}: pgoutput tail with MD5 and password authentication"),
         guarded(|| tail::check_authentication(&server)),
+    );
+    report.record(
+        &format!("{label}: pgoutput tail through a killed walsender and a restart"),
+        guarded(|| faults::check(&server)),
     );
     println!(
         "live: {label} done in {:.1}s",
