@@ -215,13 +215,22 @@ impl Connection {
     /// On failure, also says whether TLS was in use.
     fn attempt(info: &ConnInfo, attempt: Attempt) -> Result<Connection, Box<(ClientError, bool)>> {
         let plain = |err| Box::new((err, false));
+        // A read that waited out connect_timeout: say so, not "would block".
+        let timed_out = |err| match err {
+            ClientError::Io(e) if socket_timeout(&e) => ClientError::Connect {
+                target: format!("{}:{}", info.host, info.port),
+                source: io::Error::new(io::ErrorKind::TimedOut, "connect_timeout expired"),
+            },
+            err => err,
+        };
         let mut socket = Connection::open(info).map_err(plain)?;
         // connect_timeout covers the whole login, as in libpq.
         socket
             .set_read_timeout(info.connect_timeout)
             .map_err(|e| plain(e.into()))?;
         if attempt != Attempt::Plain {
-            socket = Connection::negotiate_tls(socket, info, attempt).map_err(plain)?;
+            socket = Connection::negotiate_tls(socket, info, attempt)
+                .map_err(|err| plain(timed_out(err)))?;
         }
         let tls = socket.is_tls();
         let mut conn = Connection {
@@ -229,14 +238,8 @@ impl Connection {
             input: BytesMut::with_capacity(64 * 1024),
             read_timeout: info.connect_timeout,
         };
-        let login = conn.login(info).map_err(|err| match err {
-            ClientError::Io(e) if socket_timeout(&e) => ClientError::Connect {
-                target: format!("{}:{}", info.host, info.port),
-                source: io::Error::new(io::ErrorKind::TimedOut, "connect_timeout expired"),
-            },
-            err => err,
-        });
-        login.map_err(|err| Box::new((err, tls)))?;
+        conn.login(info)
+            .map_err(|err| Box::new((timed_out(err), tls)))?;
         conn.read_timeout = None;
         Ok(conn)
     }
@@ -545,5 +548,66 @@ impl Connection {
         let mut out = BytesMut::new();
         frontend::terminate(&mut out);
         self.send(&out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::TcpListener;
+    use std::time::Instant;
+
+    use super::*;
+
+    #[test]
+    fn keepalive_timings_reach_the_socket() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let tcp = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let mut settings = Keepalives::default();
+        settings.idle = Some(Duration::from_secs(30));
+        settings.interval = Some(Duration::from_secs(5));
+        settings.count = Some(3);
+        keepalives(&tcp, &settings).unwrap();
+        let socket = socket2::SockRef::from(&tcp);
+        assert!(socket.keepalive().unwrap());
+        assert_eq!(
+            socket.tcp_keepalive_time().unwrap(),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            socket.tcp_keepalive_interval().unwrap(),
+            Duration::from_secs(5)
+        );
+        assert_eq!(socket.tcp_keepalive_retries().unwrap(), 3);
+        settings.enabled = false;
+        keepalives(&tcp, &settings).unwrap();
+        assert!(!socket.keepalive().unwrap());
+    }
+
+    /// A server that accepts the connection and then says nothing.
+    #[test]
+    fn connect_timeout_covers_a_silent_server() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        for mode in ["disable", "prefer"] {
+            let info = ConnInfo::parse(
+                Some(&format!(
+                    "host=127.0.0.1 port={port} user=u connect_timeout=2 sslmode={mode}"
+                )),
+                |_| None,
+            )
+            .unwrap();
+            let started = Instant::now();
+            let err = Connection::connect(&info).unwrap_err();
+            let waited = started.elapsed();
+            assert!(
+                matches!(&err, ClientError::Connect { source, .. } if source.kind() == io::ErrorKind::TimedOut),
+                "sslmode={mode}: {err}"
+            );
+            assert!(err.to_string().contains("connect_timeout expired"), "{err}");
+            assert!(
+                waited >= Duration::from_secs(2) && waited < Duration::from_secs(10),
+                "sslmode={mode}: {waited:?}"
+            );
+        }
     }
 }

@@ -9,6 +9,7 @@
 
 mod capture;
 mod checks;
+mod conninfo;
 mod faults;
 mod scenario;
 mod tail;
@@ -254,6 +255,14 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
     report.record(
         &format!("{label}: pgoutput tail with MD5 and password authentication"),
         guarded(|| tail::check_authentication(&server)),
+    );
+    report.record(
+        &format!("{label}: pgoutput tail with a password file"),
+        guarded(|| conninfo::check_password_file(&server)),
+    );
+    report.record(
+        &format!("{label}: pgoutput tail with client_encoding on a SQL_ASCII database"),
+        guarded(|| conninfo::check_client_encoding(&server)),
     );
     report.record(
         &format!("{label}: pgoutput tail through a killed walsender and a restart"),
