@@ -562,10 +562,12 @@ mod tests {
     fn keepalive_timings_reach_the_socket() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let tcp = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let mut settings = Keepalives::default();
-        settings.idle = Some(Duration::from_secs(30));
-        settings.interval = Some(Duration::from_secs(5));
-        settings.count = Some(3);
+        let mut settings = Keepalives {
+            idle: Some(Duration::from_secs(30)),
+            interval: Some(Duration::from_secs(5)),
+            count: Some(3),
+            ..Keepalives::default()
+        };
         keepalives(&tcp, &settings).unwrap();
         let socket = socket2::SockRef::from(&tcp);
         assert!(socket.keepalive().unwrap());
