@@ -55,9 +55,11 @@
 //!
 //! - `serde`: the JSON form of every message and envelope type.
 //! - `arbitrary`: `Arbitrary` impls for property tests and fuzzing.
-//! - `client`: the `client` module, a logical replication client (start-up, password, MD5 and
-//!   SCRAM-SHA-256 login, replication commands, copy-both streaming), on the shared
-//!   `wire` layer.
+//! - `client`: the `client` module, a logical replication client (libpq connection strings,
+//!   the password file, timeouts and keepalives; password, MD5 and SCRAM-SHA-256 login;
+//!   replication commands; copy-both streaming), on the shared `wire` layer.
+//! - `tls`: TLS for the client with rustls, with libpq's `sslmode` checks, `sslrootcert`
+//!   and client certificates (includes `client`).
 //! - `server`: the `server` module, a test walsender that real replication clients and PostgreSQL
 //!   subscribers accept, streaming a scripted pgoutput stream (includes `client` and
 //!   `serde`).
