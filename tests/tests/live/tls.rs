@@ -3,7 +3,7 @@
 //! sign the server's, a `verify-full` name mismatch, a client certificate, and
 //! `pgoutput tail` streaming over `verify-full`.
 
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use pgoutput_codec::client::{ClientError, ConnInfo, Connection};
@@ -180,23 +180,20 @@ pub fn check(server: &Server) -> Result<String, String> {
 
 /// `pgoutput tail` with `conninfo`'s TLS settings streams an insert.
 fn tail_over_tls(server: &Server, tls: &str) -> Result<usize, String> {
-    let create = wait(
-        Command::new(binary()?)
-            .args(["tail", &conninfo(server, "localhost", USER, tls)])
-            .args([
-                "--slot",
-                "tls_slot",
-                "--create-slot",
-                "--publication",
-                "tls_pub",
-            ])
-            .args(["--end-lsn", &current_lsn(server)?])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .map_err(|e| e.to_string())?,
-        Duration::from_secs(60),
-    )?;
+    let tail = |args: &[&str]| {
+        wait(
+            Command::new(binary()?)
+                .args(["tail", &conninfo(server, "localhost", USER, tls)])
+                .args(["--slot", "tls_slot", "--publication", "tls_pub"])
+                .args(args)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|e| e.to_string())?,
+            Duration::from_secs(60),
+        )
+    };
+    let create = tail(&["--create-slot", "--end-lsn", &current_lsn(server)?])?;
     if !create.status.success() {
         return Err(String::from_utf8_lossy(&create.stderr).into_owned());
     }
@@ -207,17 +204,7 @@ fn tail_over_tls(server: &Server, tls: &str) -> Result<usize, String> {
     let end = server
         .query_one("SELECT pg_current_wal_insert_lsn();")
         .map_err(|e| e.to_string())?;
-    let output = wait(
-        Command::new(binary()?)
-            .args(["tail", &conninfo(server, "localhost", USER, tls)])
-            .args(["--slot", "tls_slot", "--publication", "tls_pub"])
-            .args(["--end-lsn", &end])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .map_err(|e| e.to_string())?,
-        Duration::from_secs(60),
-    )?;
+    let output = tail(&["--end-lsn", &end])?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     if !output.status.success() || !stdout.contains("over TLS") {
         return Err(format!(
