@@ -2,13 +2,13 @@
 
 use syn::{Data as SynData, DeriveInput, Fields, Ident, Lifetime, Member, Type};
 
-use crate::attr::{self, Count, Errors, Flag, Len, Position, Since, Tag};
+use crate::attr::{self, CodecAttrs, Errors, Position, Tag};
 
 pub struct Container<'a> {
     pub ident: &'a Ident,
     pub input: &'a DeriveInput,
-    /// `#[codec(tag = …)]` on the type: the message's leading tag byte.
-    pub tag: Option<Tag>,
+    /// `#[codec(tag = …, stream = …, crate = …)]` on the type.
+    pub attrs: CodecAttrs,
     pub data: Data<'a>,
 }
 
@@ -35,13 +35,8 @@ pub struct Variant<'a> {
 pub struct Field<'a> {
     pub member: Member,
     pub ty: &'a Type,
-    pub len: Option<Len>,
-    pub count: Option<Count>,
-    pub expect: Option<(syn::LitInt, proc_macro2::Span)>,
-    pub marker: Option<Tag>,
-    pub optional: Option<Flag>,
-    pub rest: Option<Flag>,
-    pub since: Option<Since>,
+    /// `#[codec(...)]` and `#[since(...)]` as parsed.
+    pub attrs: CodecAttrs,
 }
 
 impl<'a> Container<'a> {
@@ -81,7 +76,7 @@ impl<'a> Container<'a> {
         Some(Container {
             ident: &input.ident,
             input,
-            tag: codec.tag,
+            attrs: codec,
             data,
         })
     }
@@ -89,6 +84,11 @@ impl<'a> Container<'a> {
     /// The type's one lifetime parameter, the lifetime of borrowed input, if it has one.
     pub fn lifetime(&self) -> Option<&'a Lifetime> {
         self.input.generics.lifetimes().next().map(|l| &l.lifetime)
+    }
+
+    /// `#[codec(tag = …)]` on the type: the message's leading tag byte.
+    pub fn tag(&self) -> Option<&Tag> {
+        self.attrs.tag.as_ref()
     }
 
     /// The type's name as a string, for errors and `Tagged::NAME`.
@@ -107,20 +107,15 @@ fn fields_from_ast<'a>(fields: &'a Fields, errors: &mut Errors) -> (Style, Vec<F
         .iter()
         .enumerate()
         .map(|(i, field)| {
-            let codec = attr::parse_codec(&field.attrs, Position::Field, errors);
+            let mut attrs = attr::parse_codec(&field.attrs, Position::Field, errors);
+            attrs.since = attr::parse_since(&field.attrs, errors);
             Field {
                 member: match &field.ident {
                     Some(ident) => Member::Named(ident.clone()),
                     None => Member::Unnamed(i.into()),
                 },
                 ty: &field.ty,
-                len: codec.len,
-                count: codec.count,
-                expect: codec.expect,
-                marker: codec.marker,
-                optional: codec.optional,
-                rest: codec.rest,
-                since: attr::parse_since(&field.attrs, errors),
+                attrs,
             }
         })
         .collect();
@@ -138,7 +133,7 @@ impl Field<'_> {
 
     /// The type on the wire: `T` for a `#[since]` or `optional` field of type `Option<T>`.
     pub fn wire_ty(&self) -> &Type {
-        if self.since.is_some() || self.optional.is_some() {
+        if self.attrs.since.is_some() || self.attrs.optional.is_some() {
             option_inner(self.ty).unwrap_or(self.ty)
         } else {
             self.ty

@@ -45,11 +45,40 @@ pub struct Tag {
     pub span: Span,
 }
 
-/// `#[codec(len = i32)]`: an Int32 byte count, then the bytes. (Int32 is the only width
-/// pgoutput uses; the key names it so that the wire shape is visible in the struct.)
+/// `#[codec(len = i32)]`: a byte count of this integer type, then the bytes.
 #[derive(Clone)]
 pub struct Len {
+    pub prefix: syn::Ident,
     pub span: Span,
+}
+
+/// `#[codec(stream = "…")]` on a message type: what it does to a session's stream blocks.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum StreamRole {
+    /// Opens a block (Stream Start).
+    Start,
+    /// Closes a block (Stream Stop).
+    Stop,
+    /// Ends a streamed transaction, so it must come outside a block (Stream Commit,
+    /// Abort, Prepare).
+    Outside,
+}
+
+impl StreamRole {
+    pub const ALL: [(&'static str, StreamRole); 3] = [
+        ("start", StreamRole::Start),
+        ("stop", StreamRole::Stop),
+        ("outside", StreamRole::Outside),
+    ];
+
+    /// The runtime enum's variant name.
+    pub fn variant(self) -> &'static str {
+        match self {
+            StreamRole::Start => "Start",
+            StreamRole::Stop => "Stop",
+            StreamRole::Outside => "Outside",
+        }
+    }
 }
 
 /// A `when = "…"` condition of `#[since]`.
@@ -100,7 +129,8 @@ pub enum Position {
 impl Position {
     fn keys(self) -> &'static [&'static str] {
         match self {
-            Position::Container | Position::Variant => &["tag"],
+            Position::Container => &["tag", "stream", "crate"],
+            Position::Variant => &["tag"],
             Position::Field => &[
                 "len",
                 "count",
@@ -131,7 +161,7 @@ pub struct Count {
     pub before: Option<syn::Ident>,
 }
 
-/// The integer types a count prefix can have.
+/// The integer types a count or length prefix can have.
 pub const COUNT_TYPES: [&str; 5] = ["u8", "u16", "i16", "u32", "i32"];
 
 /// A key that takes no value, like `optional`, and where it was written.
@@ -140,10 +170,15 @@ pub struct Flag {
     pub span: Span,
 }
 
-/// Everything `#[codec(...)]` can say, for any position.
+/// Everything `#[codec(...)]` can say, for any position (and a field's `#[since]`): the
+/// IR keeps this as parsed.
 #[derive(Default)]
 pub struct CodecAttrs {
     pub tag: Option<Tag>,
+    /// `stream = "start" | "stop" | "outside"` on a message type.
+    pub stream: Option<(StreamRole, Span)>,
+    /// `crate = "path"`: the runtime crate, when the dependency is renamed.
+    pub krate: Option<syn::Path>,
     pub len: Option<Len>,
     pub count: Option<Count>,
     pub count_before: Option<syn::Ident>,
@@ -155,6 +190,8 @@ pub struct CodecAttrs {
     pub optional: Option<Flag>,
     /// `rest`: every byte left in the message.
     pub rest: Option<Flag>,
+    /// `#[since(...)]`, on a field.
+    pub since: Option<Since>,
 }
 
 /// Parses every `#[codec(...)]` in `attrs`, accepting the keys of `position`.
@@ -183,6 +220,32 @@ pub fn parse_codec(attrs: &[Attribute], position: Position, errors: &mut Errors)
                 "tag" => {
                     let tag = parse_tag(&meta, errors)?;
                     set_once(&mut out.tag, tag, &meta, "tag", errors);
+                }
+                "stream" => {
+                    let lit: LitStr = meta.value()?.parse()?;
+                    let name = lit.value();
+                    match StreamRole::ALL.iter().find(|(n, _)| *n == name) {
+                        Some(&(_, role)) => {
+                            set_once(&mut out.stream, (role, lit.span()), &meta, "stream", errors)
+                        }
+                        None => errors.spanned(
+                            &lit,
+                            format_args!(
+                                "unknown stream role `{name}`; expected one of: start, stop, outside"
+                            ),
+                        ),
+                    }
+                }
+                "crate" => {
+                    let lit: LitStr = meta.value()?.parse()?;
+                    match lit.parse::<syn::Path>() {
+                        Ok(path) => set_once(&mut out.krate, path, &meta, "crate", errors),
+                        Err(_) => errors.spanned(
+                            &lit,
+                            "`crate` takes the path of the runtime crate as a string, like \
+                             crate = \"my_codec\"",
+                        ),
+                    }
                 }
                 "len" => {
                     let len = parse_len(&meta, errors)?;
@@ -365,17 +428,18 @@ fn parse_tag(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<Tag
 
 fn parse_len(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<Len> {
     let span = meta.path.span_of_key();
-    let ty: syn::Ident = meta.value()?.parse()?;
-    if ty != "i32" {
+    let prefix: syn::Ident = meta.value()?.parse()?;
+    if !COUNT_TYPES.contains(&prefix.to_string().as_str()) {
         errors.spanned(
-            &ty,
+            &prefix,
             format_args!(
-                "unsupported length prefix `{ty}`; pgoutput byte fields carry an Int32 length: \
-                 write #[codec(len = i32)]"
+                "unsupported length prefix `{prefix}`; expected one of: {} (pgoutput's own \
+                 byte fields use i32)",
+                COUNT_TYPES.join(", ")
             ),
         );
     }
-    Ok(Len { span })
+    Ok(Len { prefix, span })
 }
 
 /// Stores `value` unless the key was given before, which is an error at the second one.

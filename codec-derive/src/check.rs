@@ -11,7 +11,7 @@ pub fn check(container: &Container<'_>, errors: &mut Errors) {
     match &container.data {
         Data::Struct(_, fields) => check_fields(fields, errors),
         Data::Enum(variants) => {
-            if let Some(tag) = &container.tag {
+            if let Some(tag) = &container.attrs.tag {
                 errors.at(
                     tag.span,
                     "an enum has no tag of its own: put #[codec(tag = …)] on each variant",
@@ -82,7 +82,7 @@ fn check_generics(container: &Container<'_>, errors: &mut Errors) {
 fn check_fields(fields: &[Field<'_>], errors: &mut Errors) {
     for (index, field) in fields.iter().enumerate() {
         check_shape_keys(field, errors);
-        if let Some(count) = &field.count {
+        if let Some(count) = &field.attrs.count {
             if ast::generic_arg(field.wire_ty(), "Vec").is_none() {
                 errors.at(
                     count.span,
@@ -105,8 +105,8 @@ fn check_fields(fields: &[Field<'_>], errors: &mut Errors) {
                 }
             }
         }
-        if let Some((_, span)) = &field.expect {
-            if !ast::is_unsigned_int(field.ty) || field.since.is_some() {
+        if let Some((_, span)) = &field.attrs.expect {
+            if !ast::is_unsigned_int(field.ty) || field.attrs.since.is_some() {
                 errors.at(
                     *span,
                     format_args!(
@@ -117,10 +117,10 @@ fn check_fields(fields: &[Field<'_>], errors: &mut Errors) {
                 );
             }
         }
-        if let Some(optional) = &field.optional {
+        if let Some(optional) = &field.attrs.optional {
             if ast::option_inner(field.ty).is_none()
-                || field.since.is_some()
-                || field.marker.is_some()
+                || field.attrs.since.is_some()
+                || field.attrs.marker.is_some()
             {
                 errors.at(
                     optional.span,
@@ -129,7 +129,7 @@ fn check_fields(fields: &[Field<'_>], errors: &mut Errors) {
                 );
             }
         }
-        if let Some(rest) = &field.rest {
+        if let Some(rest) = &field.attrs.rest {
             if index + 1 != fields.len() || !ast::is_byte_container(field.wire_ty()) {
                 errors.at(
                     rest.span,
@@ -138,7 +138,7 @@ fn check_fields(fields: &[Field<'_>], errors: &mut Errors) {
                 );
             }
         }
-        if let Some(since) = &field.since {
+        if let Some(since) = &field.attrs.since {
             if ast::option_inner(field.ty).is_none() {
                 errors.spanned(
                     &since.span_tokens,
@@ -158,7 +158,7 @@ fn check_fields(fields: &[Field<'_>], errors: &mut Errors) {
                 );
             }
         }
-        if let Some(len) = &field.len {
+        if let Some(len) = &field.attrs.len {
             if !ast::is_byte_container(field.wire_ty()) {
                 errors.at(
                     len.span,
@@ -176,9 +176,13 @@ fn check_fields(fields: &[Field<'_>], errors: &mut Errors) {
 /// A field has at most one wire shape: `len`, `count` or `rest`.
 fn check_shape_keys(field: &Field<'_>, errors: &mut Errors) {
     let shapes = [
-        field.len.as_ref().map(|l| ("len", l.span)),
-        field.count.as_ref().map(|count| ("count", count.span)),
-        field.rest.as_ref().map(|r| ("rest", r.span)),
+        field.attrs.len.as_ref().map(|l| ("len", l.span)),
+        field
+            .attrs
+            .count
+            .as_ref()
+            .map(|count| ("count", count.span)),
+        field.attrs.rest.as_ref().map(|r| ("rest", r.span)),
     ];
     let mut given = shapes.iter().flatten();
     if let Some((first, _)) = given.next() {

@@ -25,18 +25,33 @@ mod expand;
 use proc_macro::TokenStream;
 use syn::{parse_macro_input, DeriveInput};
 
-/// Derives `pgoutput_codec::Decode` (and `Tagged`, `IntoOwned`). See the crate docs.
+/// Derives `pgoutput_codec::Decode`. See the runtime crate's `attributes` documentation.
 #[proc_macro_derive(Decode, attributes(codec, since))]
 pub fn derive_decode(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
     expand_with(&input, expand::derive_decode).into()
 }
 
-/// Derives `pgoutput_codec::Encode`. See the crate docs.
+/// Derives `pgoutput_codec::Encode`. See the runtime crate's `attributes` documentation.
 #[proc_macro_derive(Encode, attributes(codec, since))]
 pub fn derive_encode(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
     expand_with(&input, expand::derive_encode).into()
+}
+
+/// Derives `pgoutput_codec::Tagged` for a type with `#[codec(tag = …)]` or a dispatch
+/// enum, which the session `Decoder` and `Encoder` need.
+#[proc_macro_derive(Tagged, attributes(codec, since))]
+pub fn derive_tagged(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    expand_with(&input, expand::derive_tagged).into()
+}
+
+/// Derives `pgoutput_codec::IntoOwned`: `Type<'a>` to `Type<'static>`, field by field.
+#[proc_macro_derive(IntoOwned, attributes(codec, since))]
+pub fn derive_into_owned(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    expand_with(&input, expand::derive_into_owned).into()
 }
 
 /// Parse, validate, then generate; any error stops before generation.
@@ -50,8 +65,18 @@ fn expand_with(
         check::check(container, &mut errors);
     }
     match (errors.finish(), container) {
-        (Ok(()), Some(container)) => generate(&container),
-        (Err(errors), _) => errors,
+        (Ok(()), Some(container)) => expand::with_crate_path(&container, || generate(&container)),
+        // thiserror's way: with the errors, a stand-in impl, so that code using the type
+        // does not add an error of its own for each use ("Decode is not implemented").
+        (Err(errors), container) => {
+            let mut out = errors;
+            if let Some(container) = &container {
+                out.extend(expand::with_crate_path(container, || {
+                    expand::fallback(container, generate)
+                }));
+            }
+            out
+        }
         (Ok(()), None) => unreachable!("from_ast reports why it returned None"),
     }
 }

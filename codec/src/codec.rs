@@ -31,8 +31,10 @@ pub trait Encode {
 
 /// A type whose encoding starts with a tag byte from a known set: a message with
 /// `#[codec(tag = …)]` (one tag), or a tagged enum (the union of its variants' tags).
-/// Dispatch enums use it to pick the variant from the first byte, and `#[codec(optional)]`
-/// to tell whether an optional part is there.
+/// Dispatch enums use it to pick the variant from the first byte, `#[codec(optional)]`
+/// to tell whether an optional part is there, and the session [`Decoder`](crate::Decoder)
+/// and [`Encoder`](crate::Encoder) to follow stream blocks. `#[derive(Tagged)]`
+/// implements it.
 pub trait Tagged {
     /// The tag bytes a value can start with.
     const TAGS: TagSet;
@@ -41,11 +43,34 @@ pub trait Tagged {
 
     /// The tag byte this value starts with.
     fn tag(&self) -> u8;
+
+    /// What this message does to a session's stream blocks: decided by the value's type
+    /// (`#[codec(stream = …)]`), never by its tag byte, so a protocol of your own may use
+    /// any tags. `StreamRole::None` unless said otherwise.
+    fn stream_role(&self) -> StreamRole {
+        StreamRole::None
+    }
+}
+
+/// What a message does to a session's stream blocks (Stream Start … Stream Stop), which
+/// the session [`Decoder`](crate::Decoder) and [`Encoder`](crate::Encoder) follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StreamRole {
+    /// Nothing: allowed inside and outside blocks.
+    None,
+    /// Opens a block (pgoutput's Stream Start).
+    Start,
+    /// Closes a block (pgoutput's Stream Stop).
+    Stop,
+    /// Ends a streamed transaction, so it comes outside blocks (Stream Commit, Stream
+    /// Abort, Stream Prepare).
+    Outside,
 }
 
 /// Turns a value that borrows from decoded input into one that owns its data.
 ///
-/// `#[derive(Decode)]` implements it, mapping `Message<'a>` to `Message<'static>`.
+/// `#[derive(IntoOwned)]` implements it, mapping `Message<'a>` to `Message<'static>`.
 ///
 /// ```
 /// use pgoutput_codec::{decode, Ctx, IntoOwned, Message, ProtocolVersion};

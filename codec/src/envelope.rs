@@ -24,7 +24,9 @@ use crate::{Lsn, PgBytes, PgTimestamp, Xid};
 /// assert!(matches!(decoder.decode(&xlog.data)?, PgOutputMessage::StreamStop(_)));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::IntoOwned, crate::Tagged, crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
@@ -43,7 +45,18 @@ pub struct XLogData<'a> {
 }
 
 /// Primary keepalive `'k'` (server → client).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    crate::Decode,
+    crate::IntoOwned,
+    crate::Tagged,
+    crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
@@ -59,7 +72,18 @@ pub struct PrimaryKeepalive {
 
 /// Standby status update `'r'` (client → server). For a logical slot, a non-zero
 /// `flush_lsn` advances the slot's confirmed position.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    crate::Decode,
+    crate::IntoOwned,
+    crate::Tagged,
+    crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
@@ -78,7 +102,18 @@ pub struct StandbyStatusUpdate {
 }
 
 /// Hot standby feedback `'h'` (client → server; meant for physical standbys).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    crate::Decode,
+    crate::IntoOwned,
+    crate::Tagged,
+    crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
@@ -97,7 +132,9 @@ pub struct HotStandbyFeedback {
 }
 
 /// What the server sends inside copy-both mode.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::IntoOwned, crate::Tagged, crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(tag = "type", rename_all = "snake_case"))]
@@ -110,7 +147,9 @@ pub enum ServerMessage<'a> {
 }
 
 /// What the client sends inside copy-both mode.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::IntoOwned, crate::Tagged, crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(tag = "type", rename_all = "snake_case"))]

@@ -27,7 +27,7 @@
 //!
 //! /// A made-up message: tag `'Z'`, an LSN, a name, then Int32-length-prefixed bytes; from
 //! /// protocol 3 on it also carries an xid.
-//! #[derive(Debug, PartialEq, Decode, Encode)]
+//! #[derive(Debug, PartialEq, Decode, IntoOwned, Tagged, Encode)]
 //! #[codec(tag = b'Z')]
 //! struct Checkpoint<'a> {
 //!     lsn: Lsn,
@@ -97,7 +97,7 @@ mod writer;
 #[path = "private.rs"]
 pub mod __private;
 
-pub use codec::{decode, encode, encode_into, Decode, Encode, IntoOwned, Tagged};
+pub use codec::{decode, encode, encode_into, Decode, Encode, IntoOwned, StreamRole, Tagged};
 pub use ctx::{Ctx, CtxError, ProtocolVersion, Streaming};
 pub use envelope::{
     ClientMessage, HotStandbyFeedback, PrimaryKeepalive, ServerMessage, StandbyStatusUpdate,
@@ -110,7 +110,7 @@ pub use message::{
     ReplicaIdentity, RollbackPrepared, StreamAbort, StreamCommit, StreamPrepare, StreamStart,
     StreamStop, Truncate, TruncateOptions, TupleData, Type, Update,
 };
-pub use pgoutput_codec_derive::{Decode, Encode};
+pub use pgoutput_codec_derive::{Decode, Encode, IntoOwned, Tagged};
 pub use reader::Reader;
 pub use session::{Decoder, Encoder};
 pub use tags::TagSet;

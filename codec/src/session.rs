@@ -8,33 +8,30 @@
 
 use crate::{
     Ctx, CtxError, Decode, DecodeError, DecodeErrorKind, Encode, EncodeError, EncodeErrorKind,
-    PgOutputMessage, ProtocolVersion, Streaming, Tagged,
+    PgOutputMessage, ProtocolVersion, StreamRole, Streaming, Tagged,
 };
 
-/// The context after a message with `tag`, or why the message cannot come now.
+/// The context after a message with `role`, or why the message cannot come now.
 ///
 /// Mirrors the checks of PostgreSQL's apply worker (`worker.c`) that concern decoding:
 /// `duplicate STREAM START message`, `STREAM STOP message without STREAM START`,
-/// `STREAM COMMIT/ABORT/PREPARE message without STREAM STOP`.
-fn transition(ctx: Ctx, tag: u8) -> Result<Ctx, &'static str> {
-    match tag {
-        b'S' if ctx.in_stream() => {
+/// `STREAM COMMIT/ABORT/PREPARE message without STREAM STOP`. The role comes from the
+/// message's type ([`Tagged::stream_role`]), not its tag byte, so a protocol of one's own
+/// may use any tag.
+fn transition(ctx: Ctx, role: StreamRole) -> Result<Ctx, &'static str> {
+    match role {
+        StreamRole::Start if ctx.in_stream() => {
             Err("Stream Start inside a stream block: the previous block has no Stream Stop")
         }
-        b'S' => ctx.with_in_stream(true).map_err(|_| {
+        StreamRole::Start => ctx.with_in_stream(true).map_err(|_| {
             "Stream Start in a session without streaming: negotiate streaming on or parallel"
         }),
-        b'E' if !ctx.in_stream() => Err("Stream Stop without a Stream Start"),
-        b'E' => Ok(ctx.with_in_stream(false).unwrap_or(ctx)),
-        b'c' if ctx.in_stream() => {
-            Err("Stream Commit inside a stream block: Stream Stop comes first")
-        }
-        b'A' if ctx.in_stream() => {
-            Err("Stream Abort inside a stream block: Stream Stop comes first")
-        }
-        b'p' if ctx.in_stream() => {
-            Err("Stream Prepare inside a stream block: Stream Stop comes first")
-        }
+        StreamRole::Stop if !ctx.in_stream() => Err("Stream Stop without a Stream Start"),
+        StreamRole::Stop => Ok(ctx.with_in_stream(false).unwrap_or(ctx)),
+        StreamRole::Outside if ctx.in_stream() => Err(
+            "the end of a streamed transaction (Stream Commit, Abort or Prepare) inside a \
+             stream block: Stream Stop comes first",
+        ),
         _ => Ok(ctx),
     }
 }
@@ -96,15 +93,12 @@ impl Decoder {
         &mut self,
         bytes: &'a [u8],
     ) -> Result<M, DecodeError> {
-        let after = match bytes.first() {
-            Some(&tag) => transition(self.ctx, tag).map_err(|reason| {
-                DecodeError::new(DecodeErrorKind::OutOfOrder { tag, reason }, 0)
-                    .in_field(M::NAME, "tag")
-            })?,
-            None => self.ctx,
-        };
-        let message = crate::decode(bytes, self.ctx)?;
-        self.ctx = after;
+        let message: M = crate::decode(bytes, self.ctx)?;
+        self.ctx = transition(self.ctx, message.stream_role()).map_err(|reason| {
+            let tag = message.tag();
+            DecodeError::new(DecodeErrorKind::OutOfOrder { tag, reason }, 0)
+                .in_field(M::NAME, "tag")
+        })?;
         Ok(message)
     }
 }
@@ -171,9 +165,10 @@ impl Encoder {
         message: &M,
         buf: &mut Vec<u8>,
     ) -> Result<(), EncodeError> {
-        let tag = message.tag();
-        let after = transition(self.ctx, tag)
-            .map_err(|reason| EncodeError::new(EncodeErrorKind::OutOfOrder { tag, reason }))?;
+        let after = transition(self.ctx, message.stream_role()).map_err(|reason| {
+            let tag = message.tag();
+            EncodeError::new(EncodeErrorKind::OutOfOrder { tag, reason })
+        })?;
         crate::encode_into(message, self.ctx, buf)?;
         self.ctx = after;
         Ok(())
@@ -186,22 +181,53 @@ mod tests {
 
     #[test]
     fn order_rules() {
+        use StreamRole::{Outside, Start, Stop};
         let on = Ctx::new(ProtocolVersion::V2, Streaming::On).unwrap();
         let block = on.with_in_stream(true).unwrap();
-        assert_eq!(transition(on, b'S'), Ok(block));
-        assert_eq!(transition(block, b'E'), Ok(on));
-        assert!(transition(block, b'S').is_err());
-        assert!(transition(on, b'E').is_err());
-        for tag in [b'c', b'A', b'p'] {
-            assert!(transition(block, tag).is_err());
-            assert_eq!(transition(on, tag), Ok(on));
-        }
+        assert_eq!(transition(on, Start), Ok(block));
+        assert_eq!(transition(block, Stop), Ok(on));
+        assert!(transition(block, Start).is_err());
+        assert!(transition(on, Stop).is_err());
+        assert!(transition(block, Outside).is_err());
+        assert_eq!(transition(on, Outside), Ok(on));
         // Non-streamed transactions and non-transactional messages may sit between blocks,
         // and pgoutput never nests them inside one; either way their layout is the same.
-        assert_eq!(transition(block, b'I'), Ok(block));
+        assert_eq!(transition(block, StreamRole::None), Ok(block));
         let off = Ctx::plain(ProtocolVersion::V1);
-        assert!(transition(off, b'S').is_err());
+        assert!(transition(off, Start).is_err());
         // PostgreSQL 18 sends Stream Abort without streaming.
-        assert_eq!(transition(off, b'A'), Ok(off));
+        assert_eq!(transition(off, Outside), Ok(off));
+    }
+
+    #[test]
+    fn pgoutput_messages_carry_their_roles() {
+        use crate::{StreamAbort, StreamCommit, StreamPrepare, StreamStart, StreamStop, Xid};
+        let start = PgOutputMessage::StreamStart(StreamStart {
+            xid: Xid(1),
+            first_segment: true,
+        });
+        assert_eq!(start.stream_role(), StreamRole::Start);
+        assert_eq!(
+            PgOutputMessage::StreamStop(StreamStop).stream_role(),
+            StreamRole::Stop
+        );
+        // The three that end a streamed transaction, decoded from PostgreSQL's bytes.
+        let ctx = Ctx::new(ProtocolVersion::V3, Streaming::On).unwrap();
+        let commit: StreamCommit = crate::decode(
+            &[
+                b'c', 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0,
+                0, 0, 3,
+            ],
+            ctx,
+        )
+        .unwrap();
+        let abort: StreamAbort = crate::decode(&[b'A', 0, 0, 0, 1, 0, 0, 0, 1], ctx).unwrap();
+        let mut prepare = vec![b'p', 0];
+        prepare.extend([0; 8 * 3 + 4]);
+        prepare.extend(b"gid\0");
+        let prepare: StreamPrepare<'_> = crate::decode(&prepare, ctx).unwrap();
+        assert_eq!(commit.stream_role(), StreamRole::Outside);
+        assert_eq!(abort.stream_role(), StreamRole::Outside);
+        assert_eq!(prepare.stream_role(), StreamRole::Outside);
     }
 }

@@ -24,11 +24,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use pgoutput_codec::{Decode, Encode, Lsn, PgOutputMessage, PgStr, Xid};
+use pgoutput_codec::{Decode, Encode, IntoOwned, Lsn, PgOutputMessage, PgStr, Tagged, Xid};
 
 /// Heartbeat `'H'`: not part of pgoutput, made up for this example. It carries an LSN and a
 /// note, and, like pgoutput's messages, an xid only inside a Stream Start/Stop block.
-#[derive(Debug, Clone, PartialEq, Eq, Decode, Encode)]
+#[derive(Debug, Clone, PartialEq, Eq, Decode, IntoOwned, Tagged, Encode)]
 #[codec(tag = b'H')]
 pub struct Heartbeat<'a> {
     /// The streamed transaction's xid; only inside a stream block.
@@ -43,7 +43,7 @@ pub struct Heartbeat<'a> {
 /// Every pgoutput message, or a [`Heartbeat`]. The derive dispatches on the tag byte: each
 /// variant's tags come from its type, so `PgOutput` takes all 19 pgoutput tags. A second
 /// variant using one of those tags would be a compile error naming both types.
-#[derive(Debug, Clone, PartialEq, Eq, Decode, Encode)]
+#[derive(Debug, Clone, PartialEq, Eq, Decode, IntoOwned, Tagged, Encode)]
 pub enum ExtendedMessage<'a> {
     /// Any pgoutput message.
     PgOutput(PgOutputMessage<'a>),

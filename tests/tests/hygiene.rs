@@ -32,6 +32,8 @@ mod hostile_scope {
     #[derive(
         ::pgoutput_codec::Decode,
         ::pgoutput_codec::Encode,
+        ::pgoutput_codec::IntoOwned,
+        ::pgoutput_codec::Tagged,
         ::core::fmt::Debug,
         ::core::cmp::PartialEq,
         ::core::clone::Clone,
@@ -55,6 +57,8 @@ mod hostile_scope {
     #[derive(
         ::pgoutput_codec::Decode,
         ::pgoutput_codec::Encode,
+        ::pgoutput_codec::IntoOwned,
+        ::pgoutput_codec::Tagged,
         ::core::fmt::Debug,
         ::core::cmp::PartialEq,
         ::core::clone::Clone,

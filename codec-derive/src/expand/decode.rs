@@ -21,7 +21,7 @@ pub fn expand(container: &Container<'_>) -> TokenStream {
     let ctx = internal("ctx");
     let body = match &container.data {
         Data::Struct(style, fields) => {
-            let tag_check = container.tag.as_ref().map(|tag| {
+            let tag_check = container.tag().map(|tag| {
                 let tag = tag_literal(tag.byte);
                 let name = container.name();
                 quote!(#krate::__private::expect_tag(#r, #tag, #name)?;)
@@ -67,7 +67,7 @@ fn container_min_len(container: &Container<'_>, lifetime: &Lifetime) -> TokenStr
         quote!((#tag #(+ #fields)*))
     };
     match &container.data {
-        Data::Struct(_, fields) => fields_min(container.tag.is_some(), fields),
+        Data::Struct(_, fields) => fields_min(container.tag().is_some(), fields),
         Data::Enum(variants) => variants
             .iter()
             .map(|variant| fields_min(variant.tag.is_some(), &variant.fields))
@@ -80,14 +80,14 @@ fn container_min_len(container: &Container<'_>, lifetime: &Lifetime) -> TokenStr
 /// prefix for a sized part, else its type's minimum; a marker byte adds one.
 fn field_min_len(field: &Field<'_>, lifetime: &Lifetime) -> TokenStream {
     let krate = krate();
-    if field.since.is_some() || field.optional.is_some() || field.rest.is_some() {
+    if field.attrs.since.is_some() || field.attrs.optional.is_some() || field.attrs.rest.is_some() {
         return quote!(0);
     }
-    let marker = usize::from(field.marker.is_some());
+    let marker = usize::from(field.attrs.marker.is_some());
     let ty = field.wire_ty();
-    let own = if field.len.is_some() {
+    let own = if field.attrs.len.is_some() {
         quote!(4)
-    } else if let Some(count) = &field.count {
+    } else if let Some(count) = &field.attrs.count {
         // The count's bytes are on the wire even when it is read before another field.
         let prefix = &count.prefix;
         quote!(<#prefix as #krate::Decode<#lifetime>>::MIN_WIRE_LEN)
@@ -112,7 +112,7 @@ fn construct(
             let krate = krate();
             let (r, ctx) = (internal("r"), internal("ctx"));
             let local = early_count(counted);
-            let prefix = &counted.count.as_ref().unwrap().prefix;
+            let prefix = &counted.attrs.count.as_ref().unwrap().prefix;
             let (message, name) = (&scope.message, counted.name());
             quote! {
                 let #local = #krate::__private::field(
@@ -149,11 +149,11 @@ fn decode_field(
     let message = &scope.message;
     let name = field.name();
     let ty = field.wire_ty();
-    let read = if field.len.is_some() {
+    let read = if field.attrs.len.is_some() {
         quote!(#krate::__private::read_i32_len_bytes(#r))
-    } else if field.rest.is_some() {
+    } else if field.attrs.rest.is_some() {
         quote!(#krate::__private::read_rest(#r))
-    } else if let Some(count) = &field.count {
+    } else if let Some(count) = &field.attrs.count {
         let element = field.element_ty();
         match &count.before {
             None => {
@@ -175,7 +175,7 @@ fn decode_field(
             quote!(#krate::__private::field(#result, #message, #name)?)
         }
     };
-    let mut value = match &field.expect {
+    let mut value = match &field.attrs.expect {
         Some((expected, _)) => {
             let description = expected.base10_digits();
             let checked = placed(quote! {
@@ -188,10 +188,10 @@ fn decode_field(
         }
         None => placed(read),
     };
-    if field.len.is_some() || field.rest.is_some() {
+    if field.attrs.len.is_some() || field.attrs.rest.is_some() {
         value = quote!(::core::convert::From::from(#value));
     }
-    if let Some(since) = &field.since {
+    if let Some(since) = &field.attrs.since {
         let (present, _) = condition(since);
         value = quote! {
             if #present {
@@ -201,7 +201,7 @@ fn decode_field(
             }
         };
     }
-    if field.optional.is_some() {
+    if field.attrs.optional.is_some() {
         value = quote! {
             if #krate::__private::next_tag_in(#r, <#ty as #krate::Tagged>::TAGS) {
                 ::core::option::Option::Some(#value)
@@ -210,7 +210,7 @@ fn decode_field(
             }
         };
     }
-    let before = field.marker.as_ref().map(|marker| {
+    let before = field.attrs.marker.as_ref().map(|marker| {
         let byte = tag_literal(marker.byte);
         quote!(#krate::__private::expect_byte(#r, #byte, #message, #name)?;)
     });
@@ -234,6 +234,10 @@ fn decode_enum(
     let sets = variants
         .iter()
         .map(|variant| variant_tags(container, variant, true));
+    let all_sets: Vec<_> = variants
+        .iter()
+        .map(|variant| variant_tags(container, variant, false))
+        .collect();
     let arms = variants.iter().enumerate().map(|(index, variant)| {
         let index = index as u8;
         let variant_ident = variant.ident;
@@ -267,7 +271,7 @@ fn decode_enum(
             #(#arms)*
             _ => ::core::result::Result::Err(#krate::__private::unknown_tag(
                 #tag_var,
-                <Self as #krate::Tagged>::TAGS,
+                #krate::TagSet::EMPTY #(.union(#all_sets))*,
                 #at,
                 #name,
                 "tag",

@@ -24,7 +24,7 @@ pub fn expand(container: &Container<'_>) -> TokenStream {
                     quote!(&self.#member)
                 })
                 .collect();
-            let tag = container.tag.as_ref().map(|tag| tag_literal(tag.byte));
+            let tag = container.tag().map(|tag| tag_literal(tag.byte));
             let write_tag = tag.as_ref().map(|tag| quote!(#w.write_u8(#tag);));
             let tag_len = if tag.is_some() { quote!(1) } else { quote!(0) };
             let writes = write_fields(fields, &accessors, &scope);
@@ -130,7 +130,7 @@ fn write_fields(
             };
             let value = internal("value");
             // `value` is the wire value: the field itself, or what its `Option` holds.
-            let optional = field.since.is_some() || field.optional.is_some();
+            let optional = field.attrs.since.is_some() || field.attrs.optional.is_some();
             let v = if optional {
                 quote!(#value)
             } else {
@@ -138,7 +138,7 @@ fn write_fields(
             };
             let mut statements = Vec::new();
             for (index, counted) in counts_placed_before(fields, field) {
-                let prefix = &counted.count.as_ref().unwrap().prefix;
+                let prefix = &counted.attrs.count.as_ref().unwrap().prefix;
                 let elements = &accessors[index];
                 let counted_name = counted.name();
                 statements.push(quote! {
@@ -149,22 +149,22 @@ fn write_fields(
                     )?;
                 });
             }
-            if let Some(marker) = &field.marker {
+            if let Some(marker) = &field.attrs.marker {
                 let byte = tag_literal(marker.byte);
                 statements.push(quote!(#w.write_u8(#byte);));
             }
-            if let Some((expected, _)) = &field.expect {
+            if let Some((expected, _)) = &field.attrs.expect {
                 let description = expected.base10_digits();
                 statements.push(placed(quote! {
                     #krate::__private::check_value(*#v, #expected, #description)
                 }));
             }
             let bytes = quote!(::core::convert::AsRef::<[::core::primitive::u8]>::as_ref(#v));
-            let write = if field.len.is_some() {
+            let write = if field.attrs.len.is_some() {
                 quote!(#krate::__private::write_i32_len_bytes(#w, #bytes))
-            } else if field.rest.is_some() {
+            } else if field.attrs.rest.is_some() {
                 quote!(#krate::__private::write_rest(#w, #bytes))
-            } else if let Some(count) = &field.count {
+            } else if let Some(count) = &field.attrs.count {
                 match &count.before {
                     None => {
                         let prefix = &count.prefix;
@@ -178,7 +178,7 @@ fn write_fields(
             };
             statements.push(placed(write));
             let body = quote!(#(#statements)*);
-            if let Some(since) = &field.since {
+            if let Some(since) = &field.attrs.since {
                 let (present, present_when) = condition(since);
                 quote! {
                     #krate::__private::check_gated(
@@ -193,7 +193,7 @@ fn write_fields(
                         #body
                     }
                 }
-            } else if field.optional.is_some() {
+            } else if field.attrs.optional.is_some() {
                 quote! {
                     if let ::core::option::Option::Some(#value) = #accessor {
                         #body
@@ -215,7 +215,7 @@ fn field_lens(fields: &[Field<'_>], accessors: &[TokenStream]) -> Vec<TokenStrea
         .zip(accessors)
         .map(|(field, accessor)| {
             let value = internal("value");
-            let optional = field.since.is_some() || field.optional.is_some();
+            let optional = field.attrs.since.is_some() || field.attrs.optional.is_some();
             let v = if optional {
                 quote!(#value)
             } else {
@@ -226,11 +226,11 @@ fn field_lens(fields: &[Field<'_>], accessors: &[TokenStream]) -> Vec<TokenStrea
                     ::core::convert::AsRef::<[::core::primitive::u8]>::as_ref(#v),
                 )
             };
-            let mut len = if field.len.is_some() {
+            let mut len = if field.attrs.len.is_some() {
                 quote!((4 + #bytes_len))
-            } else if field.rest.is_some() {
+            } else if field.attrs.rest.is_some() {
                 bytes_len
-            } else if let Some(count) = &field.count {
+            } else if let Some(count) = &field.attrs.count {
                 let prefix = &count.prefix;
                 quote! {
                     (::core::mem::size_of::<#prefix>() + #krate::__private::elements_len(#ctx, #v))
@@ -238,7 +238,7 @@ fn field_lens(fields: &[Field<'_>], accessors: &[TokenStream]) -> Vec<TokenStrea
             } else {
                 quote!(#krate::Encode::encoded_len(#v, #ctx))
             };
-            if field.marker.is_some() {
+            if field.attrs.marker.is_some() {
                 len = quote!((1 + #len));
             }
             if optional {

@@ -14,9 +14,33 @@ use syn::{Lifetime, LitByte, Member};
 use crate::ast::{Container, Data, Field, Style, Variant};
 use crate::attr::{Condition, Since};
 
-/// The runtime crate, by absolute path.
+thread_local! {
+    /// The runtime crate's path for the expansion under way: `::pgoutput_codec`, or what
+    /// `#[codec(crate = "…")]` says.
+    static CRATE_PATH: std::cell::RefCell<Option<TokenStream>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `generate` with the container's runtime crate path in effect.
+pub fn with_crate_path(
+    container: &Container<'_>,
+    generate: impl FnOnce() -> TokenStream,
+) -> TokenStream {
+    let path = container
+        .attrs
+        .krate
+        .as_ref()
+        .map_or_else(|| quote!(::pgoutput_codec), |path| quote!(#path));
+    CRATE_PATH.with(|cell| *cell.borrow_mut() = Some(path));
+    let out = generate();
+    CRATE_PATH.with(|cell| *cell.borrow_mut() = None);
+    out
+}
+
+/// The runtime crate, by absolute path (or as `#[codec(crate = …)]` names it).
 fn krate() -> TokenStream {
-    quote!(::pgoutput_codec)
+    CRATE_PATH
+        .with(|cell| cell.borrow().clone())
+        .unwrap_or_else(|| quote!(::pgoutput_codec))
 }
 
 /// A variable of the generated code, invisible to (and unaffected by) user code.
@@ -149,9 +173,9 @@ impl Scope {
         let transparent = variant.is_none()
             && fields.len() == 1
             && matches!(fields[0].member, Member::Unnamed(_))
-            && fields[0].since.is_none()
-            && fields[0].marker.is_none()
-            && fields[0].expect.is_none();
+            && fields[0].attrs.since.is_none()
+            && fields[0].attrs.marker.is_none()
+            && fields[0].attrs.expect.is_none();
         Scope {
             message: match variant {
                 Some(variant) => format!("{name}::{variant}"),
@@ -170,7 +194,8 @@ fn counts_placed_before<'f, 'a>(
 ) -> impl Iterator<Item = (usize, &'f Field<'a>)> {
     let name = field.name();
     fields.iter().enumerate().filter(move |(_, f)| {
-        f.count
+        f.attrs
+            .count
             .as_ref()
             .and_then(|c| c.before.as_ref())
             .is_some_and(|before| *before == name)
@@ -192,12 +217,9 @@ fn wrap(items: TokenStream) -> TokenStream {
     }
 }
 
-/// `#[derive(Decode)]`: `Decode`, plus `Tagged` for tagged messages and `IntoOwned`.
+/// `#[derive(Decode)]`.
 pub fn derive_decode(container: &Container<'_>) -> TokenStream {
-    let mut items = decode::expand(container);
-    items.extend(owned::expand(container));
-    items.extend(tagged(container));
-    wrap(items)
+    wrap(decode::expand(container))
 }
 
 /// `#[derive(Encode)]`.
@@ -205,13 +227,124 @@ pub fn derive_encode(container: &Container<'_>) -> TokenStream {
     wrap(encode::expand(container))
 }
 
-/// `impl Tagged`: a tagged struct's one tag, or the union of an enum's variant tags.
-fn tagged(container: &Container<'_>) -> Option<TokenStream> {
+/// `#[derive(IntoOwned)]`.
+pub fn derive_into_owned(container: &Container<'_>) -> TokenStream {
+    wrap(owned::expand(container))
+}
+
+/// `#[derive(Tagged)]`.
+pub fn derive_tagged(container: &Container<'_>) -> TokenStream {
+    wrap(tagged(container))
+}
+
+/// What a derive emits when the input has errors: the trait implemented with a body
+/// that cannot run, so that the errors above are the only ones. Generated from the
+/// attribute-free input (the errors are in the attributes), then every method body
+/// replaced.
+pub fn fallback(
+    container: &Container<'_>,
+    generate: fn(&Container<'_>) -> TokenStream,
+) -> TokenStream {
+    let plain = Container {
+        ident: container.ident,
+        input: container.input,
+        attrs: crate::attr::CodecAttrs {
+            // Tagged needs a tag to have an impl at all.
+            tag: container.attrs.tag.clone().or(Some(crate::attr::Tag {
+                byte: 0,
+                span: Span::call_site(),
+            })),
+            krate: container.attrs.krate.clone(),
+            ..Default::default()
+        },
+        data: match &container.data {
+            Data::Struct(style, fields) => Data::Struct(*style, plain_fields(fields)),
+            Data::Enum(variants) => Data::Enum(
+                variants
+                    .iter()
+                    .map(|v| Variant {
+                        ident: v.ident,
+                        original: v.original,
+                        tag: v.tag.clone().or(Some(crate::attr::Tag {
+                            byte: 0,
+                            span: Span::call_site(),
+                        })),
+                        style: v.style,
+                        fields: plain_fields(&v.fields),
+                    })
+                    .collect(),
+            ),
+        },
+    };
+    unreachable_bodies(generate(&plain))
+}
+
+fn plain_fields<'a>(fields: &[Field<'a>]) -> Vec<Field<'a>> {
+    fields
+        .iter()
+        .map(|f| Field {
+            member: f.member.clone(),
+            ty: f.ty,
+            attrs: Default::default(),
+        })
+        .collect()
+}
+
+/// Replaces the body of every `fn` in `tokens` with `unreachable!()`.
+fn unreachable_bodies(tokens: TokenStream) -> TokenStream {
+    let mut out = Vec::new();
+    let mut after_fn = false;
+    for token in tokens {
+        match token {
+            TokenTree::Ident(ident) if ident == "fn" => {
+                after_fn = true;
+                out.push(TokenTree::Ident(ident));
+            }
+            TokenTree::Group(group)
+                if after_fn && group.delimiter() == proc_macro2::Delimiter::Brace =>
+            {
+                after_fn = false;
+                let mut body = proc_macro2::Group::new(
+                    proc_macro2::Delimiter::Brace,
+                    quote!(::core::unreachable!("the derive's input has errors")),
+                );
+                body.set_span(group.span());
+                out.push(TokenTree::Group(body));
+            }
+            TokenTree::Group(group) => {
+                let mut new =
+                    proc_macro2::Group::new(group.delimiter(), unreachable_bodies(group.stream()));
+                new.set_span(group.span());
+                out.push(TokenTree::Group(new));
+            }
+            other => out.push(other),
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// `impl Tagged`: a tagged struct's one tag, or the union of an enum's variant tags, and
+/// the stream role `#[codec(stream = …)]` gives (dispatch enums pass their variants').
+fn tagged(container: &Container<'_>) -> TokenStream {
     let krate = krate();
-    let (tags, tag_of_value) = match &container.data {
+    let (tags, tag_of_value, role) = match &container.data {
         Data::Struct(..) => {
-            let tag = tag_literal(container.tag.as_ref()?.byte);
-            (quote!(#krate::TagSet::single(#tag)), quote!(#tag))
+            let Some(tag) = container.tag() else {
+                return syn::Error::new_spanned(
+                    container.ident,
+                    "#[derive(Tagged)] needs the message's tag byte: add #[codec(tag = b'…')]",
+                )
+                .to_compile_error();
+            };
+            let tag = tag_literal(tag.byte);
+            let role = match container.attrs.stream {
+                Some((role, _)) => {
+                    let variant = format_ident!("{}", role.variant());
+                    quote!(#krate::StreamRole::#variant)
+                }
+                None => quote!(#krate::StreamRole::None),
+            };
+            (quote!(#krate::TagSet::single(#tag)), quote!(#tag), role)
         }
         Data::Enum(variants) => {
             let sets = variants
@@ -230,16 +363,27 @@ fn tagged(container: &Container<'_>) -> Option<TokenStream> {
                     }
                 }
             });
+            let role_arms = variants.iter().map(|variant| {
+                let ident = variant.ident;
+                match &variant.tag {
+                    Some(_) => quote!(Self::#ident { .. } => #krate::StreamRole::None,),
+                    None => {
+                        let inner = internal("inner");
+                        quote!(Self::#ident(#inner) => #krate::Tagged::stream_role(#inner),)
+                    }
+                }
+            });
             (
                 quote!(#krate::TagSet::EMPTY #(.union(#sets))*),
                 quote!(match self { #(#arms)* }),
+                quote!(match self { #(#role_arms)* }),
             )
         }
     };
     let ident = container.ident;
     let (impl_generics, ty_generics, where_clause) = container.input.generics.split_for_impl();
     let name = container.name();
-    Some(quote! {
+    quote! {
         #[automatically_derived]
         impl #impl_generics #krate::Tagged for #ident #ty_generics #where_clause {
             const TAGS: #krate::TagSet = #tags;
@@ -249,6 +393,11 @@ fn tagged(container: &Container<'_>) -> Option<TokenStream> {
             fn tag(&self) -> ::core::primitive::u8 {
                 #tag_of_value
             }
+
+            #[inline]
+            fn stream_role(&self) -> #krate::StreamRole {
+                #role
+            }
         }
-    })
+    }
 }

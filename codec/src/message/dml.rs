@@ -5,7 +5,9 @@ use crate::{Oid, OldTuple, TupleData, Xid};
 /// Insert `'I'` (protocol 1, PostgreSQL 10): a new row.
 ///
 /// `xid` is on the wire only inside a Stream Start/Stop block (protocol 2+).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::IntoOwned, crate::Tagged, crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
@@ -26,7 +28,9 @@ pub struct Insert<'a> {
 /// The old row is sent only when the replica identity is FULL (`'O'`), or when a key column
 /// changed or is stored externally (`'K'`); with REPLICA IDENTITY DEFAULT and an unchanged
 /// key there is none.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::IntoOwned, crate::Tagged, crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
@@ -47,7 +51,9 @@ pub struct Update<'a> {
 
 /// Delete `'D'` (protocol 1, PostgreSQL 10): a removed row, identified by its old key
 /// (`'K'`) or whole old row (`'O'`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::IntoOwned, crate::Tagged, crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
@@ -65,7 +71,9 @@ pub struct Delete<'a> {
 /// Truncate `'T'` (protocol 1, PostgreSQL 11): relations emptied by one TRUNCATE.
 ///
 /// On the wire the Int32 relation count comes *before* the options byte, then the OIDs.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::IntoOwned, crate::Tagged, crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
@@ -82,7 +90,9 @@ pub struct Truncate {
 }
 
 /// Truncate's option bits. Unknown bits are kept, so re-encoding is exact.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, crate::Decode, crate::Encode)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, crate::Decode, crate::IntoOwned, crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct TruncateOptions(pub u8);

@@ -23,7 +23,9 @@ pub use two_phase::{BeginPrepare, CommitPrepared, Prepare, RollbackPrepared, Str
 /// unknown tags with [`DecodeErrorKind::UnknownTag`](crate::DecodeErrorKind::UnknownTag).
 /// To read a stream with Stream Start/Stop blocks, use the session
 /// [`Decoder`](crate::Decoder), which keeps the context up to date.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::IntoOwned, crate::Tagged, crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(tag = "type", rename_all = "snake_case"))]

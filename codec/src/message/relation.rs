@@ -6,7 +6,9 @@ use crate::{Oid, PgStr, Xid};
 /// first change to it in a session, and again after its schema or publication changes.
 ///
 /// `xid` is on the wire only inside a Stream Start/Stop block (protocol 2+).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::IntoOwned, crate::Tagged, crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
@@ -40,7 +42,7 @@ impl Relation<'_> {
 }
 
 /// A column of a [`Relation`].
-#[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::IntoOwned, crate::Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
@@ -67,7 +69,18 @@ impl RelationColumn<'_> {
 }
 
 /// `pg_class.relreplident`, an Int8 character.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    crate::Decode,
+    crate::IntoOwned,
+    crate::Tagged,
+    crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
@@ -90,7 +103,9 @@ pub enum ReplicaIdentity {
 /// the Relation message, for columns whose type OID is not built in (≥ 10000).
 ///
 /// `xid` is on the wire only inside a Stream Start/Stop block (protocol 2+).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::IntoOwned, crate::Tagged, crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]

@@ -5,11 +5,22 @@ use crate::{Lsn, PgTimestamp, Xid};
 /// Stream Start `'S'` (protocol 2, PostgreSQL 14): a block of a streamed transaction's
 /// changes begins. Inside the block, Relation, Type, Insert, Update, Delete, Truncate and
 /// Message carry an xid.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    crate::Decode,
+    crate::IntoOwned,
+    crate::Tagged,
+    crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
-#[codec(tag = b'S')]
+#[codec(tag = b'S', stream = "start")]
 pub struct StreamStart {
     /// Top-level xid of the streamed transaction.
     pub xid: Xid,
@@ -18,19 +29,42 @@ pub struct StreamStart {
 }
 
 /// Stream Stop `'E'` (protocol 2, PostgreSQL 14): the current block ends. No fields.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, crate::Decode, crate::Encode)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
+    crate::Decode,
+    crate::IntoOwned,
+    crate::Tagged,
+    crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[codec(tag = b'E')]
+#[codec(tag = b'E', stream = "stop")]
 pub struct StreamStop;
 
 /// Stream Commit `'c'` (protocol 2, PostgreSQL 14): a streamed transaction committed. Sent
 /// outside stream blocks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    crate::Decode,
+    crate::IntoOwned,
+    crate::Tagged,
+    crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
-#[codec(tag = b'c')]
+#[codec(tag = b'c', stream = "outside")]
 pub struct StreamCommit {
     /// Top-level xid.
     pub xid: Xid,
@@ -68,11 +102,22 @@ pub struct StreamCommit {
 /// assert!(!abort.is_top_level());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    crate::Decode,
+    crate::IntoOwned,
+    crate::Tagged,
+    crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
-#[codec(tag = b'A')]
+#[codec(tag = b'A', stream = "outside")]
 pub struct StreamAbort {
     /// Top-level xid of the streamed transaction.
     pub xid: Xid,

@@ -6,7 +6,18 @@ use crate::{Lsn, PgStr, PgTimestamp, Xid};
 ///
 /// There is no flags byte. PostgreSQL 15+ sends Begin lazily, right before the first change
 /// that is published, and sends nothing for empty transactions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    crate::Decode,
+    crate::IntoOwned,
+    crate::Tagged,
+    crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
@@ -24,7 +35,18 @@ pub struct Begin {
 /// Commit `'C'` (protocol 1, PostgreSQL 10): a transaction committed.
 ///
 /// The flags byte is unused and always 0; PostgreSQL's reader rejects anything else.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    crate::Decode,
+    crate::IntoOwned,
+    crate::Tagged,
+    crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
@@ -45,7 +67,9 @@ pub struct Commit {
 /// Origin `'O'` (protocol 1, PostgreSQL 10): the transaction came from a replication origin.
 ///
 /// Sent right after Begin, Begin Prepare or the first Stream Start of a transaction.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::IntoOwned, crate::Tagged, crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]

@@ -4,7 +4,9 @@ use crate::PgBytes;
 
 /// TupleData: an Int16 column count, then one value per published column, in the order of
 /// the Relation message's columns.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, crate::Decode, crate::Encode)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, Default, crate::Decode, crate::IntoOwned, crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(transparent))]
@@ -23,7 +25,9 @@ impl<'a> TupleData<'a> {
 
 /// One column of a TupleData. A row may mix text and binary values: the format is chosen
 /// per column (a type without a binary send function stays text in binary mode).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::IntoOwned, crate::Tagged, crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
@@ -62,7 +66,9 @@ impl ColumnValue<'_> {
 }
 
 /// The old row of an Update or Delete.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::IntoOwned, crate::Tagged, crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]

@@ -6,7 +6,9 @@ use crate::{Lsn, PgStr, PgTimestamp, Xid};
 
 /// Begin Prepare `'b'` (protocol 3, PostgreSQL 15): a prepared transaction starts. There is
 /// no flags byte.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::IntoOwned, crate::Tagged, crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
@@ -25,7 +27,9 @@ pub struct BeginPrepare<'a> {
 }
 
 /// Prepare `'P'` (protocol 3, PostgreSQL 15): the transaction was prepared.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::IntoOwned, crate::Tagged, crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
@@ -48,7 +52,9 @@ pub struct Prepare<'a> {
 }
 
 /// Commit Prepared `'K'` (protocol 3, PostgreSQL 15): COMMIT PREPARED.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::IntoOwned, crate::Tagged, crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
@@ -71,7 +77,9 @@ pub struct CommitPrepared<'a> {
 }
 
 /// Rollback Prepared `'r'` (protocol 3, PostgreSQL 15): ROLLBACK PREPARED.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::IntoOwned, crate::Tagged, crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
@@ -97,11 +105,13 @@ pub struct RollbackPrepared<'a> {
 
 /// Stream Prepare `'p'` (protocol 3, PostgreSQL 15): a streamed transaction was prepared.
 /// Sent after its last Stream Stop, outside any block.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::Encode)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::IntoOwned, crate::Tagged, crate::Encode,
+)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
-#[codec(tag = b'p')]
+#[codec(tag = b'p', stream = "outside")]
 pub struct StreamPrepare<'a> {
     /// Unused flags; always 0.
     #[codec(expect = 0)]

@@ -2,10 +2,10 @@
 
 use core::fmt;
 
-use crate::{Decode, Encode};
+use crate::{Decode, Encode, IntoOwned};
 
 /// A transaction id (`TransactionId`, uint32). 0 is `InvalidTransactionId`.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Decode, Encode)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Decode, IntoOwned, Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Xid(pub u32);
@@ -45,7 +45,7 @@ impl From<Xid> for u32 {
 }
 
 /// An object id (`Oid`, uint32): relation and type identifiers.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Decode, Encode)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Decode, IntoOwned, Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Oid(pub u32);

@@ -3,7 +3,7 @@
 use core::fmt;
 use core::str::FromStr;
 
-use crate::{Decode, Encode};
+use crate::{Decode, Encode, IntoOwned};
 
 /// A WAL position (`XLogRecPtr`, uint64), shown as PostgreSQL prints it: `16/B374D848`.
 ///
@@ -16,7 +16,7 @@ use crate::{Decode, Encode};
 /// assert_eq!("0/0".parse::<Lsn>()?, Lsn::INVALID);
 /// # Ok::<(), pgoutput_codec::LsnParseError>(())
 /// ```
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Decode, Encode)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Decode, IntoOwned, Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub struct Lsn(pub u64);
 

@@ -3,7 +3,7 @@
 use core::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::{Decode, Encode};
+use crate::{Decode, Encode, IntoOwned};
 
 /// Microseconds from the Unix epoch to PostgreSQL's epoch, 2000-01-01 00:00:00 UTC.
 const POSTGRES_EPOCH_UNIX_MICROS: i64 = 946_684_800_000_000;
@@ -24,7 +24,7 @@ const POSTGRES_EPOCH_UNIX_MICROS: i64 = 946_684_800_000_000;
 /// assert_eq!(PgTimestamp::try_from(time)?, ts);
 /// # Ok::<(), pgoutput_codec::TimestampError>(())
 /// ```
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Decode, Encode)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Decode, IntoOwned, Encode)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub struct PgTimestamp(pub i64);
 
