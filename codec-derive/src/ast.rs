@@ -109,6 +109,7 @@ fn fields_from_ast<'a>(fields: &'a Fields, errors: &mut Errors) -> (Style, Vec<F
         .map(|(i, field)| {
             let mut attrs = attr::parse_codec(&field.attrs, Position::Field, errors);
             attrs.since = attr::parse_since(&field.attrs, errors);
+            attrs.since_written = field.attrs.iter().any(|a| a.path().is_ident("since"));
             Field {
                 member: match &field.ident {
                     Some(ident) => Member::Named(ident.clone()),

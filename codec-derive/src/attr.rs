@@ -192,6 +192,8 @@ pub struct CodecAttrs {
     pub rest: Option<Flag>,
     /// `#[since(...)]`, on a field.
     pub since: Option<Since>,
+    /// Whether a `#[since]` was written at all (even one that did not parse).
+    pub since_written: bool,
 }
 
 /// Parses every `#[codec(...)]` in `attrs`, accepting the keys of `position`.

@@ -4,7 +4,7 @@
 use syn::GenericParam;
 
 use crate::ast::{self, Container, Data, Field, Style};
-use crate::attr::{Errors, MIN_VERSION};
+use crate::attr::{Condition, Errors, MIN_VERSION};
 
 pub fn check(container: &Container<'_>, errors: &mut Errors) {
     check_generics(container, errors);
@@ -32,9 +32,10 @@ pub fn check(container: &Container<'_>, errors: &mut Errors) {
                             errors.at(
                                 tag.span,
                                 format_args!(
-                                    "duplicate tag: variant `{}` already uses this tag byte; \
+                                    "duplicate tag: variant `{}` already uses the tag byte {}; \
                                      each variant needs its own",
-                                    first
+                                    first,
+                                    describe_byte(tag.byte)
                                 ),
                             );
                         }
@@ -150,11 +151,41 @@ fn check_fields(fields: &[Field<'_>], errors: &mut Errors) {
                     ),
                 );
             }
+            if since.when == Some(Condition::Parallel) && since.version < 4 {
+                errors.spanned(
+                    &since.span_tokens,
+                    format_args!(
+                        "`when = \"parallel\"` needs `version = 4` or higher: PostgreSQL \
+                         allows parallel streaming only from protocol 4 (version = {} can \
+                         never be parallel)",
+                        since.version
+                    ),
+                );
+            }
             if since.version == MIN_VERSION && since.when.is_none() {
                 errors.spanned(
                     &since.span_tokens,
                     "#[since(version = 1)] without `when` is always present: remove the \
                      attribute and use a plain field",
+                );
+            }
+        }
+        let attrs = &field.attrs;
+        let plain = !attrs.since_written
+            && attrs.optional.is_none()
+            && attrs.len.is_none()
+            && attrs.count.is_none()
+            && attrs.rest.is_none();
+        if plain {
+            if let Some(inner) = ast::option_inner(field.ty) {
+                errors.spanned(
+                    field.ty,
+                    format_args!(
+                        "an `Option` field needs to say when it is on the wire: \
+                         #[since(version = N)] (from protocol N on, maybe with `when`), or \
+                         #[codec(optional)] (when the next byte is one of `{}`'s tags)",
+                        ast::type_string(inner)
+                    ),
                 );
             }
         }
@@ -192,5 +223,14 @@ fn check_shape_keys(field: &Field<'_>, errors: &mut Errors) {
                 format_args!("`{other}` conflicts with `{first}`: a field has one wire shape"),
             );
         }
+    }
+}
+
+/// A tag byte as people write it: `b'M' (0x4d)`, or `0x01`.
+pub fn describe_byte(byte: u8) -> String {
+    if byte.is_ascii_graphic() && byte != b'\\' && byte != b'\'' {
+        format!("b'{}' (0x{byte:02x})", byte as char)
+    } else {
+        format!("0x{byte:02x}")
     }
 }

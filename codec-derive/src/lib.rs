@@ -29,14 +29,14 @@ use syn::{parse_macro_input, DeriveInput};
 #[proc_macro_derive(Decode, attributes(codec, since))]
 pub fn derive_decode(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
-    expand_with(&input, expand::derive_decode).into()
+    expand_with(&input, expand::derive_decode, expand::Trait::Decode).into()
 }
 
 /// Derives `pgoutput_codec::Encode`. See the runtime crate's `attributes` documentation.
 #[proc_macro_derive(Encode, attributes(codec, since))]
 pub fn derive_encode(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
-    expand_with(&input, expand::derive_encode).into()
+    expand_with(&input, expand::derive_encode, expand::Trait::Encode).into()
 }
 
 /// Derives `pgoutput_codec::Tagged` for a type with `#[codec(tag = …)]` or a dispatch
@@ -44,20 +44,21 @@ pub fn derive_encode(input: TokenStream) -> TokenStream {
 #[proc_macro_derive(Tagged, attributes(codec, since))]
 pub fn derive_tagged(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
-    expand_with(&input, expand::derive_tagged).into()
+    expand_with(&input, expand::derive_tagged, expand::Trait::Tagged).into()
 }
 
 /// Derives `pgoutput_codec::IntoOwned`: `Type<'a>` to `Type<'static>`, field by field.
 #[proc_macro_derive(IntoOwned, attributes(codec, since))]
 pub fn derive_into_owned(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
-    expand_with(&input, expand::derive_into_owned).into()
+    expand_with(&input, expand::derive_into_owned, expand::Trait::IntoOwned).into()
 }
 
 /// Parse, validate, then generate; any error stops before generation.
 fn expand_with(
     input: &DeriveInput,
     generate: fn(&ast::Container<'_>) -> proc_macro2::TokenStream,
+    implemented: expand::Trait,
 ) -> proc_macro2::TokenStream {
     let mut errors = attr::Errors::default();
     let container = ast::Container::from_ast(input, &mut errors);
@@ -72,7 +73,7 @@ fn expand_with(
             let mut out = errors;
             if let Some(container) = &container {
                 out.extend(expand::with_crate_path(container, || {
-                    expand::fallback(container, generate)
+                    expand::fallback(container, implemented)
                 }));
             }
             out

@@ -8,10 +8,33 @@ use syn::{parse_quote, DeriveInput};
 
 use crate::expand_with;
 
-/// Both derives' output for `input`, as rustfmt prints it.
+/// The derives' output for `input` (Decode, Encode, IntoOwned, and Tagged for a tagged
+/// type), as rustfmt prints it.
 fn expand(input: DeriveInput) -> String {
-    let mut code = expand_with(&input, crate::expand::derive_decode);
-    code.extend(expand_with(&input, crate::expand::derive_encode));
+    let mut code = expand_with(
+        &input,
+        crate::expand::derive_decode,
+        crate::expand::Trait::Decode,
+    );
+    code.extend(expand_with(
+        &input,
+        crate::expand::derive_encode,
+        crate::expand::Trait::Encode,
+    ));
+    code.extend(expand_with(
+        &input,
+        crate::expand::derive_into_owned,
+        crate::expand::Trait::IntoOwned,
+    ));
+    let tagged = input.attrs.iter().any(|a| a.path().is_ident("codec"))
+        || matches!(input.data, syn::Data::Enum(_));
+    if tagged {
+        code.extend(expand_with(
+            &input,
+            crate::expand::derive_tagged,
+            crate::expand::Trait::Tagged,
+        ));
+    }
     rustfmt(&code.to_string())
 }
 

@@ -94,16 +94,28 @@ pub fn next_tag_in(r: &Reader<'_>, tags: TagSet) -> bool {
     matches!(r.peek_u8(), Ok(tag) if tags.contains(tag))
 }
 
-/// `#[codec(len = i32)]`: an Int32 length, then that many bytes, borrowed.
+/// `#[codec(len = C)]`: a length of type `C`, then that many bytes, borrowed. The length
+/// is checked against the bytes left before anything is read.
 #[inline]
-pub fn read_i32_len_bytes<'a>(r: &mut Reader<'a>) -> Result<&'a [u8], DecodeError> {
-    r.read_i32_len_bytes()
+pub fn read_len_bytes<'a, C: Count + Decode<'a>>(
+    r: &mut Reader<'a>,
+    ctx: Ctx,
+) -> Result<&'a [u8], DecodeError> {
+    let (len, at) = read_count::<C>(r, ctx)?;
+    r.check_len(len as u64, at)?;
+    r.read_bytes(len)
 }
 
-/// `#[codec(len = i32)]` when encoding.
+/// `#[codec(len = C)]` when encoding: the length as a `C` (if it fits), then the bytes.
 #[inline]
-pub fn write_i32_len_bytes(w: &mut Writer<'_>, bytes: &[u8]) -> Result<(), EncodeError> {
-    w.write_i32_len_bytes(bytes)
+pub fn write_len_bytes<C: Count + Encode>(
+    w: &mut Writer<'_>,
+    ctx: Ctx,
+    bytes: &[u8],
+) -> Result<(), EncodeError> {
+    write_count::<C>(w, ctx, bytes.len())?;
+    w.write_bytes(bytes);
+    Ok(())
 }
 
 /// `#[codec(rest)]`: every byte left.
@@ -309,5 +321,80 @@ pub const fn min_len(a: usize, b: usize) -> usize {
         a
     } else {
         b
+    }
+}
+
+/// A message built at compile time, for the duplicate-tag check of dispatch enums (a
+/// `const` panic can print a `&str` but not format one).
+#[derive(Debug)]
+pub struct ConstMessage {
+    buf: [u8; 512],
+    len: usize,
+}
+
+impl ConstMessage {
+    /// `text`, cut at 480 bytes (on a character boundary).
+    pub const fn new(text: &str) -> ConstMessage {
+        ConstMessage {
+            buf: [0; 512],
+            len: 0,
+        }
+        .push(text)
+    }
+
+    /// Appends `text` while it fits.
+    pub const fn push(mut self, text: &str) -> ConstMessage {
+        let bytes = text.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() && self.len < 480 {
+            self.buf[self.len] = bytes[i];
+            self.len += 1;
+            i += 1;
+        }
+        // Never end inside a UTF-8 sequence.
+        while self.len > 0 && self.buf[self.len - 1] & 0xC0 == 0x80 {
+            self.len -= 1;
+        }
+        if self.len > 0 && self.buf[self.len - 1] >= 0xC0 {
+            self.len -= 1;
+        }
+        self
+    }
+
+    /// Appends a tag byte as `b'M' (0x4d)`, or `0x01` when it is not printable.
+    pub const fn push_tag(mut self, byte: u8) -> ConstMessage {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let printable = byte.is_ascii_graphic() && byte != b'\\' && byte != b'\'';
+        if printable && self.len + 12 <= self.buf.len() {
+            let text = [b'b', b'\'', byte, b'\'', b' ', b'(', b'0', b'x'];
+            let mut i = 0;
+            while i < text.len() {
+                self.buf[self.len] = text[i];
+                self.len += 1;
+                i += 1;
+            }
+        } else if self.len + 4 <= self.buf.len() {
+            self.buf[self.len] = b'0';
+            self.buf[self.len + 1] = b'x';
+            self.len += 2;
+        }
+        if self.len + 3 <= self.buf.len() {
+            self.buf[self.len] = HEX[(byte >> 4) as usize];
+            self.buf[self.len + 1] = HEX[(byte & 15) as usize];
+            self.len += 2;
+            if printable {
+                self.buf[self.len] = b')';
+                self.len += 1;
+            }
+        }
+        self
+    }
+
+    /// The text so far.
+    pub const fn as_str(&self) -> &str {
+        match core::str::from_utf8(self.buf.split_at(self.len).0) {
+            Ok(text) => text,
+            Err(_) => "duplicate tag byte",
+        }
     }
 }

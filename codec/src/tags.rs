@@ -48,7 +48,21 @@ impl TagSet {
         self.0[(tag / 64) as usize] & (1 << (tag % 64)) != 0
     }
 
-    /// Whether the sets share a tag.
+    /// The lowest tag both sets hold, if any.
+    pub const fn first_common(self, other: TagSet) -> Option<u8> {
+        let mut byte = 0u8;
+        loop {
+            if self.contains(byte) && other.contains(byte) {
+                return Some(byte);
+            }
+            if byte == u8::MAX {
+                return None;
+            }
+            byte += 1;
+        }
+    }
+
+    /// Whether the two sets share a tag.
     pub const fn intersects(self, other: TagSet) -> bool {
         let (a, b) = (self.0, other.0);
         (a[0] & b[0]) | (a[1] & b[1]) | (a[2] & b[2]) | (a[3] & b[3]) != 0

@@ -6,8 +6,9 @@ use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::Lifetime;
 
+use super::shape::{self, Cx};
 use super::{
-    binding, condition, counts_placed_before, early_count, input_lifetime, internal, krate,
+    binding, counts_placed_before, decode_impl_generics, input_lifetime, internal, krate,
     tag_literal, with_fields, with_static_lifetime, Scope,
 };
 use crate::ast::{self, Container, Data, Field, Style, Variant};
@@ -16,6 +17,7 @@ pub fn expand(container: &Container<'_>) -> TokenStream {
     let krate = krate();
     let ident = container.ident;
     let lifetime = input_lifetime(container);
+    let impl_generics = decode_impl_generics(container);
     let (_, ty_generics, where_clause) = container.input.generics.split_for_impl();
     let r = internal("r");
     let ctx = internal("ctx");
@@ -43,7 +45,7 @@ pub fn expand(container: &Container<'_>) -> TokenStream {
     quote! {
         #unique_tags
         #[automatically_derived]
-        impl<#lifetime> #krate::Decode<#lifetime> for #ident #ty_generics #where_clause {
+        impl #impl_generics #krate::Decode<#lifetime> for #ident #ty_generics #where_clause {
             const MIN_WIRE_LEN: ::core::primitive::usize = #min_len;
 
             #[inline]
@@ -61,9 +63,17 @@ pub fn expand(container: &Container<'_>) -> TokenStream {
 /// smallest variant.
 fn container_min_len(container: &Container<'_>, lifetime: &Lifetime) -> TokenStream {
     let krate = krate();
+    let scope = Scope::opaque();
     let fields_min = |tag: bool, fields: &[Field<'_>]| {
         let tag = usize::from(tag);
-        let fields = fields.iter().map(|field| field_min_len(field, lifetime));
+        let fields = fields.iter().map(|field| {
+            let cx = Cx {
+                scope: &scope,
+                name: field.name(),
+                lifetime,
+            };
+            shape::parts(field).min_len(&cx)
+        });
         quote!((#tag #(+ #fields)*))
     };
     match &container.data {
@@ -76,27 +86,6 @@ fn container_min_len(container: &Container<'_>, lifetime: &Lifetime) -> TokenStr
     }
 }
 
-/// The fewest bytes a field takes: nothing if it may be absent, its length or count
-/// prefix for a sized part, else its type's minimum; a marker byte adds one.
-fn field_min_len(field: &Field<'_>, lifetime: &Lifetime) -> TokenStream {
-    let krate = krate();
-    if field.attrs.since.is_some() || field.attrs.optional.is_some() || field.attrs.rest.is_some() {
-        return quote!(0);
-    }
-    let marker = usize::from(field.attrs.marker.is_some());
-    let ty = field.wire_ty();
-    let own = if field.attrs.len.is_some() {
-        quote!(4)
-    } else if let Some(count) = &field.attrs.count {
-        // The count's bytes are on the wire even when it is read before another field.
-        let prefix = &count.prefix;
-        quote!(<#prefix as #krate::Decode<#lifetime>>::MIN_WIRE_LEN)
-    } else {
-        quote!(<#ty as #krate::Decode<#lifetime>>::MIN_WIRE_LEN)
-    };
-    quote!((#marker + #own))
-}
-
 /// Reads each field into a local, in wire order, then returns `Ok(Path { … })`.
 fn construct(
     path: TokenStream,
@@ -107,24 +96,16 @@ fn construct(
 ) -> TokenStream {
     let bindings: Vec<_> = fields.iter().map(binding).collect();
     let reads = fields.iter().zip(&bindings).map(|(field, binding)| {
-        let (before, value) = decode_field(field, scope, lifetime);
-        let early_counts = counts_placed_before(fields, field).map(|(_, counted)| {
-            let krate = krate();
-            let (r, ctx) = (internal("r"), internal("ctx"));
-            let local = early_count(counted);
-            let prefix = &counted.attrs.count.as_ref().unwrap().prefix;
-            let (message, name) = (&scope.message, counted.name());
-            quote! {
-                let #local = #krate::__private::field(
-                    #krate::__private::read_count::<#prefix>(#r, #ctx),
-                    #message,
-                    #name,
-                )?;
-            }
-        });
+        let cx = Cx {
+            scope,
+            name: field.name(),
+            lifetime,
+        };
+        let early_counts = counts_placed_before(fields, field)
+            .map(|(_, counted)| shape::early_count_read(counted, &cx));
+        let value = shape::parts(field).read(&cx);
         quote! {
             #(#early_counts)*
-            #before
             let #binding = #value;
         }
     });
@@ -133,88 +114,6 @@ fn construct(
         #(#reads)*
         ::core::result::Result::Ok(#value)
     }
-}
-
-/// The statements that come before one field (a marker byte) and the expression that
-/// reads it.
-fn decode_field(
-    field: &Field<'_>,
-    scope: &Scope,
-    lifetime: &Lifetime,
-) -> (TokenStream, TokenStream) {
-    let krate = krate();
-    let r = internal("r");
-    let ctx = internal("ctx");
-    let at = internal("at");
-    let message = &scope.message;
-    let name = field.name();
-    let ty = field.wire_ty();
-    let read = if field.attrs.len.is_some() {
-        quote!(#krate::__private::read_i32_len_bytes(#r))
-    } else if field.attrs.rest.is_some() {
-        quote!(#krate::__private::read_rest(#r))
-    } else if let Some(count) = &field.attrs.count {
-        let element = field.element_ty();
-        match &count.before {
-            None => {
-                let prefix = &count.prefix;
-                quote!(#krate::__private::read_counted::<#prefix, #element>(#r, #ctx))
-            }
-            Some(_) => {
-                let local = early_count(field);
-                quote!(#krate::__private::read_elements::<#element>(#r, #ctx, #local))
-            }
-        }
-    } else {
-        quote_spanned!(ty.span()=> <#ty as #krate::Decode<#lifetime>>::decode(#r, #ctx))
-    };
-    let placed = |result: TokenStream| {
-        if scope.transparent {
-            quote!(#result?)
-        } else {
-            quote!(#krate::__private::field(#result, #message, #name)?)
-        }
-    };
-    let mut value = match &field.attrs.expect {
-        Some((expected, _)) => {
-            let description = expected.base10_digits();
-            let checked = placed(quote! {
-                #krate::__private::expect_value(#read, #expected, #description, #at)
-            });
-            quote!({
-                let #at = #r.position();
-                #checked
-            })
-        }
-        None => placed(read),
-    };
-    if field.attrs.len.is_some() || field.attrs.rest.is_some() {
-        value = quote!(::core::convert::From::from(#value));
-    }
-    if let Some(since) = &field.attrs.since {
-        let (present, _) = condition(since);
-        value = quote! {
-            if #present {
-                ::core::option::Option::Some(#value)
-            } else {
-                ::core::option::Option::None
-            }
-        };
-    }
-    if field.attrs.optional.is_some() {
-        value = quote! {
-            if #krate::__private::next_tag_in(#r, <#ty as #krate::Tagged>::TAGS) {
-                ::core::option::Option::Some(#value)
-            } else {
-                ::core::option::Option::None
-            }
-        };
-    }
-    let before = field.attrs.marker.as_ref().map(|marker| {
-        let byte = tag_literal(marker.byte);
-        quote!(#krate::__private::expect_byte(#r, #byte, #message, #name)?;)
-    });
-    (quote!(#before), value)
 }
 
 /// A tagged union: dispatch on the first byte through a compile-time table from tag byte
@@ -318,16 +217,20 @@ fn unique_tags_check(container: &Container<'_>, variants: &[Variant<'_>]) -> Tok
             let a = variant_tags(container, first, true);
             let b = variant_tags(container, second, true);
             let message = format!(
-                "duplicate tag in `{}`: variants `{}` ({}) and `{}` ({}) share a tag byte",
+                "duplicate tag in `{}`: variants `{}` ({}) and `{}` ({}) share the tag byte ",
                 container.name(),
                 first.ident,
                 describe(first),
                 second.ident,
                 describe(second),
             );
+            let krate = krate();
             checks.push(quote! {
-                if #a.intersects(#b) {
-                    ::core::panic!(#message);
+                if let ::core::option::Option::Some(byte) = #a.first_common(#b) {
+                    ::core::panic!(
+                        "{}",
+                        #krate::__private::ConstMessage::new(#message).push_tag(byte).as_str()
+                    );
                 }
             });
         }

@@ -6,6 +6,7 @@
 pub mod decode;
 pub mod encode;
 pub mod owned;
+pub mod shape;
 
 use proc_macro2::{Ident, Span, TokenStream, TokenTree};
 use quote::{format_ident, quote, ToTokens};
@@ -94,12 +95,21 @@ fn tag_literal(byte: u8) -> LitByte {
     LitByte::new(byte, Span::call_site())
 }
 
-/// The lifetime the impls use for decoded input: the type's own, or a fresh one.
+/// The lifetime the impls use for decoded input: the type's own, or `'_` for a type that
+/// borrows nothing (so that no made-up name shows in compiler messages).
 fn input_lifetime(container: &Container<'_>) -> Lifetime {
     container
         .lifetime()
         .cloned()
-        .unwrap_or_else(|| Lifetime::new("'__input", Span::call_site()))
+        .unwrap_or_else(|| Lifetime::new("'_", Span::call_site()))
+}
+
+/// `impl<'a>` for a type with a lifetime, `impl` for one without.
+fn decode_impl_generics(container: &Container<'_>) -> TokenStream {
+    match container.lifetime() {
+        Some(lifetime) => quote!(<#lifetime>),
+        None => TokenStream::new(),
+    }
 }
 
 /// `tokens` with the container's lifetime replaced by `'static`, for use in `const` items,
@@ -168,6 +178,14 @@ pub(crate) struct Scope {
 }
 
 impl Scope {
+    /// For code that reports no errors (minimum lengths).
+    fn opaque() -> Self {
+        Scope {
+            message: String::new(),
+            transparent: true,
+        }
+    }
+
     fn new(container: &Container<'_>, variant: Option<&Ident>, fields: &[Field<'_>]) -> Self {
         let name = container.name();
         let transparent = variant.is_none()
@@ -237,90 +255,88 @@ pub fn derive_tagged(container: &Container<'_>) -> TokenStream {
     wrap(tagged(container))
 }
 
-/// What a derive emits when the input has errors: the trait implemented with a body
-/// that cannot run, so that the errors above are the only ones. Generated from the
-/// attribute-free input (the errors are in the attributes), then every method body
-/// replaced.
-pub fn fallback(
-    container: &Container<'_>,
-    generate: fn(&Container<'_>) -> TokenStream,
-) -> TokenStream {
-    let plain = Container {
-        ident: container.ident,
-        input: container.input,
-        attrs: crate::attr::CodecAttrs {
-            // Tagged needs a tag to have an impl at all.
-            tag: container.attrs.tag.clone().or(Some(crate::attr::Tag {
-                byte: 0,
-                span: Span::call_site(),
-            })),
-            krate: container.attrs.krate.clone(),
-            ..Default::default()
-        },
-        data: match &container.data {
-            Data::Struct(style, fields) => Data::Struct(*style, plain_fields(fields)),
-            Data::Enum(variants) => Data::Enum(
-                variants
-                    .iter()
-                    .map(|v| Variant {
-                        ident: v.ident,
-                        original: v.original,
-                        tag: v.tag.clone().or(Some(crate::attr::Tag {
-                            byte: 0,
-                            span: Span::call_site(),
-                        })),
-                        style: v.style,
-                        fields: plain_fields(&v.fields),
-                    })
-                    .collect(),
-            ),
-        },
-    };
-    unreachable_bodies(generate(&plain))
+/// The trait a derive implements.
+#[derive(Clone, Copy)]
+pub enum Trait {
+    Decode,
+    Encode,
+    IntoOwned,
+    Tagged,
 }
 
-fn plain_fields<'a>(fields: &[Field<'a>]) -> Vec<Field<'a>> {
-    fields
-        .iter()
-        .map(|f| Field {
-            member: f.member.clone(),
-            ty: f.ty,
-            attrs: Default::default(),
-        })
-        .collect()
-}
-
-/// Replaces the body of every `fn` in `tokens` with `unreachable!()`.
-fn unreachable_bodies(tokens: TokenStream) -> TokenStream {
-    let mut out = Vec::new();
-    let mut after_fn = false;
-    for token in tokens {
-        match token {
-            TokenTree::Ident(ident) if ident == "fn" => {
-                after_fn = true;
-                out.push(TokenTree::Ident(ident));
-            }
-            TokenTree::Group(group)
-                if after_fn && group.delimiter() == proc_macro2::Delimiter::Brace =>
-            {
-                after_fn = false;
-                let mut body = proc_macro2::Group::new(
-                    proc_macro2::Delimiter::Brace,
-                    quote!(::core::unreachable!("the derive's input has errors")),
-                );
-                body.set_span(group.span());
-                out.push(TokenTree::Group(body));
-            }
-            TokenTree::Group(group) => {
-                let mut new =
-                    proc_macro2::Group::new(group.delimiter(), unreachable_bodies(group.stream()));
-                new.set_span(group.span());
-                out.push(TokenTree::Group(new));
-            }
-            other => out.push(other),
-        }
+/// What a derive emits when the input has errors: the trait implemented with bodies that
+/// cannot run and no use of the fields, so that the errors above are the only ones (no
+/// "not implemented" at each use of the type).
+pub fn fallback(container: &Container<'_>, implemented: Trait) -> TokenStream {
+    // Types the derives refuse (generic ones) get no stand-in: it would not compile either.
+    let generics = &container.input.generics;
+    if generics.type_params().next().is_some()
+        || generics.const_params().next().is_some()
+        || generics.lifetimes().count() > 1
+    {
+        return TokenStream::new();
     }
-    out.into_iter().collect()
+    let krate = krate();
+    let ident = container.ident;
+    let (impl_generics, ty_generics, where_clause) = container.input.generics.split_for_impl();
+    let unreachable = quote!(::core::unreachable!("the derive's input has errors"));
+    let item = match implemented {
+        Trait::Decode => {
+            let lifetime = input_lifetime(container);
+            let impl_generics = decode_impl_generics(container);
+            quote! {
+                impl #impl_generics #krate::Decode<#lifetime> for #ident #ty_generics #where_clause {
+                    fn decode(
+                        _: &mut #krate::Reader<#lifetime>,
+                        _: #krate::Ctx,
+                    ) -> ::core::result::Result<Self, #krate::DecodeError> {
+                        #unreachable
+                    }
+                }
+            }
+        }
+        Trait::Encode => quote! {
+            impl #impl_generics #krate::Encode for #ident #ty_generics #where_clause {
+                fn encode(
+                    &self,
+                    _: &mut #krate::Writer<'_>,
+                    _: #krate::Ctx,
+                ) -> ::core::result::Result<(), #krate::EncodeError> {
+                    #unreachable
+                }
+                fn encoded_len(&self, _: #krate::Ctx) -> ::core::primitive::usize {
+                    #unreachable
+                }
+            }
+        },
+        Trait::IntoOwned => {
+            let owned = match container.lifetime() {
+                Some(_) => quote!(#ident<'static>),
+                None => quote!(Self),
+            };
+            quote! {
+                impl #impl_generics #krate::IntoOwned for #ident #ty_generics #where_clause {
+                    type Owned = #owned;
+                    fn into_owned(self) -> Self::Owned {
+                        #unreachable
+                    }
+                }
+            }
+        }
+        Trait::Tagged => {
+            let name = container.name();
+            quote! {
+                impl #impl_generics #krate::Tagged for #ident #ty_generics #where_clause {
+                    const TAGS: #krate::TagSet = #krate::TagSet::EMPTY;
+                    const NAME: &'static ::core::primitive::str = #name;
+                    fn tag(&self) -> ::core::primitive::u8 {
+                        #unreachable
+                    }
+                }
+            }
+        }
+    };
+    wrap(item)
 }
 
 /// `impl Tagged`: a tagged struct's one tag, or the union of an enum's variant tags, and

@@ -3,7 +3,7 @@ use pgoutput_codec::{Decode, Encode, PgBytes};
 #[derive(Decode, Encode)]
 #[codec(tag = b'Z')]
 struct Short<'a> {
-    #[codec(len = i16)]
+    #[codec(len = u64)]
     data: PgBytes<'a>,
 }
 
