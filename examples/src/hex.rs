@@ -18,7 +18,7 @@ pub fn parse_hex(text: &str) -> Result<Vec<u8>, String> {
             char::from(digits[at])
         ));
     }
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return Err(format!(
             "invalid hex: odd number of digits ({})",
             digits.len()
