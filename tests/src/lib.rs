@@ -657,6 +657,10 @@ pub fn type_name(message: &PgOutputMessage<'_>) -> String {
 
 /// Sets the context-gated fields of `message` to what `ctx` carries (keeping values that
 /// are there), so that generated messages can be sent in that context.
+///
+/// It names every message type (a new one does not compile until it is placed here), and
+/// checks its work by encoding: a gated field it does not know about fails loudly instead
+/// of going untested.
 pub fn fit_to_context(message: &mut PgOutputMessage<'_>, ctx: Ctx) {
     let xid = |xid: &mut Option<Xid>| {
         let present = ctx.in_stream();
@@ -679,7 +683,24 @@ pub fn fit_to_context(message: &mut PgOutputMessage<'_>, ctx: Ctx) {
             m.abort_lsn = present.then_some(m.abort_lsn.unwrap_or(LSN));
             m.abort_timestamp = present.then_some(m.abort_timestamp.unwrap_or(TIME));
         }
-        _ => {}
+        // No field of these depends on the context.
+        PgOutputMessage::Begin(_)
+        | PgOutputMessage::Commit(_)
+        | PgOutputMessage::Origin(_)
+        | PgOutputMessage::StreamStart(_)
+        | PgOutputMessage::StreamStop(_)
+        | PgOutputMessage::StreamCommit(_)
+        | PgOutputMessage::BeginPrepare(_)
+        | PgOutputMessage::Prepare(_)
+        | PgOutputMessage::CommitPrepared(_)
+        | PgOutputMessage::RollbackPrepared(_)
+        | PgOutputMessage::StreamPrepare(_) => {}
+    }
+    if let Err(err) = pgoutput_codec::encode(&*message, ctx) {
+        panic!(
+            "fit_to_context does not fit {message:?} to {ctx:?}: {err}; a field that \
+             depends on the context needs a line here"
+        );
     }
 }
 

@@ -3,7 +3,7 @@
 
 use pgoutput_codec::{
     decode, encode, Ctx, DecodeErrorKind, EncodeErrorKind, Lsn, Message, PgOutputMessage,
-    PgTimestamp, ProtocolVersion, StreamAbort, Streaming, Xid,
+    PgTimestamp, ProtocolVersion, StreamAbort, Streaming, Tagged, Xid,
 };
 use pgoutput_tests::{
     all_cases, assert_round_trip, ctx, message_cases, stream_abort_cases, type_name, unhex,
@@ -28,7 +28,7 @@ fn every_message_round_trips() {
     }
     assert_eq!(
         types.len(),
-        19,
+        PgOutputMessage::TAGS.len(),
         "every pgoutput message type has a case: {types:?}"
     );
 }
