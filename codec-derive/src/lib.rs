@@ -6,14 +6,11 @@
 //! parsed input, `check` applies the rules that span several attributes, and `expand`
 //! generates code. Every problem is reported, with the span of what to fix, in one go.
 //!
-//! Attributes:
-//! - `#[codec(tag = b'M')]` on a struct: the message starts with this tag byte.
-//! - `#[codec(tag = b't')]` on an enum variant: the variant's tag byte. A newtype variant
-//!   without one dispatches on its inner message type's tag.
-//! - `#[codec(len = i32)]` on a `PgBytes<'a>`, `Cow<'a, [u8]>` or `Vec<u8>` field: an Int32 byte count,
-//!   then the bytes.
-//! - `#[since(version = N, when = "streamed" | "parallel")]` on an `Option<_>` field: present
-//!   on the wire from protocol version `N` on, and only when the condition holds.
+//! One derive per trait (`Decode`, `Encode`, `IntoOwned`, `Tagged`); the attributes are
+//! documented, with an example each, in the runtime crate's `docs::attributes` module.
+//! Code generation for fields lives in `expand/shape.rs`: each wire shape and each layer
+//! around one (`#[since]`, `optional`, `marker`, `expect`) reads, writes, measures and
+//! sizes itself in one place.
 
 #![forbid(unsafe_code)]
 

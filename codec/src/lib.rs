@@ -22,8 +22,13 @@
 //!
 //! # Defining a message
 //!
+//! One derive per trait; every attribute is described, with examples, in
+//! [`docs::attributes`].
+//!
 //! ```
-//! use pgoutput_codec::{decode, encode, Ctx, Decode, Encode, Lsn, PgBytes, PgStr, ProtocolVersion, Xid};
+//! use pgoutput_codec::{
+//!     decode, encode, Ctx, Decode, Encode, IntoOwned, Lsn, PgBytes, PgStr, ProtocolVersion, Tagged, Xid,
+//! };
 //!
 //! /// A made-up message: tag `'Z'`, an LSN, a name, then Int32-length-prefixed bytes; from
 //! /// protocol 3 on it also carries an xid.
@@ -76,9 +81,10 @@ extern crate self as pgoutput_codec;
 pub mod client;
 mod codec;
 mod ctx;
+pub mod docs;
 mod envelope;
 mod error;
-mod message;
+pub mod message;
 mod reader;
 #[cfg(feature = "serde")]
 mod serde_form;
@@ -116,3 +122,22 @@ pub use session::{Decoder, Encoder};
 pub use tags::TagSet;
 pub use types::{Lsn, LsnParseError, Oid, PgBytes, PgStr, PgTimestamp, TimestampError, Xid};
 pub use writer::Writer;
+
+/// The names most programs use, for a glob import that clashes with nothing common: it
+/// leaves out [`Message`], [`Type`] and [`Frame`] (reach them as `pgoutput_codec::Message`
+/// or `pgoutput_codec::message::Type`).
+///
+/// ```
+/// use pgoutput_codec::prelude::*;
+///
+/// let mut decoder = Decoder::new(ProtocolVersion::V1, Streaming::Off)?;
+/// assert!(matches!(decoder.decode(b"E"), Err(_)));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub mod prelude {
+    pub use crate::{
+        decode, encode, encode_into, Ctx, Decode, DecodeError, DecodeErrorKind, Decoder, Encode,
+        EncodeError, EncodeErrorKind, Encoder, IntoOwned, Lsn, Oid, PgBytes, PgOutputMessage,
+        PgStr, PgTimestamp, ProtocolVersion, StreamRole, Streaming, TagSet, Tagged, Xid,
+    };
+}

@@ -133,7 +133,7 @@ fn decode_encode_and_check_real_captures() {
     for (version, types) in ["15", "18"].iter().zip(&types_by_version) {
         assert_eq!(
             types.len(),
-            <pgoutput_codec::PgOutputMessage as pgoutput_codec::Tagged>::TAGS.len(),
+            <pgoutput_codec::PgOutputMessage<'_> as pgoutput_codec::Tagged>::TAGS.len(),
             "PostgreSQL {version} captures hold {types:?}"
         );
     }

@@ -1,4 +1,6 @@
-//! pgoutput messages, one file per family, and the enum that dispatches over them.
+//! pgoutput messages, one file per family, and the enum that dispatches over them. All are
+//! also at the crate root; this module is the way to name `Message` and `Type` when those
+//! names are taken.
 
 mod dml;
 mod logical;
@@ -23,6 +25,10 @@ pub use two_phase::{BeginPrepare, CommitPrepared, Prepare, RollbackPrepared, Str
 /// unknown tags with [`DecodeErrorKind::UnknownTag`](crate::DecodeErrorKind::UnknownTag).
 /// To read a stream with Stream Start/Stop blocks, use the session
 /// [`Decoder`](crate::Decoder), which keeps the context up to date.
+///
+/// Non-exhaustive: a later PostgreSQL may add a message type, and adding it here is then
+/// not a breaking change; match with a `_` arm.
+#[non_exhaustive]
 #[derive(
     Debug, Clone, PartialEq, Eq, Hash, crate::Decode, crate::IntoOwned, crate::Tagged, crate::Encode,
 )]

@@ -419,6 +419,11 @@ impl Reading {
                     format!("slot reported {} for end_lsn {}", row.lsn, prepare.end_lsn)
                 })?;
             }
+            other => {
+                return Err(format!(
+                    "a message type this check does not know: {other:?}"
+                ))
+            }
         }
         Ok(())
     }

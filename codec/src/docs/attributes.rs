@@ -1,0 +1,236 @@
+//! The derives and their attributes: everything `#[codec(...)]` and `#[since(...)]` can
+//! say, where each goes, and what it puts on the wire. Every example here compiles and
+//! runs as a doctest.
+//!
+//! # One derive per trait
+//!
+//! | derive | implements | needs |
+//! |---|---|---|
+//! | `Decode` | [`Decode`](crate::Decode): bytes to value, borrowing strings and bytes | — |
+//! | `Encode` | [`Encode`](crate::Encode): value to bytes, refusing what the context cannot carry | — |
+//! | `IntoOwned` | [`IntoOwned`](crate::IntoOwned): `Type<'a>` to `Type<'static>` | every field `IntoOwned` |
+//! | `Tagged` | [`Tagged`](crate::Tagged): the tag byte(s), the stream role | `#[codec(tag)]` on a struct, or an enum |
+//!
+//! The session [`Decoder`](crate::Decoder) and [`Encoder`](crate::Encoder) take types
+//! that are `Tagged`; a dispatch enum's variants must be `Tagged` so that it can tell them
+//! apart. A field of a hand-written type inside a `IntoOwned` type needs an `IntoOwned`
+//! impl of its own (one line: `type Owned = Self` for a type that borrows nothing).
+//!
+//! # On a type
+//!
+//! ## `#[codec(tag = b'X')]`
+//!
+//! The message starts with this byte (a byte literal or an integer 0 to 255).
+//!
+//! ```
+//! use pgoutput_codec::{decode, encode, Ctx, Decode, Encode, Lsn, ProtocolVersion, Tagged};
+//!
+//! #[derive(Debug, PartialEq, Decode, Encode, Tagged)]
+//! #[codec(tag = b'H')]
+//! struct Heartbeat {
+//!     lsn: Lsn,
+//! }
+//!
+//! let ctx = Ctx::plain(ProtocolVersion::V1);
+//! let bytes = encode(&Heartbeat { lsn: Lsn(7) }, ctx)?;
+//! assert_eq!(bytes, b"H\0\0\0\0\0\0\0\x07");
+//! assert_eq!(decode::<Heartbeat>(&bytes, ctx)?, Heartbeat { lsn: Lsn(7) });
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ## `#[codec(stream = "start" | "stop" | "outside")]`
+//!
+//! What the message does to a session's stream blocks, for the session `Decoder` and
+//! `Encoder` (see [`StreamRole`](crate::StreamRole)): `start` opens a block, `stop` closes
+//! it, `outside` may not come inside one. pgoutput's Stream Start, Stop, Commit, Abort and
+//! Prepare say so; a message without it has no stream rules, whatever its tag byte.
+//!
+//! ```
+//! use pgoutput_codec::{Decode, Decoder, Encode, ProtocolVersion, Streaming, Tagged, Xid};
+//!
+//! #[derive(Debug, PartialEq, Decode, Encode, Tagged)]
+//! #[codec(tag = b'{', stream = "start")]
+//! struct Open { xid: Xid }
+//!
+//! #[derive(Debug, PartialEq, Decode, Encode, Tagged)]
+//! #[codec(tag = b'}', stream = "stop")]
+//! struct Close;
+//!
+//! #[derive(Debug, PartialEq, Decode, Encode, Tagged)]
+//! enum Framing { Open(Open), Close(Close) }
+//!
+//! let mut decoder = Decoder::new(ProtocolVersion::V2, Streaming::On)?;
+//! decoder.decode_as::<Framing>(b"{\0\0\0\x01")?;
+//! assert!(decoder.in_stream());
+//! decoder.decode_as::<Framing>(b"}")?;
+//! assert!(decoder.decode_as::<Framing>(b"}").is_err()); // no block to close
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ## `#[codec(crate = "path")]`
+//!
+//! Where the runtime crate is, when your `Cargo.toml` renames it
+//! (`codec = { package = "pgoutput-codec", … }` → `#[codec(crate = "::codec")]`).
+//!
+//! ```
+//! # extern crate pgoutput_codec as codec;
+//! use codec::{Decode, Encode, Lsn};
+//!
+//! #[derive(Decode, Encode)]
+//! #[codec(tag = b'H', crate = "::codec")]
+//! struct Heartbeat {
+//!     lsn: Lsn,
+//! }
+//! ```
+//!
+//! # On an enum variant
+//!
+//! ## `#[codec(tag = b'x')]`, or none for a newtype around a tagged type
+//!
+//! An enum is a tagged union: each variant has its own tag byte and fields, or wraps a
+//! `Tagged` type and takes its tags (a dispatch enum). Two variants may not share a byte;
+//! for wrapped types that is checked when the program is compiled.
+//!
+//! ```
+//! use pgoutput_codec::{decode, Ctx, Decode, Encode, Lsn, PgOutputMessage, ProtocolVersion, Tagged};
+//!
+//! #[derive(Debug, PartialEq, Decode, Encode, Tagged)]
+//! #[codec(tag = b'H')]
+//! struct Heartbeat { lsn: Lsn }
+//!
+//! #[derive(Debug, PartialEq, Decode, Encode, Tagged)]
+//! enum Extended<'a> {
+//!     PgOutput(PgOutputMessage<'a>),
+//!     Heartbeat(Heartbeat),
+//!     #[codec(tag = b'!')]
+//!     Ping,
+//! }
+//!
+//! let ctx = Ctx::plain(ProtocolVersion::V1);
+//! assert_eq!(decode::<Extended<'_>>(b"!", ctx)?, Extended::Ping);
+//! assert!(matches!(decode::<Extended<'_>>(b"E", ctx)?, Extended::PgOutput(_)));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # On a field
+//!
+//! A field without attributes is its type's own encoding (`u8` to `u64`, `i16` to `i64`,
+//! `bool` as an Int8, [`Lsn`](crate::Lsn), [`Xid`](crate::Xid), [`PgStr`](crate::PgStr) as
+//! a NUL-terminated string, or any type that derives the traits).
+//!
+//! ## `#[codec(len = i32)]` (or `u8`, `u16`, `i16`, `u32`)
+//!
+//! A byte count of that integer type, then the bytes, on a `PgBytes<'a>`, `Cow<'a, [u8]>`
+//! or `Vec<u8>` field. A negative count, or one larger than the bytes left, is a decode
+//! error; encoding more bytes than the type can count is an encode error.
+//!
+//! ## `#[codec(rest)]`
+//!
+//! Every byte left in the message, on the last field (a byte type as for `len`).
+//!
+//! ## `#[codec(count = u16)]`, `#[codec(count = u32, count_before = field)]`
+//!
+//! A `Vec<T>` preceded by its element count (`u8`, `u16`, `i16`, `u32` or `i32`), or with
+//! the count placed before an earlier `field` (Truncate puts its relation count before its
+//! options byte). The count is checked against the bytes left before anything is
+//! allocated.
+//!
+//! ```
+//! use pgoutput_codec::{decode, encode, Ctx, Decode, Encode, PgBytes, ProtocolVersion, Tagged};
+//!
+//! #[derive(Debug, PartialEq, Decode, Encode, Tagged)]
+//! #[codec(tag = b'L')]
+//! struct Blobs<'a> {
+//!     #[codec(count = u16)]
+//!     parts: Vec<Part<'a>>,
+//!     #[codec(rest)]
+//!     trailer: PgBytes<'a>,
+//! }
+//!
+//! #[derive(Debug, PartialEq, Decode, Encode)]
+//! struct Part<'a> {
+//!     #[codec(len = u8)]
+//!     data: PgBytes<'a>,
+//! }
+//!
+//! let ctx = Ctx::plain(ProtocolVersion::V1);
+//! let bytes = b"L\0\x02\x01a\x02bcxyz";
+//! let blobs: Blobs<'_> = decode(bytes, ctx)?;
+//! assert_eq!(blobs.parts.len(), 2);
+//! assert_eq!(&*blobs.trailer, b"xyz");
+//! assert_eq!(encode(&blobs, ctx)?, bytes);
+//! // A count of 65535 parts in 6 bytes is refused before anything is allocated.
+//! assert!(decode::<Blobs<'_>>(b"L\xff\xffabc", ctx).is_err());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ## `#[since(version = N)]`, `#[since(version = N, when = "streamed" | "parallel")]`
+//!
+//! An `Option<T>` field on the wire only from protocol version `N` (1 to 4) on, and only
+//! when the condition holds: `streamed` inside a Stream Start/Stop block, `parallel` with
+//! `streaming 'parallel'` (which needs `N` = 4). Decoding gives `None` where it is absent;
+//! encoding a `Some` where it cannot be carried, or a `None` where it must be, is an error.
+//!
+//! ```
+//! use pgoutput_codec::{decode, encode, Ctx, Decode, Encode, Lsn, ProtocolVersion, Tagged, Xid};
+//!
+//! #[derive(Debug, PartialEq, Decode, Encode, Tagged)]
+//! #[codec(tag = b'Q')]
+//! struct Audit {
+//!     lsn: Lsn,
+//!     #[since(version = 3)]
+//!     xid: Option<Xid>,
+//! }
+//!
+//! let v2 = Ctx::plain(ProtocolVersion::V2);
+//! let v3 = Ctx::plain(ProtocolVersion::V3);
+//! let audit = Audit { lsn: Lsn(1), xid: Some(Xid(9)) };
+//! assert_eq!(encode(&audit, v3)?.len(), 1 + 8 + 4);
+//! assert!(encode(&audit, v2).is_err()); // protocol 2 cannot carry the xid
+//! let old = encode(&Audit { lsn: Lsn(1), xid: None }, v2)?;
+//! assert_eq!(decode::<Audit>(&old, v2)?.xid, None);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ## `#[codec(optional)]`
+//!
+//! An `Option<T>` of a `Tagged` type that is there when the next byte is one of `T`'s
+//! tags (pgoutput's old-key tuple of an Update, `'K'` or `'O'`).
+//!
+//! ## `#[codec(marker = b'N')]`
+//!
+//! A constant byte right before the field (the `'N'` before an Insert's new tuple).
+//!
+//! ## `#[codec(expect = 0)]`
+//!
+//! An unsigned integer field that always holds this value (flags PostgreSQL leaves
+//! unused): another value is a decode error naming the field, and an encode error.
+//!
+//! ```
+//! use pgoutput_codec::{decode, Ctx, Decode, Encode, Lsn, ProtocolVersion, Tagged, TupleData};
+//!
+//! #[derive(Debug, PartialEq, Decode, Encode, Tagged)]
+//! #[codec(tag = b'W')]
+//! struct Write<'a> {
+//!     #[codec(expect = 0)]
+//!     flags: u8,
+//!     #[codec(optional)]
+//!     old: Option<pgoutput_codec::OldTuple<'a>>,
+//!     #[codec(marker = b'N')]
+//!     new: TupleData<'a>,
+//! }
+//!
+//! let ctx = Ctx::plain(ProtocolVersion::V1);
+//! let write: Write<'_> = decode(b"W\0N\0\0", ctx)?;
+//! assert!(write.old.is_none());
+//! assert!(decode::<Write<'_>>(b"W\x01N\0\0", ctx).is_err()); // flags must be 0
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Mistakes
+//!
+//! Every misuse is a compile error at the attribute or field to fix, all reported at once:
+//! unknown keys, conflicting shapes (`len` with `rest`), `rest` not last, `count` on a
+//! non-`Vec`, an `Option` field that says neither `#[since]` nor `optional`, `parallel`
+//! before protocol 4, duplicate tags (naming the byte), generic types. When the input has
+//! errors the derive still emits a stand-in impl, so the errors above are the only ones.
