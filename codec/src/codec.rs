@@ -16,6 +16,11 @@ pub trait Decode<'a>: Sized {
     const MIN_WIRE_LEN: usize = 0;
 
     /// Reads one value at the reader's position in context `ctx`.
+    ///
+    /// # Errors
+    ///
+    /// A [`DecodeError`] with the byte offset, the message and field, and what was
+    /// expected.
     fn decode(r: &mut Reader<'a>, ctx: Ctx) -> Result<Self, DecodeError>;
 }
 
@@ -23,6 +28,11 @@ pub trait Decode<'a>: Sized {
 pub trait Encode {
     /// Appends the value's bytes for context `ctx`, or explains why this context cannot
     /// carry it.
+    ///
+    /// # Errors
+    ///
+    /// An [`EncodeError`] for a value the context cannot carry or a length its type cannot
+    /// count.
     fn encode(&self, w: &mut Writer<'_>, ctx: Ctx) -> Result<(), EncodeError>;
 
     /// The number of bytes `encode` appends in `ctx` when it succeeds.
@@ -94,6 +104,10 @@ pub trait IntoOwned {
 /// Fails with [`DecodeErrorKind::TrailingBytes`](crate::DecodeErrorKind::TrailingBytes) if
 /// bytes are left over. (PostgreSQL's own readers ignore trailing bytes; a codec that
 /// promises `encode(decode(b)) == b` cannot.)
+///
+/// # Errors
+///
+/// A [`DecodeError`] with the byte offset, the message and field, and what was expected.
 pub fn decode<'a, T: Decode<'a>>(bytes: &'a [u8], ctx: Ctx) -> Result<T, DecodeError> {
     let mut r = Reader::new(bytes);
     let value = T::decode(&mut r, ctx)?;
@@ -102,6 +116,11 @@ pub fn decode<'a, T: Decode<'a>>(bytes: &'a [u8], ctx: Ctx) -> Result<T, DecodeE
 }
 
 /// Encodes `value` in context `ctx` into a new buffer of exactly the right size.
+///
+/// # Errors
+///
+/// An [`EncodeError`] for a value the context cannot carry or a length its type cannot
+/// count.
 pub fn encode<T: Encode + ?Sized>(value: &T, ctx: Ctx) -> Result<Vec<u8>, EncodeError> {
     let mut buf = Vec::with_capacity(value.encoded_len(ctx));
     encode_into(value, ctx, &mut buf)?;
@@ -109,6 +128,10 @@ pub fn encode<T: Encode + ?Sized>(value: &T, ctx: Ctx) -> Result<Vec<u8>, Encode
 }
 
 /// Appends `value`'s encoding to `buf`. On error `buf` is left as it was.
+///
+/// # Errors
+///
+/// As [`encode`]; `buf` is left as it was.
 pub fn encode_into<T: Encode + ?Sized>(
     value: &T,
     ctx: Ctx,

@@ -29,11 +29,13 @@ impl ProtocolVersion {
     pub const ALL: [ProtocolVersion; 4] = [Self::V1, Self::V2, Self::V3, Self::V4];
 
     /// The number sent as `proto_version`.
+    #[must_use]
     pub const fn number(self) -> u32 {
         self as u32
     }
 
     /// The version with that number, if it is one PostgreSQL defines (1 to 4).
+    #[must_use]
     pub const fn from_number(n: u32) -> Option<Self> {
         match n {
             1 => Some(Self::V1),
@@ -76,6 +78,7 @@ pub enum Streaming {
 
 impl Streaming {
     /// The lowest protocol version PostgreSQL accepts this mode with.
+    #[must_use]
     pub const fn min_version(self) -> ProtocolVersion {
         match self {
             Streaming::Off => ProtocolVersion::V1,
@@ -123,6 +126,11 @@ pub struct Ctx {
 impl Ctx {
     /// A context for a session that negotiated `version` and `streaming`, outside any stream
     /// block. Fails where PostgreSQL would refuse the options.
+    ///
+    /// # Errors
+    ///
+    /// [`CtxError`] when the version cannot carry the streaming mode (streaming needs
+    /// protocol 2, parallel protocol 4).
     pub const fn new(version: ProtocolVersion, streaming: Streaming) -> Result<Self, CtxError> {
         if (version as u8) < (streaming.min_version() as u8) {
             return Err(CtxError::StreamingNeedsVersion { streaming, version });
@@ -135,6 +143,7 @@ impl Ctx {
     }
 
     /// Protocol `version` with streaming off: always valid.
+    #[must_use]
     pub const fn plain(version: ProtocolVersion) -> Self {
         Ctx {
             version,
@@ -145,6 +154,10 @@ impl Ctx {
 
     /// The same session, inside (`true`) or outside (`false`) a Stream Start/Stop block.
     /// Fails when streaming is off, since such a session never has a block.
+    ///
+    /// # Errors
+    ///
+    /// [`CtxError`] when the session has no streaming, so no stream block can open.
     pub const fn with_in_stream(self, in_stream: bool) -> Result<Self, CtxError> {
         if in_stream && matches!(self.streaming, Streaming::Off) {
             return Err(CtxError::StreamBlockWithoutStreaming);
@@ -153,21 +166,25 @@ impl Ctx {
     }
 
     /// The negotiated protocol version.
+    #[must_use]
     pub const fn version(self) -> ProtocolVersion {
         self.version
     }
 
     /// The negotiated streaming mode.
+    #[must_use]
     pub const fn streaming(self) -> Streaming {
         self.streaming
     }
 
     /// Whether we are between a Stream Start and its Stream Stop.
+    #[must_use]
     pub const fn in_stream(self) -> bool {
         self.in_stream
     }
 
     /// Whether the session streams in parallel mode (`streaming 'parallel'`).
+    #[must_use]
     pub const fn is_parallel(self) -> bool {
         matches!(self.streaming, Streaming::Parallel)
     }

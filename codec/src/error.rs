@@ -170,6 +170,7 @@ pub struct DecodeError(Box<DecodeErrorInner>);
 impl DecodeError {
     /// An error of `kind` at byte `offset` of the message, not yet placed in a field.
     #[cold]
+    #[must_use]
     pub fn new(kind: DecodeErrorKind, offset: usize) -> Self {
         DecodeError(Box::new(DecodeErrorInner {
             kind,
@@ -188,26 +189,31 @@ impl DecodeError {
     }
 
     /// What went wrong.
+    #[must_use]
     pub fn kind(&self) -> DecodeErrorKind {
         self.0.kind
     }
 
     /// Byte offset from the start of the message where the offending field begins.
+    #[must_use]
     pub fn offset(&self) -> usize {
         self.0.offset
     }
 
     /// The outermost type being decoded, e.g. `Message`.
+    #[must_use]
     pub fn message(&self) -> Option<&'static str> {
         self.0.path.last().map(|frame| frame.message)
     }
 
     /// The innermost field being decoded, e.g. `flags`.
+    #[must_use]
     pub fn field(&self) -> Option<&'static str> {
         self.0.path.first().map(|frame| frame.field)
     }
 
     /// The whole location, innermost first.
+    #[must_use]
     pub fn path(&self) -> &[Frame] {
         &self.0.path
     }
@@ -339,6 +345,7 @@ pub struct EncodeError(Box<EncodeErrorInner>);
 impl EncodeError {
     /// An error of `kind`, not yet placed in a field.
     #[cold]
+    #[must_use]
     pub fn new(kind: EncodeErrorKind) -> Self {
         EncodeError(Box::new(EncodeErrorInner {
             kind,
@@ -355,12 +362,14 @@ impl EncodeError {
     }
 
     /// What went wrong.
+    #[must_use]
     pub fn kind(&self) -> EncodeErrorKind {
         self.0.kind
     }
 
     /// Whether the value is fine but the context cannot carry it as it is (a gated field
     /// that is `None` where required, or `Some` where the wire has no room for it).
+    #[must_use]
     pub fn is_context_error(&self) -> bool {
         matches!(
             self.0.kind,
@@ -369,16 +378,19 @@ impl EncodeError {
     }
 
     /// The outermost type being encoded.
+    #[must_use]
     pub fn message(&self) -> Option<&'static str> {
         self.0.path.last().map(|frame| frame.message)
     }
 
     /// The innermost field being encoded.
+    #[must_use]
     pub fn field(&self) -> Option<&'static str> {
         self.0.path.first().map(|frame| frame.field)
     }
 
     /// The whole location, innermost first.
+    #[must_use]
     pub fn path(&self) -> &[Frame] {
         &self.0.path
     }

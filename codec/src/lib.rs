@@ -70,6 +70,12 @@
 //!   `serde`).
 
 #![forbid(unsafe_code)]
+// The public API says what it returns and how it fails.
+#![warn(
+    clippy::must_use_candidate,
+    clippy::return_self_not_must_use,
+    clippy::missing_errors_doc
+)]
 // docs.rs: mark what each feature adds.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

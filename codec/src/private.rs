@@ -60,6 +60,7 @@ pub fn expect_byte(
 
 /// The error for a tag byte that is not in `expected`.
 #[cold]
+#[must_use]
 pub fn unknown_tag(
     found: u8,
     expected: TagSet,
@@ -72,6 +73,7 @@ pub fn unknown_tag(
 
 /// A dispatch enum's lookup table: for each byte, the index of the variant whose tags hold
 /// it, or `u8::MAX`. Built at compile time, so dispatch is one indexed load and a `match`.
+#[must_use]
 pub const fn variant_table(variant_tags: &[TagSet]) -> [u8; 256] {
     let mut table = [u8::MAX; 256];
     let mut variant = 0;
@@ -90,6 +92,7 @@ pub const fn variant_table(variant_tags: &[TagSet]) -> [u8; 256] {
 
 /// `#[codec(optional)]`: whether the next byte starts a value of a type with these tags.
 #[inline]
+#[must_use]
 pub fn next_tag_in(r: &Reader<'_>, tags: TagSet) -> bool {
     matches!(r.peek_u8(), Ok(tag) if tags.contains(tag))
 }
@@ -316,6 +319,7 @@ fn gated_mismatch(
 
 /// `min` for the derive's `MIN_WIRE_LEN` of enums, usable in constants.
 #[inline]
+#[must_use]
 pub const fn min_len(a: usize, b: usize) -> usize {
     if a < b {
         a
@@ -334,6 +338,7 @@ pub struct ConstMessage {
 
 impl ConstMessage {
     /// `text`, cut at 480 bytes (on a character boundary).
+    #[must_use]
     pub const fn new(text: &str) -> ConstMessage {
         ConstMessage {
             buf: [0; 512],
@@ -343,6 +348,7 @@ impl ConstMessage {
     }
 
     /// Appends `text` while it fits.
+    #[must_use]
     pub const fn push(mut self, text: &str) -> ConstMessage {
         let bytes = text.as_bytes();
         let mut i = 0;
@@ -362,6 +368,7 @@ impl ConstMessage {
     }
 
     /// Appends a tag byte as `b'M' (0x4d)`, or `0x01` when it is not printable.
+    #[must_use]
     pub const fn push_tag(mut self, byte: u8) -> ConstMessage {
         const HEX: &[u8; 16] = b"0123456789abcdef";
         let printable = byte.is_ascii_graphic() && byte != b'\\' && byte != b'\'';
@@ -391,6 +398,7 @@ impl ConstMessage {
     }
 
     /// The text so far.
+    #[must_use]
     pub const fn as_str(&self) -> &str {
         match core::str::from_utf8(self.buf.split_at(self.len).0) {
             Ok(text) => text,

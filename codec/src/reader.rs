@@ -18,26 +18,34 @@ pub struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     /// A reader at the start of `buf`; offsets in errors count from here.
+    #[must_use]
     pub fn new(buf: &'a [u8]) -> Self {
         Reader { buf, pos: 0 }
     }
 
     /// The offset of the next byte to read.
+    #[must_use]
     pub fn position(&self) -> usize {
         self.pos
     }
 
     /// Bytes not read yet.
+    #[must_use]
     pub fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }
 
     /// Whether every byte has been read.
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.remaining() == 0
     }
 
     /// Fails with [`DecodeErrorKind::TrailingBytes`] unless every byte has been read.
+    ///
+    /// # Errors
+    ///
+    /// [`DecodeErrorKind::TrailingBytes`] when bytes are left.
     pub fn finish(&self) -> Result<(), DecodeError> {
         match self.remaining() {
             0 => Ok(()),
@@ -49,6 +57,10 @@ impl<'a> Reader<'a> {
     }
 
     /// The next `n` bytes, without copying.
+    ///
+    /// # Errors
+    ///
+    /// [`DecodeErrorKind::UnexpectedEnd`] when the input ends first.
     #[inline]
     pub fn read_bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         let rest = &self.buf[self.pos..];
@@ -69,6 +81,10 @@ impl<'a> Reader<'a> {
     }
 
     /// The next byte, without consuming it.
+    ///
+    /// # Errors
+    ///
+    /// [`DecodeErrorKind::UnexpectedEnd`] when the input ends first.
     #[inline]
     pub fn peek_u8(&self) -> Result<u8, DecodeError> {
         match self.buf.get(self.pos) {
@@ -78,6 +94,10 @@ impl<'a> Reader<'a> {
     }
 
     /// Byte1 / Int8, unsigned.
+    ///
+    /// # Errors
+    ///
+    /// [`DecodeErrorKind::UnexpectedEnd`] when the input ends first.
     #[inline]
     pub fn read_u8(&mut self) -> Result<u8, DecodeError> {
         let byte = self.peek_u8()?;
@@ -87,6 +107,11 @@ impl<'a> Reader<'a> {
 
     /// An Int8 that must lie in `allowed`; anything else is
     /// [`DecodeErrorKind::InvalidValue`] with `expected` as the explanation.
+    ///
+    /// # Errors
+    ///
+    /// [`DecodeErrorKind::UnexpectedEnd`] at the end of input,
+    /// [`DecodeErrorKind::UnknownTag`] for a byte outside the set.
     #[inline]
     pub fn read_u8_in(
         &mut self,
@@ -109,48 +134,80 @@ impl<'a> Reader<'a> {
     }
 
     /// Int8, signed.
+    ///
+    /// # Errors
+    ///
+    /// [`DecodeErrorKind::UnexpectedEnd`] when the input ends first.
     #[inline]
     pub fn read_i8(&mut self) -> Result<i8, DecodeError> {
         self.read_u8().map(|b| b as i8)
     }
 
     /// Int16, unsigned.
+    ///
+    /// # Errors
+    ///
+    /// [`DecodeErrorKind::UnexpectedEnd`] when the input ends first.
     #[inline]
     pub fn read_u16(&mut self) -> Result<u16, DecodeError> {
         self.read_array::<2>().map(|b| BigEndian::read_u16(&b))
     }
 
     /// Int16, signed.
+    ///
+    /// # Errors
+    ///
+    /// [`DecodeErrorKind::UnexpectedEnd`] when the input ends first.
     #[inline]
     pub fn read_i16(&mut self) -> Result<i16, DecodeError> {
         self.read_array::<2>().map(|b| BigEndian::read_i16(&b))
     }
 
     /// Int32, unsigned.
+    ///
+    /// # Errors
+    ///
+    /// [`DecodeErrorKind::UnexpectedEnd`] when the input ends first.
     #[inline]
     pub fn read_u32(&mut self) -> Result<u32, DecodeError> {
         self.read_array::<4>().map(|b| BigEndian::read_u32(&b))
     }
 
     /// Int32, signed.
+    ///
+    /// # Errors
+    ///
+    /// [`DecodeErrorKind::UnexpectedEnd`] when the input ends first.
     #[inline]
     pub fn read_i32(&mut self) -> Result<i32, DecodeError> {
         self.read_array::<4>().map(|b| BigEndian::read_i32(&b))
     }
 
     /// Int64, unsigned.
+    ///
+    /// # Errors
+    ///
+    /// [`DecodeErrorKind::UnexpectedEnd`] when the input ends first.
     #[inline]
     pub fn read_u64(&mut self) -> Result<u64, DecodeError> {
         self.read_array::<8>().map(|b| BigEndian::read_u64(&b))
     }
 
     /// Int64, signed.
+    ///
+    /// # Errors
+    ///
+    /// [`DecodeErrorKind::UnexpectedEnd`] when the input ends first.
     #[inline]
     pub fn read_i64(&mut self) -> Result<i64, DecodeError> {
         self.read_array::<8>().map(|b| BigEndian::read_i64(&b))
     }
 
     /// A NUL-terminated String: the bytes before the NUL, which is consumed too.
+    ///
+    /// # Errors
+    ///
+    /// [`DecodeErrorKind::UnexpectedEnd`] when no NUL byte ends the string.
     pub fn read_cstr(&mut self) -> Result<&'a [u8], DecodeError> {
         let rest = &self.buf[self.pos..];
         match rest.iter().position(|&b| b == 0) {
@@ -164,6 +221,11 @@ impl<'a> Reader<'a> {
 
     /// An Int32 length, then that many bytes. The length is checked against the bytes left
     /// before anything else happens; negative lengths are errors.
+    ///
+    /// # Errors
+    ///
+    /// [`DecodeErrorKind::NegativeLength`], [`DecodeErrorKind::LengthTooLarge`] (positioned
+    /// at the length), or the end of input.
     pub fn read_i32_len_bytes(&mut self) -> Result<&'a [u8], DecodeError> {
         let at = self.pos;
         let length = self.read_i32()?;
@@ -181,6 +243,10 @@ impl<'a> Reader<'a> {
 
     /// Fails with [`DecodeErrorKind::LengthTooLarge`] (positioned at `at`, the length field)
     /// when `needed` bytes are more than are left. Use it before allocating for a count.
+    ///
+    /// # Errors
+    ///
+    /// [`DecodeErrorKind::LengthTooLarge`] when fewer bytes are left.
     pub fn check_len(&self, needed: u64, at: usize) -> Result<(), DecodeError> {
         let available = self.remaining();
         if needed > available as u64 {
@@ -197,6 +263,10 @@ impl<'a> Reader<'a> {
 
     /// Fails with [`DecodeErrorKind::CountTooLarge`] (positioned at `at`, the count field)
     /// unless `count` elements of at least `element_min` bytes each fit in what is left.
+    ///
+    /// # Errors
+    ///
+    /// [`DecodeErrorKind::CountTooLarge`] when the elements cannot fit in the bytes left.
     pub fn check_count(&self, count: u64, element_min: u64, at: usize) -> Result<(), DecodeError> {
         let available = self.remaining();
         let needed = count.saturating_mul(element_min);

@@ -63,32 +63,49 @@ pub struct Decoder {
 
 impl Decoder {
     /// A decoder for a session that negotiated `version` and `streaming`.
+    ///
+    /// # Errors
+    ///
+    /// [`CtxError`] when the version cannot carry the streaming mode.
     pub fn new(version: ProtocolVersion, streaming: Streaming) -> Result<Self, CtxError> {
         Ctx::new(version, streaming).map(Self::with_ctx)
     }
 
     /// A decoder starting from `ctx` (for example inside a block, to resume a stream).
+    #[must_use]
     pub fn with_ctx(ctx: Ctx) -> Self {
         Decoder { ctx }
     }
 
     /// The context the next message will be decoded in.
+    #[must_use]
     pub fn ctx(&self) -> Ctx {
         self.ctx
     }
 
     /// Whether we are between a Stream Start and its Stream Stop.
+    #[must_use]
     pub fn in_stream(&self) -> bool {
         self.ctx.in_stream()
     }
 
     /// Decodes the next message. On error the session state is unchanged.
+    ///
+    /// # Errors
+    ///
+    /// A [`DecodeError`]: malformed bytes, or [`DecodeErrorKind::OutOfOrder`] for a message
+    /// that cannot come now (a Stream Stop without a Stream Start). The session is
+    /// unchanged.
     pub fn decode<'a>(&mut self, bytes: &'a [u8]) -> Result<PgOutputMessage<'a>, DecodeError> {
         self.decode_as(bytes)
     }
 
     /// Decodes the next message as `M`, for example a user's enum that wraps
     /// [`PgOutputMessage`] and adds message types of its own.
+    ///
+    /// # Errors
+    ///
+    /// As [`Decoder::decode`].
     pub fn decode_as<'a, M: Decode<'a> + Tagged>(
         &mut self,
         bytes: &'a [u8],
@@ -129,26 +146,39 @@ pub struct Encoder {
 
 impl Encoder {
     /// An encoder for a session that negotiated `version` and `streaming`.
+    ///
+    /// # Errors
+    ///
+    /// [`CtxError`] when the version cannot carry the streaming mode.
     pub fn new(version: ProtocolVersion, streaming: Streaming) -> Result<Self, CtxError> {
         Ctx::new(version, streaming).map(Self::with_ctx)
     }
 
     /// An encoder starting from `ctx`.
+    #[must_use]
     pub fn with_ctx(ctx: Ctx) -> Self {
         Encoder { ctx }
     }
 
     /// The context the next message will be encoded in.
+    #[must_use]
     pub fn ctx(&self) -> Ctx {
         self.ctx
     }
 
     /// Whether we are between a Stream Start and its Stream Stop.
+    #[must_use]
     pub fn in_stream(&self) -> bool {
         self.ctx.in_stream()
     }
 
     /// Encodes the next message into a new buffer.
+    ///
+    /// # Errors
+    ///
+    /// An [`EncodeError`]: a value the context cannot carry, or
+    /// [`EncodeErrorKind::OutOfOrder`] for a message that cannot come now. The session is
+    /// unchanged.
     pub fn encode<M: Encode + Tagged + ?Sized>(
         &mut self,
         message: &M,
@@ -160,6 +190,10 @@ impl Encoder {
 
     /// Appends the next message to `buf`. On error `buf` and the session state are
     /// unchanged.
+    ///
+    /// # Errors
+    ///
+    /// As [`Encoder::encode`].
     pub fn encode_into<M: Encode + Tagged + ?Sized>(
         &mut self,
         message: &M,

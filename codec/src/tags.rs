@@ -26,11 +26,13 @@ impl TagSet {
     pub const EMPTY: TagSet = TagSet([0; 4]);
 
     /// Just `tag`.
+    #[must_use]
     pub const fn single(tag: u8) -> TagSet {
         TagSet::EMPTY.with(tag)
     }
 
     /// This set and `tag`.
+    #[must_use]
     pub const fn with(self, tag: u8) -> TagSet {
         let mut bits = self.0;
         bits[(tag / 64) as usize] |= 1 << (tag % 64);
@@ -38,17 +40,20 @@ impl TagSet {
     }
 
     /// Tags in either set.
+    #[must_use]
     pub const fn union(self, other: TagSet) -> TagSet {
         let (a, b) = (self.0, other.0);
         TagSet([a[0] | b[0], a[1] | b[1], a[2] | b[2], a[3] | b[3]])
     }
 
     /// Whether `tag` is in the set.
+    #[must_use]
     pub const fn contains(self, tag: u8) -> bool {
         self.0[(tag / 64) as usize] & (1 << (tag % 64)) != 0
     }
 
     /// The lowest tag both sets hold, if any.
+    #[must_use]
     pub const fn first_common(self, other: TagSet) -> Option<u8> {
         let mut byte = 0u8;
         loop {
@@ -63,18 +68,21 @@ impl TagSet {
     }
 
     /// Whether the two sets share a tag.
+    #[must_use]
     pub const fn intersects(self, other: TagSet) -> bool {
         let (a, b) = (self.0, other.0);
         (a[0] & b[0]) | (a[1] & b[1]) | (a[2] & b[2]) | (a[3] & b[3]) != 0
     }
 
     /// Number of tags.
+    #[must_use]
     pub const fn len(self) -> usize {
         let b = self.0;
         (b[0].count_ones() + b[1].count_ones() + b[2].count_ones() + b[3].count_ones()) as usize
     }
 
     /// Whether the set is empty.
+    #[must_use]
     pub const fn is_empty(self) -> bool {
         self.len() == 0
     }

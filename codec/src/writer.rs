@@ -22,11 +22,13 @@ impl<'b> Writer<'b> {
     }
 
     /// Bytes in the buffer (including any that were there before this writer).
+    #[must_use]
     pub fn len(&self) -> usize {
         self.buf.len()
     }
 
     /// Whether the buffer is empty.
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }
@@ -103,6 +105,11 @@ impl<'b> Writer<'b> {
     }
 
     /// A String: the bytes, then a NUL. Fails if the bytes hold a NUL themselves.
+    ///
+    /// # Errors
+    ///
+    /// [`EncodeErrorKind::InteriorNul`] when `bytes` holds a NUL byte (it would end the
+    /// string early).
     pub fn write_cstr(&mut self, bytes: &[u8]) -> Result<(), EncodeError> {
         if let Some(position) = bytes.iter().position(|&b| b == 0) {
             return Err(EncodeError::new(EncodeErrorKind::InteriorNul { position }));
@@ -114,6 +121,10 @@ impl<'b> Writer<'b> {
 
     /// An Int32 byte count, then the bytes. Fails beyond `i32::MAX` bytes, which
     /// PostgreSQL's reader would take for a negative length.
+    ///
+    /// # Errors
+    ///
+    /// [`EncodeErrorKind::TooLong`] for more bytes than an Int32 counts.
     pub fn write_i32_len_bytes(&mut self, bytes: &[u8]) -> Result<(), EncodeError> {
         let len = i32::try_from(bytes.len()).map_err(|_| {
             EncodeError::new(EncodeErrorKind::TooLong {

@@ -94,6 +94,7 @@ pub enum SslMode {
 
 impl SslMode {
     /// Whether a connection without TLS is unacceptable.
+    #[must_use]
     pub fn requires_tls(self) -> bool {
         matches!(
             self,
@@ -329,6 +330,7 @@ impl ConnInfo {
     }
 
     /// Whether this connects over a Unix-domain socket (where TLS is never used).
+    #[must_use]
     pub fn is_unix_socket(&self) -> bool {
         self.host.starts_with('/')
     }

@@ -63,6 +63,7 @@ pub enum ClientError {
 
 impl ClientError {
     /// The server's error, when that is what this is.
+    #[must_use]
     pub fn server_error(&self) -> Option<&ServerError> {
         match self {
             ClientError::Server(err) => Some(err),

@@ -374,6 +374,7 @@ impl Connection {
     }
 
     /// Whether the connection is encrypted with TLS.
+    #[must_use]
     pub fn is_tls(&self) -> bool {
         self.socket.is_tls()
     }
@@ -439,6 +440,11 @@ impl Connection {
     }
 
     /// Runs a replication command (or query) and returns the rows of its result, as text.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Server`] when the server rejects the command, [`ClientError::Closed`]
+    /// or [`ClientError::Io`] when the connection fails.
     pub fn simple_query(&mut self, sql: &str) -> Result<Vec<Vec<Option<String>>>, ClientError> {
         let mut out = BytesMut::new();
         frontend::query(sql, &mut out)?;
@@ -464,6 +470,11 @@ impl Connection {
     }
 
     /// Sends START_REPLICATION and waits for copy-both mode.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Server`] when the server refuses (no such slot, bad options), and the
+    /// connection errors.
     pub fn start_replication(&mut self, command: &str) -> Result<(), ClientError> {
         let mut out = BytesMut::new();
         frontend::query(command, &mut out)?;
@@ -487,6 +498,11 @@ impl Connection {
     }
 
     /// The next CopyData payload, or `Idle` when none arrives within `wait`.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Server`] for an ErrorResponse in the stream, [`ClientError::Closed`]
+    /// when the connection is lost, [`ClientError::Io`] otherwise.
     pub fn poll_copy_data(&mut self, wait: Duration) -> Result<CopyEvent, ClientError> {
         loop {
             if let Some(message) = self.parse()? {
@@ -522,6 +538,10 @@ impl Connection {
     }
 
     /// Sends a CopyData payload (a standby status update).
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Io`] when the socket cannot be written.
     pub fn send_copy_data(&mut self, payload: &[u8]) -> Result<(), ClientError> {
         let mut out = BytesMut::new();
         frontend::CopyData::new(payload)?.write(&mut out);
@@ -530,6 +550,11 @@ impl Connection {
 
     /// Ends copy-both mode and waits for the server to finish (its ReadyForQuery), ignoring
     /// data still in flight.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Server`] when the server ends with an error, and the connection
+    /// errors.
     pub fn finish_copy(&mut self) -> Result<(), ClientError> {
         let mut out = BytesMut::new();
         frontend::copy_done(&mut out);
@@ -544,6 +569,10 @@ impl Connection {
     }
 
     /// Sends Terminate and closes the connection.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Io`] when Terminate cannot be sent.
     pub fn close(mut self) -> Result<(), ClientError> {
         let mut out = BytesMut::new();
         frontend::terminate(&mut out);

@@ -29,6 +29,7 @@ pub struct StreamOptions {
 
 impl StreamOptions {
     /// `proto_version` and `publication_names`, nothing else.
+    #[must_use]
     pub fn new(proto_version: ProtocolVersion, publications: &[&str]) -> StreamOptions {
         StreamOptions {
             proto_version,
@@ -43,30 +44,35 @@ impl StreamOptions {
     }
 
     /// Sets `streaming`.
+    #[must_use]
     pub fn streaming(mut self, streaming: Streaming) -> StreamOptions {
         self.streaming = streaming;
         self
     }
 
     /// Sets `binary`.
+    #[must_use]
     pub fn binary(mut self, binary: bool) -> StreamOptions {
         self.binary = binary;
         self
     }
 
     /// Sets `messages`.
+    #[must_use]
     pub fn messages(mut self, messages: bool) -> StreamOptions {
         self.messages = messages;
         self
     }
 
     /// Sets `two_phase`.
+    #[must_use]
     pub fn two_phase(mut self, two_phase: bool) -> StreamOptions {
         self.two_phase = two_phase;
         self
     }
 
     /// Sets `origin 'none'` (only changes that did not come from another origin).
+    #[must_use]
     pub fn origin_none(mut self, origin_none: bool) -> StreamOptions {
         self.origin_none = origin_none;
         self
@@ -75,6 +81,7 @@ impl StreamOptions {
     /// The parenthesised option list, in the order PostgreSQL's subscriber writes it:
     /// `(proto_version '4', streaming 'parallel', publication_names '"p"', binary 'true')`.
     /// Publication names are quoted, so they reach the server exactly as they are here.
+    #[must_use]
     pub fn option_list(&self) -> String {
         let names: Vec<String> = self
             .publication_names
@@ -114,6 +121,7 @@ impl StreamOptions {
     }
 
     /// `START_REPLICATION SLOT "slot" LOGICAL start (options)`.
+    #[must_use]
     pub fn start_replication(&self, slot: &str, start: Lsn) -> String {
         format!(
             "START_REPLICATION SLOT {} LOGICAL {start} {}",
@@ -125,6 +133,7 @@ impl StreamOptions {
 
 /// `SplitIdentifierString(value, ',')`: comma-separated names, `"quoted"` ones kept as
 /// they are (with `""` for a quote), others folded to lower case.
+#[must_use]
 pub fn parse_identifier_list(value: &str) -> Option<Vec<String>> {
     let mut names = Vec::new();
     let mut chars = value.chars().peekable();
@@ -165,6 +174,7 @@ pub fn parse_identifier_list(value: &str) -> Option<Vec<String>> {
 }
 
 /// `name` as a quoted identifier of the replication grammar.
+#[must_use]
 pub fn quote_identifier(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }

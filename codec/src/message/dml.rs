@@ -106,16 +106,19 @@ impl TruncateOptions {
     pub const RESTART_IDENTITY: TruncateOptions = TruncateOptions(2);
 
     /// Whether CASCADE was given.
+    #[must_use]
     pub const fn cascade(self) -> bool {
         self.0 & Self::CASCADE.0 != 0
     }
 
     /// Whether RESTART IDENTITY was given.
+    #[must_use]
     pub const fn restart_identity(self) -> bool {
         self.0 & Self::RESTART_IDENTITY.0 != 0
     }
 
     /// Both sets of bits.
+    #[must_use]
     pub const fn union(self, other: TruncateOptions) -> TruncateOptions {
         TruncateOptions(self.0 | other.0)
     }

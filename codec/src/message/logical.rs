@@ -52,6 +52,7 @@ pub struct Message<'a> {
 
 impl Message<'_> {
     /// Whether the message was emitted with `transactional = true`.
+    #[must_use]
     pub fn is_transactional(&self) -> bool {
         self.flags == MessageFlags::Transactional
     }
@@ -76,6 +77,7 @@ pub enum MessageFlags {
 
 impl MessageFlags {
     /// The byte on the wire.
+    #[must_use]
     pub const fn bits(self) -> u8 {
         match self {
             MessageFlags::NonTransactional => 0,

@@ -81,6 +81,7 @@ impl PgOutputMessage<'_> {
     /// Prepare, Commit Prepared, Rollback Prepared): the end LSN a client reports as flushed
     /// in its standby status update once it has the whole transaction, so the slot advances
     /// past it. `None` for every other message.
+    #[must_use]
     pub fn transaction_end_lsn(&self) -> Option<crate::Lsn> {
         match self {
             Self::Commit(m) => Some(m.end_lsn),

@@ -32,6 +32,7 @@ pub struct Relation<'a> {
 
 impl Relation<'_> {
     /// The namespace as SQL names it: `pg_catalog` where the wire has an empty string.
+    #[must_use]
     pub fn namespace_or_pg_catalog(&self) -> PgStr<'_> {
         if self.namespace.is_empty() {
             PgStr::from("pg_catalog")
@@ -63,6 +64,7 @@ impl RelationColumn<'_> {
     pub const KEY: u8 = 1;
 
     /// Whether the column is part of the replica identity key.
+    #[must_use]
     pub fn is_key(&self) -> bool {
         self.flags & Self::KEY != 0
     }

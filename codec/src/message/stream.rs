@@ -133,6 +133,7 @@ pub struct StreamAbort {
 
 impl StreamAbort {
     /// Whether the whole transaction aborted (not just a subtransaction).
+    #[must_use]
     pub fn is_top_level(&self) -> bool {
         self.xid == self.subtransaction_xid
     }

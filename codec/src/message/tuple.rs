@@ -18,6 +18,7 @@ pub struct TupleData<'a> {
 
 impl<'a> TupleData<'a> {
     /// A tuple of these values.
+    #[must_use]
     pub fn new(columns: Vec<ColumnValue<'a>>) -> Self {
         TupleData { columns }
     }
@@ -49,6 +50,7 @@ pub enum ColumnValue<'a> {
 
 impl ColumnValue<'_> {
     /// The value's bytes, for `'t'` and `'b'`.
+    #[must_use]
     pub fn bytes(&self) -> Option<&[u8]> {
         match self {
             ColumnValue::Text(bytes) | ColumnValue::Binary(bytes) => Some(bytes),
@@ -57,6 +59,7 @@ impl ColumnValue<'_> {
     }
 
     /// The text value as UTF-8, for `'t'` values that are.
+    #[must_use]
     pub fn as_text(&self) -> Option<&str> {
         match self {
             ColumnValue::Text(bytes) => core::str::from_utf8(bytes).ok(),
@@ -84,6 +87,7 @@ pub enum OldTuple<'a> {
 
 impl<'a> OldTuple<'a> {
     /// The tuple, whichever kind it is.
+    #[must_use]
     pub fn tuple(&self) -> &TupleData<'a> {
         match self {
             OldTuple::Key(tuple) | OldTuple::Old(tuple) => tuple,

@@ -60,6 +60,7 @@ fn default_identity() -> ReplicaIdentity {
 impl Table {
     /// A table `schema.name` with relation OID `oid`, replica identity `default` and no
     /// columns yet.
+    #[must_use]
     pub fn new(oid: u32, schema: &str, name: &str) -> Table {
         Table {
             oid: Oid(oid),
@@ -72,6 +73,7 @@ impl Table {
     }
 
     /// Adds a column of type `type_oid`.
+    #[must_use]
     pub fn column(mut self, name: &str, type_oid: u32) -> Table {
         self.columns.push(Column {
             name: name.to_owned(),
@@ -83,6 +85,7 @@ impl Table {
     }
 
     /// Adds a column that is part of the replica identity (the primary key).
+    #[must_use]
     pub fn key_column(mut self, name: &str, type_oid: u32) -> Table {
         self = self.column(name, type_oid);
         self.columns.last_mut().expect("just pushed").key = true;
@@ -91,12 +94,14 @@ impl Table {
 
     /// Sets the replica identity (`Full` makes updates and deletes carry the whole old
     /// row).
+    #[must_use]
     pub fn replica_identity(mut self, identity: ReplicaIdentity) -> Table {
         self.replica_identity = identity;
         self
     }
 
     /// Adds an initial row (text values; `None` is NULL) for table sync to copy.
+    #[must_use]
     pub fn row<I, V>(mut self, values: I) -> Table
     where
         I: IntoIterator<Item = Option<V>>,
@@ -108,12 +113,14 @@ impl Table {
     }
 
     /// `schema.name`.
+    #[must_use]
     pub fn qualified_name(&self) -> String {
         format!("{}.{}", self.schema, self.name)
     }
 
     /// The Relation message pgoutput sends for this table (with `xid` inside a stream
     /// block). Under `REPLICA IDENTITY FULL` every column is flagged as part of the key.
+    #[must_use]
     pub fn relation(&self, xid: Option<Xid>) -> Relation<'static> {
         let full = self.replica_identity == ReplicaIdentity::Full;
         Relation {
@@ -137,6 +144,7 @@ impl Table {
 
     /// A table from a Relation message (a script captured with `pgoutput tail` carries
     /// them).
+    #[must_use]
     pub fn from_relation(relation: &Relation<'_>) -> Table {
         Table {
             oid: relation.relation_oid,
@@ -198,6 +206,7 @@ pub struct Publication {
 
 impl Publication {
     /// A publication of the given tables (add them with [`table`](Self::table)).
+    #[must_use]
     pub fn new(name: &str) -> Publication {
         Publication {
             name: name.to_owned(),
@@ -207,6 +216,7 @@ impl Publication {
     }
 
     /// A `FOR ALL TABLES` publication.
+    #[must_use]
     pub fn all_tables(name: &str) -> Publication {
         Publication {
             all_tables: true,
@@ -215,6 +225,7 @@ impl Publication {
     }
 
     /// Publishes `table`.
+    #[must_use]
     pub fn table(mut self, table: Table) -> Publication {
         self.tables.push(table);
         self

@@ -64,11 +64,13 @@ enum AuthKind {
 
 impl Auth {
     /// Any user, no password (`trust` in `pg_hba.conf`).
+    #[must_use]
     pub fn trust() -> Auth {
         Auth(AuthKind::Trust)
     }
 
     /// `user` with a cleartext `password` (`password` in `pg_hba.conf`).
+    #[must_use]
     pub fn password(user: &str, password: &str) -> Auth {
         Auth(AuthKind::Cleartext {
             user: user.to_owned(),
@@ -77,6 +79,7 @@ impl Auth {
     }
 
     /// `user` with SCRAM-SHA-256; the server keeps only a verifier made from `password`.
+    #[must_use]
     pub fn scram(user: &str, password: &str) -> Auth {
         Auth(AuthKind::Scram {
             user: user.to_owned(),
@@ -86,6 +89,7 @@ impl Auth {
 
     /// `user` with SCRAM-SHA-256 and a stored verifier as `pg_authid.rolpassword` holds it
     /// (`SCRAM-SHA-256$4096:salt$StoredKey:ServerKey`); `None` if it is not one.
+    #[must_use]
     pub fn scram_verifier(user: &str, verifier: &str) -> Option<Auth> {
         Some(Auth(AuthKind::Scram {
             user: user.to_owned(),
@@ -142,12 +146,14 @@ impl fmt::Debug for Builder {
 
 impl Builder {
     /// Where to listen (default `127.0.0.1:0`: an ephemeral port on loopback).
+    #[must_use]
     pub fn listen(mut self, addr: SocketAddr) -> Builder {
         self.listen = addr;
         self
     }
 
     /// How clients log in (default: trust).
+    #[must_use]
     pub fn auth(mut self, auth: Auth) -> Builder {
         self.auth = auth;
         self
@@ -156,30 +162,35 @@ impl Builder {
     /// The `server_version` announced (default `18.6`). Clients choose their options by
     /// it (a PostgreSQL 18 subscriber asks a `15.x` server for protocol 3), and the server
     /// checks options, answers catalog queries and shapes replies as that release does.
+    #[must_use]
     pub fn server_version(mut self, version: &str) -> Builder {
         self.server_version = version.to_owned();
         self
     }
 
     /// The system identifier IDENTIFY_SYSTEM reports.
+    #[must_use]
     pub fn system_identifier(mut self, id: u64) -> Builder {
         self.system_identifier = id;
         self
     }
 
     /// The database clients must connect to (default `postgres`).
+    #[must_use]
     pub fn database(mut self, name: &str) -> Builder {
         self.database = name.to_owned();
         self
     }
 
     /// Adds a publication. Without any, the server has `demo`, `FOR ALL TABLES`.
+    #[must_use]
     pub fn publication(mut self, publication: Publication) -> Builder {
         self.publications.push(publication);
         self
     }
 
     /// The stream to send.
+    #[must_use]
     pub fn script(mut self, script: Script) -> Builder {
         self.script = script;
         self
@@ -187,6 +198,7 @@ impl Builder {
 
     /// Where the WAL starts: every new slot's consistent point, before the script's first
     /// transaction, so that every slot streams the whole script (default `0/1000000`).
+    #[must_use]
     pub fn start_lsn(mut self, lsn: Lsn) -> Builder {
         self.start_lsn = lsn;
         self
@@ -194,6 +206,7 @@ impl Builder {
 
     /// How long a streaming connection may be idle before the server sends a keepalive
     /// that asks for a reply (default 10 s).
+    #[must_use]
     pub fn keepalive_interval(mut self, interval: Duration) -> Builder {
         self.keepalive_interval = interval;
         self
@@ -201,18 +214,24 @@ impl Builder {
 
     /// How many replication slots may exist at once (default 100; PostgreSQL's
     /// `max_replication_slots`). Creating one more fails with SQLSTATE 53400, as there.
+    #[must_use]
     pub fn max_replication_slots(mut self, max: usize) -> Builder {
         self.max_replication_slots = max;
         self
     }
 
     /// Where log lines go (each client, its options, the positions it confirms, errors).
+    #[must_use]
     pub fn logger(mut self, log: impl Fn(&str) + Send + Sync + 'static) -> Builder {
         self.logger = Some(Arc::new(log));
         self
     }
 
     /// Binds the listener and starts accepting clients.
+    ///
+    /// # Errors
+    ///
+    /// The I/O error when the listening socket cannot be bound.
     pub fn start(self) -> io::Result<TestServer> {
         let major = major_version(&self.server_version).ok_or_else(|| {
             io::Error::new(
@@ -505,6 +524,7 @@ impl std::error::Error for Timeout {}
 impl TestServer {
     /// A builder with the defaults: `127.0.0.1:0`, trust, `server_version` 18.6, database
     /// `postgres`, an empty script.
+    #[must_use]
     pub fn builder() -> Builder {
         Builder {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -522,6 +542,7 @@ impl TestServer {
     }
 
     /// The address it listens on.
+    #[must_use]
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
@@ -529,6 +550,7 @@ impl TestServer {
     /// A libpq connection string (`host=… port=… dbname=… user=…`, with the password for
     /// cleartext authentication; with SCRAM add `password=…` yourself, since the server
     /// keeps only a verifier). Under trust the user is `postgres` (any user is let in).
+    #[must_use]
     pub fn connection_string(&self) -> String {
         let config = &self.shared.config;
         let mut text = format!(
@@ -549,12 +571,15 @@ impl TestServer {
     }
 
     /// The end of the WAL: the end of the script's last event.
+    #[must_use]
     pub fn wal_end(&self) -> Lsn {
         self.shared.lock().wal_end()
     }
 
     /// Appends a transaction (or other event) to the stream; connected clients get it
     /// next. Its zero LSNs, xids and timestamps are filled in after the current end.
+    /// Returns the new WAL end (appending is the point; the position is a convenience).
+    #[allow(clippy::must_use_candidate)]
     pub fn append(&self, event: Event) -> Lsn {
         let mut state = self.shared.lock();
         let mut script = Script {
@@ -572,12 +597,18 @@ impl TestServer {
     }
 
     /// The events of the stream, with every LSN, xid and timestamp filled in.
+    #[must_use]
     pub fn events(&self) -> Vec<Event> {
         self.shared.lock().events.clone()
     }
 
     /// What a client with `options` receives for the whole stream, frame by frame, when it
     /// starts from the beginning: what byte-exact assertions compare with.
+    ///
+    /// # Errors
+    ///
+    /// [`RenderError`] when the script holds what those options cannot carry (a value a
+    /// binary client cannot be sent, a message the protocol version lacks).
     pub fn render(&self, options: &StreamOptions) -> Result<Vec<Frame>, RenderError> {
         let state = self.shared.lock();
         let mut renderer = render::Renderer::new(&state.catalog, options);
@@ -589,11 +620,13 @@ impl TestServer {
     }
 
     /// The replication slots.
+    #[must_use]
     pub fn slots(&self) -> Vec<SlotInfo> {
         self.shared.lock().slots.clone()
     }
 
     /// The position a slot's client confirmed as flushed.
+    #[must_use]
     pub fn confirmed_flush_lsn(&self, slot: &str) -> Option<Lsn> {
         self.shared
             .lock()
@@ -604,6 +637,11 @@ impl TestServer {
     }
 
     /// Waits until `slot` is confirmed at `lsn` or beyond.
+    ///
+    /// # Errors
+    ///
+    /// A description of where the slot stands when `timeout` passes first, or when there is
+    /// no such slot.
     pub fn wait_for_confirmed_flush(
         &self,
         slot: &str,
@@ -638,11 +676,13 @@ impl TestServer {
 
     /// The clients so far, in order of connection (every connected one, and the last 1,000
     /// that disconnected; each with its last 10,000 commands and status updates).
+    #[must_use]
     pub fn clients(&self) -> Vec<ClientInfo> {
         self.shared.lock().clients.clone()
     }
 
     /// Every command any client sent, in order of connection.
+    #[must_use]
     pub fn commands(&self) -> Vec<String> {
         self.shared
             .lock()
@@ -653,6 +693,7 @@ impl TestServer {
     }
 
     /// The log lines so far (the last 10,000).
+    #[must_use]
     pub fn log(&self) -> Vec<String> {
         self.shared.lock().log.clone()
     }
@@ -663,6 +704,7 @@ impl TestServer {
     /// fuzzer, which needs no sockets or threads per input, and whose leak check must not
     /// see the server's records grow.
     #[doc(hidden)]
+    #[must_use]
     pub fn __serve_in_memory(&self, input: &[u8]) -> Vec<u8> {
         let mut stream = MemoryStream {
             input,

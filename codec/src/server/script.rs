@@ -95,6 +95,7 @@ impl Default for Transaction {
 
 impl Transaction {
     /// A transaction that commits, with no changes yet.
+    #[must_use]
     pub fn new() -> Transaction {
         Transaction {
             xid: Xid(0),
@@ -110,24 +111,28 @@ impl Transaction {
     }
 
     /// Sets the xid.
+    #[must_use]
     pub fn xid(mut self, xid: u32) -> Transaction {
         self.xid = Xid(xid);
         self
     }
 
     /// Marks it as streamed while in progress.
+    #[must_use]
     pub fn streamed(mut self) -> Transaction {
         self.streamed = true;
         self
     }
 
     /// Ends it with `ROLLBACK` instead of `COMMIT`.
+    #[must_use]
     pub fn abort(mut self) -> Transaction {
         self.end = End::Abort;
         self
     }
 
     /// Ends it with `PREPARE TRANSACTION 'gid'`.
+    #[must_use]
     pub fn prepare(mut self, gid: &str) -> Transaction {
         self.end = End::Prepare {
             gid: gid.to_owned(),
@@ -136,6 +141,7 @@ impl Transaction {
     }
 
     /// Adds any change message (its xid is set when rendered).
+    #[must_use]
     pub fn change(mut self, message: PgOutputMessage<'static>) -> Transaction {
         self.steps.push(Step::Change {
             lsn: Lsn(0),
@@ -146,6 +152,7 @@ impl Transaction {
     }
 
     /// Inserts `row` into `table`.
+    #[must_use]
     pub fn insert<V: Into<ColumnValue<'static>>>(
         self,
         table: &Table,
@@ -160,6 +167,7 @@ impl Transaction {
 
     /// Updates a row of `table` to `new_row`; with `old_row`, the old values go on the
     /// wire as the table's replica identity says (the key, or the whole row for `FULL`).
+    #[must_use]
     pub fn update<V: Into<ColumnValue<'static>>, W: Into<ColumnValue<'static>>>(
         self,
         table: &Table,
@@ -176,6 +184,7 @@ impl Transaction {
     }
 
     /// Deletes `old_row` from `table` (sent as the key, or the whole row for `FULL`).
+    #[must_use]
     pub fn delete<V: Into<ColumnValue<'static>>>(
         self,
         table: &Table,
@@ -190,6 +199,7 @@ impl Transaction {
     }
 
     /// Truncates `tables`.
+    #[must_use]
     pub fn truncate(self, tables: &[&Table], options: TruncateOptions) -> Transaction {
         self.change(PgOutputMessage::Truncate(Truncate {
             xid: None,
@@ -200,6 +210,7 @@ impl Transaction {
 
     /// A transactional logical decoding message (`pg_logical_emit_message(true, …)`),
     /// sent to clients that asked for `messages`.
+    #[must_use]
     pub fn message(self, prefix: &str, content: &[u8]) -> Transaction {
         self.change(PgOutputMessage::Message(Message {
             xid: None,
@@ -211,12 +222,14 @@ impl Transaction {
     }
 
     /// Runs `build` inside a new subtransaction (`SAVEPOINT`) that is released.
+    #[must_use]
     pub fn subtransaction(self, build: impl FnOnce(Transaction) -> Transaction) -> Transaction {
         self.with_subtransaction(build, false)
     }
 
     /// Runs `build` inside a new subtransaction that is then rolled back
     /// (`ROLLBACK TO SAVEPOINT`).
+    #[must_use]
     pub fn aborted_subtransaction(
         self,
         build: impl FnOnce(Transaction) -> Transaction,
@@ -253,6 +266,7 @@ impl Transaction {
 
     /// Ends the current stream block: a streaming client gets the changes so far in one
     /// Stream Start/Stop block and the rest in the next.
+    #[must_use]
     pub fn stream_boundary(mut self) -> Transaction {
         self.steps.push(Step::StreamBoundary);
         self
@@ -329,6 +343,7 @@ pub enum Event {
 
 impl Event {
     /// The WAL position a client has everything of this event at.
+    #[must_use]
     pub fn end_lsn(&self) -> Lsn {
         match self {
             Event::Transaction(t) => t.end_lsn,
@@ -372,17 +387,20 @@ impl std::error::Error for ScriptError {}
 
 impl Script {
     /// An empty script.
+    #[must_use]
     pub fn new() -> Script {
         Script::default()
     }
 
     /// Adds a transaction.
+    #[must_use]
     pub fn transaction(mut self, transaction: Transaction) -> Script {
         self.events.push(Event::Transaction(transaction));
         self
     }
 
     /// Adds `COMMIT PREPARED 'gid'`.
+    #[must_use]
     pub fn commit_prepared(mut self, gid: &str) -> Script {
         self.events.push(Event::CommitPrepared {
             gid: gid.to_owned(),
@@ -394,6 +412,7 @@ impl Script {
     }
 
     /// Adds `ROLLBACK PREPARED 'gid'`.
+    #[must_use]
     pub fn rollback_prepared(mut self, gid: &str) -> Script {
         self.events.push(Event::RollbackPrepared {
             gid: gid.to_owned(),
@@ -404,6 +423,7 @@ impl Script {
     }
 
     /// Adds a non-transactional logical decoding message.
+    #[must_use]
     pub fn message(mut self, prefix: &str, content: &[u8]) -> Script {
         self.events.push(Event::Message(Message {
             xid: None,
@@ -424,6 +444,10 @@ impl Script {
     /// Stream Start/Stop blocks up to their Stream Commit, Abort or Prepare (a Stream
     /// Abort of a subtransaction becomes a subtransaction abort), Commit / Rollback
     /// Prepared, and non-transactional Messages. Relation messages define tables.
+    ///
+    /// # Errors
+    ///
+    /// [`ScriptError`] naming the line and what is wrong with it.
     pub fn from_json_lines(text: &str) -> Result<Script, ScriptError> {
         let mut parser = JsonScript::default();
         for (index, line) in text.lines().enumerate() {

@@ -15,6 +15,7 @@ impl Xid {
     pub const INVALID: Xid = Xid(0);
 
     /// Whether this is a real transaction id (not 0).
+    #[must_use]
     pub const fn is_valid(self) -> bool {
         self.0 != 0
     }

@@ -25,6 +25,7 @@ impl Lsn {
     pub const INVALID: Lsn = Lsn(0);
 
     /// Whether this is a real position (not 0).
+    #[must_use]
     pub const fn is_valid(self) -> bool {
         self.0 != 0
     }

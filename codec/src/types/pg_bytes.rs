@@ -24,26 +24,31 @@ pub struct PgBytes<'a>(Cow<'a, [u8]>);
 
 impl<'a> PgBytes<'a> {
     /// Bytes borrowed from `bytes`.
+    #[must_use]
     pub const fn borrowed(bytes: &'a [u8]) -> Self {
         PgBytes(Cow::Borrowed(bytes))
     }
 
     /// The bytes.
+    #[must_use]
     pub fn as_bytes(&self) -> &[u8] {
         &self.0
     }
 
     /// Whether the bytes are borrowed from decoded input.
+    #[must_use]
     pub fn is_borrowed(&self) -> bool {
         matches!(self.0, Cow::Borrowed(_))
     }
 
     /// The bytes, as an owned vector.
+    #[must_use]
     pub fn into_vec(self) -> Vec<u8> {
         self.0.into_owned()
     }
 
     /// A copy that owns its bytes.
+    #[must_use]
     pub fn into_owned(self) -> PgBytes<'static> {
         PgBytes(Cow::Owned(self.0.into_owned()))
     }

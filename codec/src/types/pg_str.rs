@@ -27,46 +27,59 @@ pub struct PgStr<'a>(Cow<'a, [u8]>);
 
 impl<'a> PgStr<'a> {
     /// A string borrowing `bytes` (without the NUL).
+    #[must_use]
     pub const fn borrowed(bytes: &'a [u8]) -> Self {
         PgStr(Cow::Borrowed(bytes))
     }
 
     /// The bytes, without the NUL.
+    #[must_use]
     pub fn as_bytes(&self) -> &[u8] {
         &self.0
     }
 
     /// The string as UTF-8, if it is.
+    ///
+    /// # Errors
+    ///
+    /// The UTF-8 error when the bytes are not UTF-8 (a SQL_ASCII database's text may not
+    /// be).
     pub fn to_str(&self) -> Result<&str, core::str::Utf8Error> {
         core::str::from_utf8(&self.0)
     }
 
     /// The string as UTF-8, with invalid sequences replaced by U+FFFD.
+    #[must_use]
     pub fn to_string_lossy(&self) -> Cow<'_, str> {
         String::from_utf8_lossy(&self.0)
     }
 
     /// Whether the bytes are borrowed from decoded input.
+    #[must_use]
     pub fn is_borrowed(&self) -> bool {
         matches!(self.0, Cow::Borrowed(_))
     }
 
     /// Length in bytes, without the NUL.
+    #[must_use]
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
     /// Whether the string is empty.
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
     /// The bytes, as an owned vector.
+    #[must_use]
     pub fn into_bytes(self) -> Vec<u8> {
         self.0.into_owned()
     }
 
     /// A copy that owns its bytes.
+    #[must_use]
     pub fn into_owned(self) -> PgStr<'static> {
         PgStr(Cow::Owned(self.0.into_owned()))
     }

@@ -37,11 +37,13 @@ impl PgTimestamp {
     pub const NEG_INFINITY: PgTimestamp = PgTimestamp(i64::MIN);
 
     /// Microseconds since 2000-01-01 00:00:00 UTC, as on the wire.
+    #[must_use]
     pub const fn micros_since_2000(self) -> i64 {
         self.0
     }
 
     /// From microseconds since the Unix epoch; `None` if that overflows the wire's range.
+    #[must_use]
     pub const fn from_unix_micros(micros: i64) -> Option<Self> {
         match micros.checked_sub(POSTGRES_EPOCH_UNIX_MICROS) {
             Some(v) => Some(PgTimestamp(v)),
@@ -50,11 +52,13 @@ impl PgTimestamp {
     }
 
     /// Microseconds since the Unix epoch; `None` if that overflows an `i64`.
+    #[must_use]
     pub const fn unix_micros(self) -> Option<i64> {
         self.0.checked_add(POSTGRES_EPOCH_UNIX_MICROS)
     }
 
     /// The current time, truncated to whole microseconds.
+    #[must_use]
     pub fn now() -> Self {
         let since_unix = SystemTime::now()
             .duration_since(UNIX_EPOCH)

@@ -20,6 +20,7 @@ pub enum Socket {
 
 impl Socket {
     /// Whether the connection is encrypted.
+    #[must_use]
     pub fn is_tls(&self) -> bool {
         #[cfg(feature = "tls")]
         if let Socket::Tls(_) = self {
@@ -30,6 +31,10 @@ impl Socket {
 
     /// How long a read waits before failing with `WouldBlock`/`TimedOut`; `None` waits
     /// forever.
+    ///
+    /// # Errors
+    ///
+    /// What the operating system says.
     pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         match self {
             Socket::Tcp(s) => s.set_read_timeout(timeout),
@@ -40,6 +45,10 @@ impl Socket {
     }
 
     /// How long a write may block before failing.
+    ///
+    /// # Errors
+    ///
+    /// What the operating system says.
     pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         match self {
             Socket::Tcp(s) => s.set_write_timeout(timeout),
@@ -51,6 +60,10 @@ impl Socket {
 
     /// Another handle to the same socket (to shut it down from another thread); for TLS,
     /// a handle to the TCP connection underneath.
+    ///
+    /// # Errors
+    ///
+    /// What the operating system says.
     pub fn try_clone(&self) -> io::Result<Socket> {
         match self {
             Socket::Tcp(s) => s.try_clone().map(Socket::Tcp),
@@ -61,6 +74,10 @@ impl Socket {
     }
 
     /// Shuts down both directions: blocked reads and writes on any handle return.
+    ///
+    /// # Errors
+    ///
+    /// What the operating system says.
     pub fn shutdown(&self) -> io::Result<()> {
         match self {
             Socket::Tcp(s) => s.shutdown(Shutdown::Both),
