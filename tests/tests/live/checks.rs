@@ -5,10 +5,13 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use pgoutput_codec::client::{ConnInfo, Connection, CopyEvent};
+use pgoutput_codec::message::{
+    Begin, BeginPrepare, ColumnValue, Commit, Delete, Message, OldTuple, Origin, Prepare, Relation,
+    ReplicaIdentity, StreamAbort, Truncate, TupleData, Update,
+};
 use pgoutput_codec::{
-    decode, encode, Begin, BeginPrepare, ColumnValue, Ctx, Decoder, Encoder, IntoOwned, Lsn, Oid,
-    OldTuple, PgOutputMessage, PgTimestamp, ProtocolVersion, ReplicaIdentity, ServerMessage,
-    StandbyStatusUpdate, Streaming, Tagged, TupleData, Xid,
+    decode, encode, Ctx, Decoder, Encoder, IntoOwned, Lsn, Oid, PgOutputMessage, PgTimestamp,
+    ProtocolVersion, ServerMessage, StandbyStatusUpdate, Streaming, Tagged, Xid,
 };
 use pgoutput_tests::hex;
 use pgoutput_tests::pg::Server;
@@ -41,6 +44,13 @@ impl Coverage {
         ensure(missing.is_empty(), || format!("never sent: {missing:?}"))?;
         Ok(format!("{} tags", self.tags.len()))
     }
+}
+
+/// The slot reported `lsn` (a transaction's end) as the position of this row.
+fn reported_at(row: &Row, lsn: Lsn, what: &str) -> Result<(), String> {
+    ensure(row.lsn == lsn, || {
+        format!("slot reported {} for {what} {lsn}", row.lsn)
+    })
 }
 
 /// The workload step a GID belongs to.
@@ -126,6 +136,7 @@ pub fn check_stream(
 }
 
 impl Reading {
+    /// One message against what the workload did: each kind in a method of its own.
     fn check(
         &mut self,
         facts: &Facts,
@@ -139,86 +150,9 @@ impl Reading {
                 ensure(begin.final_lsn.is_valid(), || "final_lsn is 0".into())?;
                 self.last_begin = Some(*begin);
             }
-            PgOutputMessage::Commit(commit) => {
-                let begin = self.last_begin.take().ok_or("Commit without Begin")?;
-                ensure(commit.commit_lsn == begin.final_lsn, || {
-                    format!(
-                        "commit_lsn {} != Begin.final_lsn {}",
-                        commit.commit_lsn, begin.final_lsn
-                    )
-                })?;
-                ensure(commit.commit_timestamp == begin.commit_timestamp, || {
-                    "commit time differs from Begin's".into()
-                })?;
-                ensure(row.lsn == commit.end_lsn, || {
-                    format!("slot reported {} for end_lsn {}", row.lsn, commit.end_lsn)
-                })?;
-            }
-            PgOutputMessage::Origin(origin) => {
-                ensure(origin.name == "upstream", || {
-                    format!("origin name {}", origin.name)
-                })?;
-                match self.previous_tag {
-                    b'B' => {
-                        ensure(
-                            origin.origin_lsn == "0/ABCDEF0".parse::<Lsn>().unwrap(),
-                            || format!("origin_lsn {}", origin.origin_lsn),
-                        )?;
-                        let begin = self.last_begin.ok_or("Origin without Begin")?;
-                        ensure(begin.commit_timestamp == origin_commit_time(), || {
-                            format!(
-                                "Begin of an origin transaction has commit time {}",
-                                begin.commit_timestamp
-                            )
-                        })?;
-                    }
-                    b'S' => ensure(origin.origin_lsn == Lsn(0), || {
-                        "origin_lsn after Stream Start must be 0".into()
-                    })?,
-                    other => return Err(format!("Origin after {:?}", char::from(other))),
-                }
-            }
-            PgOutputMessage::Relation(relation) => {
-                let name = relation.relation_name.to_string();
-                let oid = facts
-                    .relations
-                    .get(&name)
-                    .ok_or_else(|| format!("unknown relation {name}"))?;
-                ensure(relation.relation_oid == *oid, || {
-                    format!("relation OID {} != {oid}", relation.relation_oid)
-                })?;
-                ensure(relation.namespace == "public", || {
-                    format!("namespace {}", relation.namespace)
-                })?;
-                let identity = match name.as_str() {
-                    "ledger" => ReplicaIdentity::Full,
-                    "codes" => ReplicaIdentity::Index,
-                    _ => ReplicaIdentity::Default,
-                };
-                ensure(relation.replica_identity == identity, || {
-                    format!("replica identity {:?}", relation.replica_identity)
-                })?;
-                let columns = &facts.columns[&name];
-                ensure(relation.columns.len() == columns.len(), || {
-                    format!("{} columns", relation.columns.len())
-                })?;
-                for (got, want) in relation.columns.iter().zip(columns) {
-                    ensure(got.name == want.name.as_str(), || {
-                        format!("column {} != {}", got.name, want.name)
-                    })?;
-                    ensure(got.type_oid == want.type_oid, || {
-                        format!("{}: type {} != {}", want.name, got.type_oid, want.type_oid)
-                    })?;
-                    ensure(got.type_modifier == want.type_modifier, || {
-                        format!("{}: typmod {}", want.name, got.type_modifier)
-                    })?;
-                    ensure(got.is_key() == want.is_key, || {
-                        format!("{}: key flag {}", want.name, got.flags)
-                    })?;
-                }
-                self.check_xid(facts, relation.xid)?;
-                self.relations.insert(*oid, name);
-            }
+            PgOutputMessage::Commit(commit) => self.check_commit(commit, row)?,
+            PgOutputMessage::Origin(origin) => self.check_origin(origin)?,
+            PgOutputMessage::Relation(relation) => self.check_relation(relation, facts)?,
             PgOutputMessage::Type(ty) => {
                 ensure(ty.type_oid == facts.mood_oid, || {
                     format!("type OID {} != {}", ty.type_oid, facts.mood_oid)
@@ -228,32 +162,7 @@ impl Reading {
                 })?;
                 self.check_xid(facts, ty.xid)?;
             }
-            PgOutputMessage::Message(m) => {
-                let prefix = m.prefix.to_string();
-                let lsn = facts
-                    .message_lsns
-                    .get(&prefix)
-                    .ok_or_else(|| format!("unknown prefix {prefix}"))?;
-                ensure(m.lsn == *lsn, || {
-                    format!("lsn {} but pg_logical_emit_message returned {lsn}", m.lsn)
-                })?;
-                let (content, transactional): (&[u8], bool) = match prefix.as_str() {
-                    "nontx" => (b"hello", false),
-                    "nontx_in_stream" => (b"between", false),
-                    "tx" => (b"\x00\xff\x00", true),
-                    _ => (b"inside", true),
-                };
-                ensure(m.content == *content, || format!("content {:?}", m.content))?;
-                ensure(m.is_transactional() == transactional, || {
-                    "transactional flag".into()
-                })?;
-                if let Some(xid) = m.xid {
-                    // Inside a stream block a Message carries the top-level xid.
-                    ensure(self.seen_xids.contains(&xid), || {
-                        format!("xid {xid} of no streamed transaction")
-                    })?;
-                }
-            }
+            PgOutputMessage::Message(m) => self.check_message(m, facts)?,
             PgOutputMessage::Insert(insert) => {
                 self.check_xid(facts, insert.xid)?;
                 if self.relation_name(insert.relation_oid)? == "accounts" {
@@ -262,78 +171,11 @@ impl Reading {
                     self.check_tuple(&insert.new_tuple, &expected, options, &[])?;
                 }
             }
-            PgOutputMessage::Update(update) => {
-                self.check_xid(facts, update.xid)?;
-                match (
-                    self.relation_name(update.relation_oid)?.as_str(),
-                    &update.old_tuple,
-                ) {
-                    ("accounts", None) => {
-                        // Only the name changed: the TOASTed notes are not sent.
-                        let expected =
-                            row_with_id(facts, "update_toast", id_of(&update.new_tuple)?)?;
-                        self.check_tuple(&update.new_tuple, &expected, options, &[4])?;
-                    }
-                    ("accounts", Some(OldTuple::Key(key))) => {
-                        let old = row_with_id(facts, "insert", id_of(key)?)?;
-                        self.check_key(key, &old, options, &[0])?;
-                        let new = row_with_id(facts, "update_key", id_of(&update.new_tuple)?)?;
-                        self.check_tuple(&update.new_tuple, &new, options, &[])?;
-                    }
-                    ("ledger", old) => ensure(
-                        matches!(old, Some(OldTuple::Old(t)) if t.columns.len() == 2),
-                        || "REPLICA IDENTITY FULL must send the whole old row ('O')".into(),
-                    )?,
-                    ("codes", Some(OldTuple::Key(key))) => ensure(
-                        key.columns.len() == 3
-                            && matches!(key.columns[0], ColumnValue::Null)
-                            && key.columns[1].bytes().is_some()
-                            && matches!(key.columns[2], ColumnValue::Null),
-                        || format!("index identity key tuple {key:?}"),
-                    )?,
-                    ("codes", None) => {}
-                    (name, old) => return Err(format!("unexpected update of {name} with {old:?}")),
-                }
-            }
-            PgOutputMessage::Delete(delete) => {
-                self.check_xid(facts, delete.xid)?;
-                match (
-                    self.relation_name(delete.relation_oid)?.as_str(),
-                    &delete.old_tuple,
-                ) {
-                    ("accounts", OldTuple::Key(key)) => {
-                        let old = row_with_id(facts, "update_key", id_of(key)?)?;
-                        self.check_key(key, &old, options, &[0])?;
-                    }
-                    ("ledger", OldTuple::Old(_)) => {}
-                    (name, old) => return Err(format!("unexpected delete of {name} with {old:?}")),
-                }
-            }
+            PgOutputMessage::Update(update) => self.check_update(update, facts, options)?,
+            PgOutputMessage::Delete(delete) => self.check_delete(delete, facts, options)?,
             PgOutputMessage::Truncate(truncate) => {
                 self.check_xid(facts, truncate.xid)?;
-                let mut names: Vec<String> = truncate
-                    .relation_oids
-                    .iter()
-                    .map(|oid| self.relation_name(*oid))
-                    .collect::<Result<_, _>>()?;
-                names.sort();
-                let options_ok = match names
-                    .iter()
-                    .map(String::as_str)
-                    .collect::<Vec<_>>()
-                    .as_slice()
-                {
-                    ["child", "parent"] => {
-                        truncate.options.cascade() && !truncate.options.restart_identity()
-                    }
-                    ["counters"] => {
-                        truncate.options.restart_identity() && !truncate.options.cascade()
-                    }
-                    _ => false,
-                };
-                ensure(options_ok, || {
-                    format!("truncate of {names:?} with {:?}", truncate.options)
-                })?;
+                self.check_truncate(truncate)?;
             }
             PgOutputMessage::StreamStart(start) => {
                 ensure(start.xid.is_valid(), || "xid 0".into())?;
@@ -344,80 +186,28 @@ impl Reading {
                 ensure(self.seen_xids.contains(&commit.xid), || {
                     format!("commit of unseen xid {}", commit.xid)
                 })?;
-                ensure(row.lsn == commit.end_lsn, || {
-                    format!("slot reported {} for end_lsn {}", row.lsn, commit.end_lsn)
-                })?;
+                reported_at(row, commit.end_lsn, "end_lsn")?;
             }
             PgOutputMessage::StreamAbort(abort) => {
-                self.aborts += 1;
-                // A subtransaction abort is the ROLLBACK TO SAVEPOINT of the streamed commit. A
-                // top-level one is the streamed rollback, or (PostgreSQL 16+, which streams
-                // even small transactions here) a prepared transaction that a slot without
-                // two-phase streamed at PREPARE and that ROLLBACK PREPARED then aborted.
-                let steps: &[&str] = match (abort.is_top_level(), options.two_phase) {
-                    (false, _) => &["streamed_commit"],
-                    (true, true) => &["streamed_rollback"],
-                    (true, false) => &["streamed_rollback", "prepare_rollback"],
-                };
-                let step = steps
-                    .iter()
-                    .find(|step| facts.xids.get(**step) == Some(&abort.xid));
-                ensure(step.is_some(), || {
-                    format!(
-                        "abort of xid {}, expected one of {steps:?}: {:?}",
-                        abort.xid, facts.xids
-                    )
-                })?;
-                let parallel = options.streaming == Streaming::Parallel
-                    && options.version >= ProtocolVersion::V4;
-                ensure(abort.abort_lsn.is_some() == parallel, || {
-                    "abort_lsn presence".into()
-                })?;
-                if let (Some(lsn), Some(time)) = (abort.abort_lsn, abort.abort_timestamp) {
-                    ensure(lsn.is_valid() && time.0 > 0, || {
-                        format!("abort at {lsn}, {time}")
-                    })?;
-                }
+                self.check_stream_abort(abort, facts, options)?
             }
             PgOutputMessage::BeginPrepare(begin) => {
                 self.check_gid(facts, begin.gid.as_bytes(), begin.xid)?;
                 self.seen_xids.insert(begin.xid);
                 self.last_begin_prepare = Some(begin.clone().into_owned());
             }
-            PgOutputMessage::Prepare(prepare) => {
-                self.check_gid(facts, prepare.gid.as_bytes(), prepare.xid)?;
-                let begin = self
-                    .last_begin_prepare
-                    .take()
-                    .ok_or("Prepare without Begin Prepare")?;
-                ensure(
-                    prepare.prepare_lsn == begin.prepare_lsn && prepare.gid == begin.gid,
-                    || "Prepare differs from its Begin Prepare".into(),
-                )?;
-                ensure(row.lsn == prepare.end_lsn, || {
-                    format!("slot reported {} for end_lsn {}", row.lsn, prepare.end_lsn)
-                })?;
-            }
+            PgOutputMessage::Prepare(prepare) => self.check_prepare(prepare, facts, row)?,
             PgOutputMessage::CommitPrepared(commit) => {
                 self.check_gid(facts, commit.gid.as_bytes(), commit.xid)?;
-                ensure(row.lsn == commit.end_lsn, || {
-                    format!("slot reported {} for end_lsn {}", row.lsn, commit.end_lsn)
-                })?;
+                reported_at(row, commit.end_lsn, "end_lsn")?;
             }
             PgOutputMessage::RollbackPrepared(rollback) => {
                 self.check_gid(facts, rollback.gid.as_bytes(), rollback.xid)?;
-                ensure(row.lsn == rollback.rollback_end_lsn, || {
-                    format!(
-                        "slot reported {} for rollback_end_lsn {}",
-                        row.lsn, rollback.rollback_end_lsn
-                    )
-                })?;
+                reported_at(row, rollback.rollback_end_lsn, "rollback_end_lsn")?;
             }
             PgOutputMessage::StreamPrepare(prepare) => {
                 self.check_gid(facts, prepare.gid.as_bytes(), prepare.xid)?;
-                ensure(row.lsn == prepare.end_lsn, || {
-                    format!("slot reported {} for end_lsn {}", row.lsn, prepare.end_lsn)
-                })?;
+                reported_at(row, prepare.end_lsn, "end_lsn")?;
             }
             other => {
                 return Err(format!(
@@ -425,6 +215,269 @@ impl Reading {
                 ))
             }
         }
+        Ok(())
+    }
+
+    /// Commit: the end of the Begin before it, at the position the slot reported.
+    fn check_commit(&mut self, commit: &Commit, row: &Row) -> Result<(), String> {
+        let begin = self.last_begin.take().ok_or("Commit without Begin")?;
+        ensure(commit.commit_lsn == begin.final_lsn, || {
+            format!(
+                "commit_lsn {} != Begin.final_lsn {}",
+                commit.commit_lsn, begin.final_lsn
+            )
+        })?;
+        ensure(commit.commit_timestamp == begin.commit_timestamp, || {
+            "commit time differs from Begin's".into()
+        })?;
+        reported_at(row, commit.end_lsn, "end_lsn")?;
+        Ok(())
+    }
+
+    /// Origin: the upstream origin, right after Begin or Stream Start.
+    fn check_origin(&mut self, origin: &Origin<'_>) -> Result<(), String> {
+        ensure(origin.name == "upstream", || {
+            format!("origin name {}", origin.name)
+        })?;
+        match self.previous_tag {
+            b'B' => {
+                ensure(
+                    origin.origin_lsn == "0/ABCDEF0".parse::<Lsn>().unwrap(),
+                    || format!("origin_lsn {}", origin.origin_lsn),
+                )?;
+                let begin = self.last_begin.ok_or("Origin without Begin")?;
+                ensure(begin.commit_timestamp == origin_commit_time(), || {
+                    format!(
+                        "Begin of an origin transaction has commit time {}",
+                        begin.commit_timestamp
+                    )
+                })?;
+            }
+            b'S' => ensure(origin.origin_lsn == Lsn(0), || {
+                "origin_lsn after Stream Start must be 0".into()
+            })?,
+            other => return Err(format!("Origin after {:?}", char::from(other))),
+        }
+        Ok(())
+    }
+
+    /// Relation: the table as the catalog describes it.
+    fn check_relation(&mut self, relation: &Relation<'_>, facts: &Facts) -> Result<(), String> {
+        let name = relation.relation_name.to_string();
+        let oid = facts
+            .relations
+            .get(&name)
+            .ok_or_else(|| format!("unknown relation {name}"))?;
+        ensure(relation.relation_oid == *oid, || {
+            format!("relation OID {} != {oid}", relation.relation_oid)
+        })?;
+        ensure(relation.namespace == "public", || {
+            format!("namespace {}", relation.namespace)
+        })?;
+        let identity = match name.as_str() {
+            "ledger" => ReplicaIdentity::Full,
+            "codes" => ReplicaIdentity::Index,
+            _ => ReplicaIdentity::Default,
+        };
+        ensure(relation.replica_identity == identity, || {
+            format!("replica identity {:?}", relation.replica_identity)
+        })?;
+        let columns = &facts.columns[&name];
+        ensure(relation.columns.len() == columns.len(), || {
+            format!("{} columns", relation.columns.len())
+        })?;
+        for (got, want) in relation.columns.iter().zip(columns) {
+            ensure(got.name == want.name.as_str(), || {
+                format!("column {} != {}", got.name, want.name)
+            })?;
+            ensure(got.type_oid == want.type_oid, || {
+                format!("{}: type {} != {}", want.name, got.type_oid, want.type_oid)
+            })?;
+            ensure(got.type_modifier == want.type_modifier, || {
+                format!("{}: typmod {}", want.name, got.type_modifier)
+            })?;
+            ensure(got.is_key() == want.is_key, || {
+                format!("{}: key flag {}", want.name, got.flags)
+            })?;
+        }
+        self.check_xid(facts, relation.xid)?;
+        self.relations.insert(*oid, name);
+        Ok(())
+    }
+
+    /// Message: what pg_logical_emit_message was given, at the LSN it returned.
+    fn check_message(&mut self, m: &Message<'_>, facts: &Facts) -> Result<(), String> {
+        let prefix = m.prefix.to_string();
+        let lsn = facts
+            .message_lsns
+            .get(&prefix)
+            .ok_or_else(|| format!("unknown prefix {prefix}"))?;
+        ensure(m.lsn == *lsn, || {
+            format!("lsn {} but pg_logical_emit_message returned {lsn}", m.lsn)
+        })?;
+        let (content, transactional): (&[u8], bool) = match prefix.as_str() {
+            "nontx" => (b"hello", false),
+            "nontx_in_stream" => (b"between", false),
+            "tx" => (b"\x00\xff\x00", true),
+            _ => (b"inside", true),
+        };
+        ensure(m.content == *content, || format!("content {:?}", m.content))?;
+        ensure(m.is_transactional() == transactional, || {
+            "transactional flag".into()
+        })?;
+        if let Some(xid) = m.xid {
+            // Inside a stream block a Message carries the top-level xid.
+            ensure(self.seen_xids.contains(&xid), || {
+                format!("xid {xid} of no streamed transaction")
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Update: new rows and old keys per table and replica identity.
+    fn check_update(
+        &mut self,
+        update: &Update<'_>,
+        facts: &Facts,
+        options: &Options,
+    ) -> Result<(), String> {
+        self.check_xid(facts, update.xid)?;
+        match (
+            self.relation_name(update.relation_oid)?.as_str(),
+            &update.old_tuple,
+        ) {
+            ("accounts", None) => {
+                // Only the name changed: the TOASTed notes are not sent.
+                let expected = row_with_id(facts, "update_toast", id_of(&update.new_tuple)?)?;
+                self.check_tuple(&update.new_tuple, &expected, options, &[4])?;
+            }
+            ("accounts", Some(OldTuple::Key(key))) => {
+                let old = row_with_id(facts, "insert", id_of(key)?)?;
+                self.check_key(key, &old, options, &[0])?;
+                let new = row_with_id(facts, "update_key", id_of(&update.new_tuple)?)?;
+                self.check_tuple(&update.new_tuple, &new, options, &[])?;
+            }
+            ("ledger", old) => ensure(
+                matches!(old, Some(OldTuple::Old(t)) if t.columns.len() == 2),
+                || "REPLICA IDENTITY FULL must send the whole old row ('O')".into(),
+            )?,
+            ("codes", Some(OldTuple::Key(key))) => ensure(
+                key.columns.len() == 3
+                    && matches!(key.columns[0], ColumnValue::Null)
+                    && key.columns[1].bytes().is_some()
+                    && matches!(key.columns[2], ColumnValue::Null),
+                || format!("index identity key tuple {key:?}"),
+            )?,
+            ("codes", None) => {}
+            (name, old) => return Err(format!("unexpected update of {name} with {old:?}")),
+        }
+        Ok(())
+    }
+
+    /// Delete: the old key (or whole old row for REPLICA IDENTITY FULL).
+    fn check_delete(
+        &mut self,
+        delete: &Delete<'_>,
+        facts: &Facts,
+        options: &Options,
+    ) -> Result<(), String> {
+        self.check_xid(facts, delete.xid)?;
+        match (
+            self.relation_name(delete.relation_oid)?.as_str(),
+            &delete.old_tuple,
+        ) {
+            ("accounts", OldTuple::Key(key)) => {
+                let old = row_with_id(facts, "update_key", id_of(key)?)?;
+                self.check_key(key, &old, options, &[0])?;
+            }
+            ("ledger", OldTuple::Old(_)) => {}
+            (name, old) => return Err(format!("unexpected delete of {name} with {old:?}")),
+        }
+        Ok(())
+    }
+
+    /// Truncate: the tables truncated together, with their options.
+    fn check_truncate(&mut self, truncate: &Truncate) -> Result<(), String> {
+        let mut names: Vec<String> = truncate
+            .relation_oids
+            .iter()
+            .map(|oid| self.relation_name(*oid))
+            .collect::<Result<_, _>>()?;
+        names.sort();
+        let options_ok = match names
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
+            ["child", "parent"] => {
+                truncate.options.cascade() && !truncate.options.restart_identity()
+            }
+            ["counters"] => truncate.options.restart_identity() && !truncate.options.cascade(),
+            _ => false,
+        };
+        ensure(options_ok, || {
+            format!("truncate of {names:?} with {:?}", truncate.options)
+        })?;
+        Ok(())
+    }
+
+    /// Stream Abort: which rollback it is, with abort LSN and time only when parallel.
+    fn check_stream_abort(
+        &mut self,
+        abort: &StreamAbort,
+        facts: &Facts,
+        options: &Options,
+    ) -> Result<(), String> {
+        self.aborts += 1;
+        // A subtransaction abort is the ROLLBACK TO SAVEPOINT of the streamed commit. A
+        // top-level one is the streamed rollback, or (PostgreSQL 16+, which streams
+        // even small transactions here) a prepared transaction that a slot without
+        // two-phase streamed at PREPARE and that ROLLBACK PREPARED then aborted.
+        let steps: &[&str] = match (abort.is_top_level(), options.two_phase) {
+            (false, _) => &["streamed_commit"],
+            (true, true) => &["streamed_rollback"],
+            (true, false) => &["streamed_rollback", "prepare_rollback"],
+        };
+        let step = steps
+            .iter()
+            .find(|step| facts.xids.get(**step) == Some(&abort.xid));
+        ensure(step.is_some(), || {
+            format!(
+                "abort of xid {}, expected one of {steps:?}: {:?}",
+                abort.xid, facts.xids
+            )
+        })?;
+        let parallel =
+            options.streaming == Streaming::Parallel && options.version >= ProtocolVersion::V4;
+        ensure(abort.abort_lsn.is_some() == parallel, || {
+            "abort_lsn presence".into()
+        })?;
+        if let (Some(lsn), Some(time)) = (abort.abort_lsn, abort.abort_timestamp) {
+            ensure(lsn.is_valid() && time.0 > 0, || {
+                format!("abort at {lsn}, {time}")
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Prepare: the end of its Begin Prepare.
+    fn check_prepare(
+        &mut self,
+        prepare: &Prepare<'_>,
+        facts: &Facts,
+        row: &Row,
+    ) -> Result<(), String> {
+        self.check_gid(facts, prepare.gid.as_bytes(), prepare.xid)?;
+        let begin = self
+            .last_begin_prepare
+            .take()
+            .ok_or("Prepare without Begin Prepare")?;
+        ensure(
+            prepare.prepare_lsn == begin.prepare_lsn && prepare.gid == begin.gid,
+            || "Prepare differs from its Begin Prepare".into(),
+        )?;
+        reported_at(row, prepare.end_lsn, "end_lsn")?;
         Ok(())
     }
 
@@ -598,6 +651,8 @@ fn row_with_id(facts: &Facts, step: &str, id: i32) -> Result<Vec<Value>, String>
 /// equals what the SQL interface returns for the same slot and options, XLogData and
 /// keepalives decode and re-encode exactly, and a standby status update moves the slot's
 /// confirmed position to the last commit.
+/// The walsender (not the SQL interface) streams the same payloads, in an envelope that
+/// re-encodes to its bytes, and a status update moves the slot to the last commit.
 pub fn check_walsender(server: &Server, _facts: &Facts) -> Result<String, String> {
     let version = ProtocolVersion::from_number(server.max_protocol()).ok_or("version")?;
     let options = Options {
@@ -608,14 +663,7 @@ pub fn check_walsender(server: &Server, _facts: &Facts) -> Result<String, String
         two_phase: false,
     };
     let expected = peek(server, &options)?;
-    let confirmed = |server: &Server| -> Result<Lsn, String> {
-        server
-            .query_one("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'walsender';")
-            .map_err(|e| e.to_string())?
-            .parse()
-            .map_err(|e| format!("{e}"))
-    };
-    let before = confirmed(server)?;
+    let before = slot_confirmed(server)?;
     let conninfo = ConnInfo::parse(Some(&server.conninfo("postgres", None)), |_| None)
         .map_err(|e| e.to_string())?;
     let mut conn = Connection::connect(&conninfo).map_err(|e| e.to_string())?;
@@ -630,90 +678,125 @@ pub fn check_walsender(server: &Server, _facts: &Facts) -> Result<String, String
     ))
     .map_err(|e| e.to_string())?;
     let deadline = Instant::now() + Duration::from_secs(60);
-    let next_frame = |conn: &mut Connection| -> Result<Vec<u8>, String> {
-        loop {
-            match conn
-                .poll_copy_data(Duration::from_millis(500))
-                .map_err(|e| e.to_string())?
-            {
-                CopyEvent::Data(frame) => return Ok(frame),
-                CopyEvent::Idle if Instant::now() < deadline => {}
-                CopyEvent::Idle => return Err("the walsender went quiet for 60 s".into()),
-                CopyEvent::End => return Err("the walsender ended the stream".into()),
-            }
+    let (mut keepalives, last_commit) = receive_all(&mut conn, &options, &expected, deadline)?;
+    ensure(last_commit > before, || format!("no commit after {before}"))?;
+    keepalives += confirm(&mut conn, last_commit, deadline)?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut after = slot_confirmed(server)?;
+    while after < last_commit && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        after = slot_confirmed(server)?;
+    }
+    ensure(after == last_commit, || {
+        format!("confirmed_flush_lsn {after}, expected {last_commit} (was {before})")
+    })?;
+    conn.finish_copy().map_err(|e| e.to_string())?;
+    Ok(format!(
+        "{} payloads equal to the SQL interface's, {keepalives} keepalives, slot confirmed \
+         {before} -> {after}",
+        expected.len()
+    ))
+}
+
+fn slot_confirmed(server: &Server) -> Result<Lsn, String> {
+    server
+        .query_one(
+            "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'walsender';",
+        )
+        .map_err(|e| e.to_string())?
+        .parse()
+        .map_err(|e| format!("{e}"))
+}
+
+/// The next CopyData payload, waiting until `deadline`.
+fn next_frame(conn: &mut Connection, deadline: Instant) -> Result<Vec<u8>, String> {
+    loop {
+        match conn
+            .poll_copy_data(Duration::from_millis(500))
+            .map_err(|e| e.to_string())?
+        {
+            CopyEvent::Data(frame) => return Ok(frame),
+            CopyEvent::Idle if Instant::now() < deadline => {}
+            CopyEvent::Idle => return Err("the walsender went quiet".into()),
+            CopyEvent::End => return Err("the walsender ended the stream".into()),
         }
-    };
+    }
+}
+
+/// Receives as many payloads as the SQL interface gave, checking each against it; returns
+/// the keepalives seen on the way and the last transaction end.
+fn receive_all(
+    conn: &mut Connection,
+    options: &Options,
+    expected: &[Row],
+    deadline: Instant,
+) -> Result<(usize, Lsn), String> {
     let envelope = Ctx::plain(ProtocolVersion::V1);
     let mut decoder =
         Decoder::new(options.version, options.streaming).map_err(|e| e.to_string())?;
     let (mut received, mut keepalives, mut last_commit) = (0, 0, Lsn(0));
     while received < expected.len() {
-        let frame = next_frame(&mut conn)?;
+        let frame = next_frame(conn, deadline)?;
         let message: ServerMessage<'_> =
             decode(&frame, envelope).map_err(|e| format!("{}: {e}", hex(&frame)))?;
         ensure(
             encode(&message, envelope).map_err(|e| e.to_string())? == frame,
             || format!("envelope re-encoding differs: {}", hex(&frame)),
         )?;
-        match message {
-            ServerMessage::XLogData(xlog) => {
-                let want = &expected[received];
-                ensure(*xlog.data == want.data[..], || {
-                    format!(
-                        "payload {received}: walsender sent {} but the SQL interface {}",
-                        hex(&xlog.data),
-                        hex(&want.data)
-                    )
-                })?;
-                ensure(xlog.wal_start == xlog.wal_end, || {
-                    "logical XLogData has wal_start != wal_end".into()
-                })?;
-                let message = decoder.decode(&xlog.data).map_err(|e| e.to_string())?;
-                if let Some(end) = message.transaction_end_lsn() {
-                    last_commit = end;
-                }
-                match message {
-                    PgOutputMessage::Relation(_) | PgOutputMessage::Type(_) => {
-                        ensure(xlog.wal_start == Lsn(0), || {
-                            "Relation/Type XLogData LSN is not 0".into()
-                        })?;
-                    }
-                    _ => {}
-                }
-                received += 1;
+        let xlog = match message {
+            ServerMessage::XLogData(xlog) => xlog,
+            ServerMessage::PrimaryKeepalive(_) => {
+                keepalives += 1;
+                continue;
             }
-            ServerMessage::PrimaryKeepalive(_) => keepalives += 1,
+        };
+        let want = &expected[received];
+        ensure(*xlog.data == want.data[..], || {
+            format!(
+                "payload {received}: walsender sent {} but the SQL interface {}",
+                hex(&xlog.data),
+                hex(&want.data)
+            )
+        })?;
+        ensure(xlog.wal_start == xlog.wal_end, || {
+            "logical XLogData has wal_start != wal_end".into()
+        })?;
+        let message = decoder.decode(&xlog.data).map_err(|e| e.to_string())?;
+        if let Some(end) = message.transaction_end_lsn() {
+            last_commit = end;
         }
+        if matches!(
+            message,
+            PgOutputMessage::Relation(_) | PgOutputMessage::Type(_)
+        ) {
+            ensure(xlog.wal_start == Lsn(0), || {
+                "Relation/Type XLogData LSN is not 0".into()
+            })?;
+        }
+        received += 1;
     }
-    ensure(last_commit > before, || format!("no commit after {before}"))?;
+    Ok((keepalives, last_commit))
+}
+
+/// Sends a status update confirming `lsn` with reply_requested, and waits for the
+/// keepalive the server answers with at once; returns the keepalives seen.
+fn confirm(conn: &mut Connection, lsn: Lsn, deadline: Instant) -> Result<usize, String> {
+    let envelope = Ctx::plain(ProtocolVersion::V1);
     let update = StandbyStatusUpdate {
-        write_lsn: last_commit,
-        flush_lsn: last_commit,
-        apply_lsn: last_commit,
+        write_lsn: lsn,
+        flush_lsn: lsn,
+        apply_lsn: lsn,
         send_time: PgTimestamp::now(),
         reply_requested: true,
     };
     conn.send_copy_data(&encode(&update, envelope).map_err(|e| e.to_string())?)
         .map_err(|e| e.to_string())?;
-    // reply_requested makes the server answer with a keepalive at once.
     loop {
-        let frame = next_frame(&mut conn)?;
+        let frame = next_frame(conn, deadline)?;
         if let ServerMessage::PrimaryKeepalive(_) =
             decode(&frame, envelope).map_err(|e| e.to_string())?
         {
-            keepalives += 1;
-            break;
+            return Ok(1);
         }
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut after = confirmed(server)?;
-    while after < last_commit && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-        after = confirmed(server)?;
-    }
-    ensure(after == last_commit, || {
-        format!("confirmed_flush_lsn {after}, expected {last_commit} (was {before})")
-    })?;
-    conn.finish_copy().map_err(|e| e.to_string())?;
-    Ok(format!("{received} payloads equal to the SQL interface's, {keepalives} keepalives, slot confirmed {before} -> {after}"))
 }
