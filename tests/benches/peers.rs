@@ -137,7 +137,7 @@ fn synthetic_streams() -> Vec<Stream> {
             .map(|c| match c % 4 {
                 0 => ColumnValue::Text(i.to_string().into_bytes().into()),
                 1 => ColumnValue::Text(format!("name-{i}-{c}").into_bytes().into()),
-                2 if i % 7 == 0 => ColumnValue::Null,
+                2 if i.is_multiple_of(7) => ColumnValue::Null,
                 _ => ColumnValue::Text(format!("{}.{:02}", i * 13 % 10_000, c).into_bytes().into()),
             })
             .collect()
@@ -281,6 +281,9 @@ fn memcpy(stream: &Stream, buf: &mut Vec<u8>) -> usize {
     }
     total
 }
+
+/// A payload, the stream it came in and the context it was sent in.
+type Sent<'s> = (&'s Stream, &'s Vec<u8>, Ctx);
 
 /// A stream with its messages decoded ahead, for the encoders.
 struct Prepared<'s> {
@@ -481,7 +484,7 @@ fn main() {
 
     // Per message type, over the real captures: each type's messages decoded on their own
     // (in the context, or parser state, they were sent in).
-    let mut by_type: BTreeMap<(char, bool), Vec<(&Stream, &Vec<u8>, Ctx)>> = BTreeMap::new();
+    let mut by_type: BTreeMap<(char, bool), Vec<Sent<'_>>> = BTreeMap::new();
     for stream in &streams[..real] {
         let mut decoder = Decoder::new(stream.version, stream.streaming).unwrap();
         for payload in &stream.payloads {
