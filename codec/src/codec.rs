@@ -108,6 +108,7 @@ pub trait IntoOwned {
 /// # Errors
 ///
 /// A [`DecodeError`] with the byte offset, the message and field, and what was expected.
+#[inline]
 pub fn decode<'a, T: Decode<'a>>(bytes: &'a [u8], ctx: Ctx) -> Result<T, DecodeError> {
     let mut r = Reader::new(bytes);
     let value = T::decode(&mut r, ctx)?;
@@ -132,6 +133,7 @@ pub fn encode<T: Encode + ?Sized>(value: &T, ctx: Ctx) -> Result<Vec<u8>, Encode
 /// # Errors
 ///
 /// As [`encode`]; `buf` is left as it was.
+#[inline]
 pub fn encode_into<T: Encode + ?Sized>(
     value: &T,
     ctx: Ctx,

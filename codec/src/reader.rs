@@ -19,6 +19,7 @@ pub struct Reader<'a> {
 impl<'a> Reader<'a> {
     /// A reader at the start of `buf`; offsets in errors count from here.
     #[must_use]
+    #[inline]
     pub fn new(buf: &'a [u8]) -> Self {
         Reader { buf, pos: 0 }
     }
@@ -46,6 +47,7 @@ impl<'a> Reader<'a> {
     /// # Errors
     ///
     /// [`DecodeErrorKind::TrailingBytes`] when bytes are left.
+    #[inline]
     pub fn finish(&self) -> Result<(), DecodeError> {
         match self.remaining() {
             0 => Ok(()),

@@ -18,6 +18,7 @@ use crate::{
 /// `STREAM COMMIT/ABORT/PREPARE message without STREAM STOP`. The role comes from the
 /// message's type ([`Tagged::stream_role`]), not its tag byte, so a protocol of one's own
 /// may use any tag.
+#[inline]
 fn transition(ctx: Ctx, role: StreamRole) -> Result<Ctx, &'static str> {
     match role {
         StreamRole::Start if ctx.in_stream() => {
@@ -96,6 +97,7 @@ impl Decoder {
     /// A [`DecodeError`]: malformed bytes, or [`DecodeErrorKind::OutOfOrder`] for a message
     /// that cannot come now (a Stream Stop without a Stream Start). The session is
     /// unchanged.
+    #[inline]
     pub fn decode<'a>(&mut self, bytes: &'a [u8]) -> Result<PgOutputMessage<'a>, DecodeError> {
         self.decode_as(bytes)
     }
@@ -106,6 +108,7 @@ impl Decoder {
     /// # Errors
     ///
     /// As [`Decoder::decode`].
+    #[inline]
     pub fn decode_as<'a, M: Decode<'a> + Tagged>(
         &mut self,
         bytes: &'a [u8],
@@ -194,6 +197,7 @@ impl Encoder {
     /// # Errors
     ///
     /// As [`Encoder::encode`].
+    #[inline]
     pub fn encode_into<M: Encode + Tagged + ?Sized>(
         &mut self,
         message: &M,

@@ -17,6 +17,7 @@ pub struct Writer<'b> {
 
 impl<'b> Writer<'b> {
     /// A writer appending to `buf`.
+    #[inline]
     pub fn new(buf: &'b mut Vec<u8>) -> Self {
         Writer { buf }
     }
@@ -111,7 +112,7 @@ impl<'b> Writer<'b> {
     /// [`EncodeErrorKind::InteriorNul`] when `bytes` holds a NUL byte (it would end the
     /// string early).
     pub fn write_cstr(&mut self, bytes: &[u8]) -> Result<(), EncodeError> {
-        if let Some(position) = bytes.iter().position(|&b| b == 0) {
+        if let Some(position) = find_nul(bytes) {
             return Err(EncodeError::new(EncodeErrorKind::InteriorNul { position }));
         }
         self.write_bytes(bytes);
@@ -136,6 +137,30 @@ impl<'b> Writer<'b> {
         self.write_bytes(bytes);
         Ok(())
     }
+}
+
+/// The first NUL byte in `bytes`, eight bytes at a time: names and prefixes are short, and
+/// a call to `memchr` costs more than scanning them.
+#[inline]
+fn find_nul(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut chunks = bytes.chunks_exact(8);
+    let mut offset = 0;
+    for chunk in &mut chunks {
+        let word = u64::from_le_bytes(chunk.try_into().unwrap_or([1; 8]));
+        // A byte of `word` is zero exactly when this sets its high bit (the classic test:
+        // borrows only run upwards from a zero byte, so the lowest flagged byte is one).
+        if word.wrapping_sub(ONES) & !word & HIGHS != 0 {
+            return chunk.iter().position(|&b| b == 0).map(|i| offset + i);
+        }
+        offset += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&b| b == 0)
+        .map(|i| offset + i)
 }
 
 #[cfg(test)]
@@ -166,5 +191,32 @@ mod tests {
         let err = Writer::new(&mut buf).write_cstr(b"a\0b").unwrap_err();
         assert_eq!(err.kind(), EncodeErrorKind::InteriorNul { position: 1 });
         assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn nul_bytes_are_found_wherever_they_are() {
+        for len in 0..40 {
+            let clean = vec![0x41u8; len];
+            assert_eq!(find_nul(&clean), None);
+            for at in 0..len {
+                let mut with = clean.clone();
+                with[at] = 0;
+                assert_eq!(find_nul(&with), Some(at), "len {len}, at {at}");
+                // And with a second NUL later, still the first.
+                if at + 1 < len {
+                    with[len - 1] = 0;
+                    assert_eq!(find_nul(&with), Some(at));
+                }
+            }
+        }
+        // High bytes next to a zero: the test must not flag a byte that is not zero.
+        assert_eq!(
+            find_nul(&[0x80, 0xff, 0x01, 0x80, 0x80, 0x80, 0x80, 0x80, 0]),
+            Some(8)
+        );
+        assert_eq!(
+            find_nul(&[0x01, 0x00, 0x01, 0x01, 0x01, 0x01, 0x01, 0x01]),
+            Some(1)
+        );
     }
 }
