@@ -140,11 +140,20 @@ impl Field<'_> {
             self.ty
         }
     }
+}
 
-    /// `T` for a `count` field of type `Vec<T>`.
-    pub fn element_ty(&self) -> &Type {
-        generic_arg(self.wire_ty(), "Vec").unwrap_or(self.wire_ty())
+/// Whether `ty` is a `Vec<_>` or a `Seq<'_, _>`, the types `count` can fill.
+pub fn is_sequence(ty: &Type) -> bool {
+    if generic_arg(ty, "Vec").is_some() {
+        return true;
     }
+    let Type::Path(path) = ty else { return false };
+    path.qself.is_none()
+        && path
+            .path
+            .segments
+            .last()
+            .is_some_and(|last| last.ident == "Seq")
 }
 
 /// `T` when `ty` is `Option<T>` (also spelled `core::option::Option<T>`).

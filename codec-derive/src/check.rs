@@ -84,12 +84,12 @@ fn check_fields(fields: &[Field<'_>], errors: &mut Errors) {
     for (index, field) in fields.iter().enumerate() {
         check_shape_keys(field, errors);
         if let Some(count) = &field.attrs.count {
-            if ast::generic_arg(field.wire_ty(), "Vec").is_none() {
+            if !ast::is_sequence(field.wire_ty()) {
                 errors.at(
                     count.span,
                     format_args!(
-                        "#[codec(count = …)] is for repeated parts: the field must be a `Vec<_>`, \
-                         not `{}`",
+                        "#[codec(count = …)] is for repeated parts: the field must be a `Vec<_>` \
+                         or a `Seq<'a, _>` (decoded without allocating), not `{}`",
                         ast::type_string(field.wire_ty())
                     ),
                 );

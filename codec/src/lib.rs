@@ -126,7 +126,9 @@ pub use pgoutput_codec_derive::{Decode, Encode, IntoOwned, Tagged};
 pub use reader::Reader;
 pub use session::{Decoder, Encoder};
 pub use tags::TagSet;
-pub use types::{Lsn, LsnParseError, Oid, PgBytes, PgStr, PgTimestamp, TimestampError, Xid};
+pub use types::{
+    Lsn, LsnParseError, Oid, PgBytes, PgStr, PgTimestamp, Seq, SeqIter, TimestampError, Xid,
+};
 pub use writer::Writer;
 
 /// The names most programs use, for a glob import that clashes with nothing common: it

@@ -164,15 +164,18 @@ macro_rules! count {
 
 count!(u8, u16, i16, u32, i32);
 
-/// `#[codec(count = u16)]` and friends: the count, then that many elements.
+pub use crate::types::{ReadParts, WriteParts};
+
+/// `#[codec(count = u16)]` and friends: the count, then that many elements, as a `Vec` or
+/// a `Seq`.
 #[inline]
-pub fn read_counted<'a, C, T>(r: &mut Reader<'a>, ctx: Ctx) -> Result<Vec<T>, DecodeError>
+pub fn read_counted<'a, C, V>(r: &mut Reader<'a>, ctx: Ctx) -> Result<V, DecodeError>
 where
     C: Count + Decode<'a>,
-    T: Decode<'a>,
+    V: ReadParts<'a>,
 {
     let count = read_count::<C>(r, ctx)?;
-    read_elements(r, ctx, count)
+    V::read_parts(r, ctx, count)
 }
 
 /// A count, as a length and the offset it was read at.
@@ -185,22 +188,14 @@ pub fn read_count<'a, C: Count + Decode<'a>>(
     Ok((C::decode(r, ctx)?.to_len(at)?, at))
 }
 
-/// `count` elements (with the offset of the count, for errors). The count is checked
-/// against each element's minimum wire size (at least one byte) before anything is
-/// allocated for it, so the elements' heap is at most `size_of::<T>() / MIN_WIRE_LEN`
-/// times the bytes left.
+/// `count` elements (with the offset of the count, for errors), the count read earlier.
 #[inline]
-pub fn read_elements<'a, T: Decode<'a>>(
+pub fn read_elements<'a, V: ReadParts<'a>>(
     r: &mut Reader<'a>,
     ctx: Ctx,
-    (count, at): (usize, usize),
-) -> Result<Vec<T>, DecodeError> {
-    r.check_count(count as u64, T::MIN_WIRE_LEN.max(1) as u64, at)?;
-    let mut elements = Vec::with_capacity(count);
-    for _ in 0..count {
-        elements.push(T::decode(r, ctx)?);
-    }
-    Ok(elements)
+    count: (usize, usize),
+) -> Result<V, DecodeError> {
+    V::read_parts(r, ctx, count)
 }
 
 /// Writes the count of `len` elements as a `C`.
@@ -215,34 +210,35 @@ pub fn write_count<C: Count + Encode>(
 
 /// Writes the count as a `C`, then the elements.
 #[inline]
-pub fn write_counted<C: Count + Encode, T: Encode>(
+pub fn write_counted<C: Count + Encode, V: WriteParts + ?Sized>(
     w: &mut Writer<'_>,
     ctx: Ctx,
-    elements: &[T],
+    elements: &V,
 ) -> Result<(), EncodeError> {
-    write_count::<C>(w, ctx, elements.len())?;
-    write_elements(w, ctx, elements)
+    write_count::<C>(w, ctx, elements.count())?;
+    elements.write_parts(w, ctx)
 }
 
-/// Writes the elements, one after another.
+/// Writes the elements, one after another (their count went out earlier).
 #[inline]
-pub fn write_elements<T: Encode>(
+pub fn write_elements<V: WriteParts + ?Sized>(
     w: &mut Writer<'_>,
     ctx: Ctx,
-    elements: &[T],
+    elements: &V,
 ) -> Result<(), EncodeError> {
-    elements
-        .iter()
-        .try_for_each(|element| element.encode(w, ctx))
+    elements.write_parts(w, ctx)
 }
 
 /// The bytes the elements take.
 #[inline]
-pub fn elements_len<T: Encode>(ctx: Ctx, elements: &[T]) -> usize {
-    elements
-        .iter()
-        .map(|element| element.encoded_len(ctx))
-        .sum()
+pub fn elements_len<V: WriteParts + ?Sized>(ctx: Ctx, elements: &V) -> usize {
+    elements.parts_len(ctx)
+}
+
+/// The number of elements, for a count written before another field.
+#[inline]
+pub fn elements_count<V: WriteParts + ?Sized>(elements: &V) -> usize {
+    elements.count()
 }
 
 /// `#[codec(expect = N)]` when decoding: the value read (at `at`) must be `N`.

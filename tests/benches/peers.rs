@@ -129,7 +129,7 @@ fn synthetic_streams() -> Vec<Stream> {
         PgOutputMessage::Insert(Insert {
             xid: None,
             relation_oid: pgoutput_codec::Oid(16385),
-            new_tuple: TupleData { columns },
+            new_tuple: TupleData::new(columns),
         })
     };
     let row = |i: usize, width: usize| -> Vec<ColumnValue<'static>> {

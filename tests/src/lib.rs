@@ -246,7 +246,7 @@ fn relation(
         namespace: namespace.into(),
         relation_name: "accounts".into(),
         replica_identity,
-        columns,
+        columns: columns.into(),
     })
 }
 
@@ -494,7 +494,7 @@ pub fn all_cases() -> Vec<Case<PgOutputMessage<'static>>> {
             M::Truncate(Truncate {
                 xid: None,
                 options: TruncateOptions::NONE,
-                relation_oids: vec![RELID],
+                relation_oids: vec![RELID].into(),
             }),
         ),
         case(
@@ -503,7 +503,7 @@ pub fn all_cases() -> Vec<Case<PgOutputMessage<'static>>> {
             M::Truncate(Truncate {
                 xid: None,
                 options: TruncateOptions::CASCADE | TruncateOptions::RESTART_IDENTITY,
-                relation_oids: vec![RELID, Oid(16_402), Oid(16_410)],
+                relation_oids: vec![RELID, Oid(16_402), Oid(16_410)].into(),
             }),
         ),
         case(
@@ -512,7 +512,7 @@ pub fn all_cases() -> Vec<Case<PgOutputMessage<'static>>> {
             M::Truncate(Truncate {
                 xid: None,
                 options: TruncateOptions::RESTART_IDENTITY,
-                relation_oids: vec![RELID],
+                relation_oids: vec![RELID].into(),
             }),
         ),
         case(
@@ -521,7 +521,7 @@ pub fn all_cases() -> Vec<Case<PgOutputMessage<'static>>> {
             M::Truncate(Truncate {
                 xid: Some(SUBXID),
                 options: TruncateOptions::CASCADE,
-                relation_oids: vec![RELID, Oid(16_402)],
+                relation_oids: vec![RELID, Oid(16_402)].into(),
             }),
         ),
         case(

@@ -70,7 +70,7 @@ pub fn parts<'f>(field: &'f Field<'_>) -> Box<dyn Part + 'f> {
         Box::new(Counted {
             count,
             field,
-            element: field.element_ty(),
+            parts: ty,
         })
     } else {
         Box::new(Plain { ty })
@@ -201,7 +201,8 @@ impl Part for Rest {
 struct Counted<'f> {
     count: &'f Count,
     field: &'f Field<'f>,
-    element: &'f Type,
+    /// The field's type: a `Vec` or a `Seq` of the elements.
+    parts: &'f Type,
 }
 
 impl Part for Counted<'_> {
@@ -214,15 +215,15 @@ impl Part for Counted<'_> {
     fn read(&self, cx: &Cx<'_>) -> TokenStream {
         let krate = krate();
         let (r, ctx) = (internal("r"), internal("ctx"));
-        let element = self.element;
+        let parts = self.parts;
         cx.placed(match &self.count.before {
             None => {
                 let prefix = &self.count.prefix;
-                quote!(#krate::__private::read_counted::<#prefix, #element>(#r, #ctx))
+                quote!(#krate::__private::read_counted::<#prefix, #parts>(#r, #ctx))
             }
             Some(_) => {
                 let local = early_count(self.field);
-                quote!(#krate::__private::read_elements::<#element>(#r, #ctx, #local))
+                quote!(#krate::__private::read_elements::<#parts>(#r, #ctx, #local))
             }
         })
     }
@@ -285,7 +286,11 @@ pub fn early_count_write(counted: &Field<'_>, elements: &TokenStream, cx: &Cx<'_
     let (message, name) = (&cx.scope.message, counted.name());
     quote! {
         #krate::__private::encode_field(
-            #krate::__private::write_count::<#prefix>(#w, #ctx, (#elements).len()),
+            #krate::__private::write_count::<#prefix>(
+                #w,
+                #ctx,
+                #krate::__private::elements_count(#elements),
+            ),
             #message,
             #name,
         )?;

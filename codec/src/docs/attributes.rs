@@ -130,10 +130,12 @@
 //!
 //! ## `#[codec(count = u16)]`, `#[codec(count = u32, count_before = field)]`
 //!
-//! A `Vec<T>` preceded by its element count (`u8`, `u16`, `i16`, `u32` or `i32`), or with
-//! the count placed before an earlier `field` (Truncate puts its relation count before its
-//! options byte). The count is checked against the bytes left before anything is
-//! allocated.
+//! A `Vec<T>` or a [`Seq<'a, T>`](crate::Seq) preceded by its element count (`u8`, `u16`,
+//! `i16`, `u32` or `i32`), or with the count placed before an earlier `field` (Truncate
+//! puts its relation count before its options byte). The count is checked against the
+//! bytes left before anything is read. A `Seq` decodes without allocating: the elements
+//! are checked once and read again from the input when iterated (pgoutput's tuples,
+//! Relation columns and Truncate OIDs are `Seq`s); a `Vec` collects them.
 //!
 //! ```
 //! use pgoutput_codec::{decode, encode, Ctx, Decode, Encode, PgBytes, ProtocolVersion, Tagged};
@@ -143,20 +145,23 @@
 //! struct Blobs<'a> {
 //!     #[codec(count = u16)]
 //!     parts: Vec<Part<'a>>,
+//!     #[codec(count = u8)]
+//!     tags: pgoutput_codec::Seq<'a, u16>,
 //!     #[codec(rest)]
 //!     trailer: PgBytes<'a>,
 //! }
 //!
-//! #[derive(Debug, PartialEq, Decode, Encode)]
+//! #[derive(Debug, Clone, PartialEq, Decode, Encode)]
 //! struct Part<'a> {
 //!     #[codec(len = u8)]
 //!     data: PgBytes<'a>,
 //! }
 //!
 //! let ctx = Ctx::plain(ProtocolVersion::V1);
-//! let bytes = b"L\0\x02\x01a\x02bcxyz";
+//! let bytes = b"L\0\x02\x01a\x02bc\x02\0\x07\0\x09xyz";
 //! let blobs: Blobs<'_> = decode(bytes, ctx)?;
 //! assert_eq!(blobs.parts.len(), 2);
+//! assert_eq!(blobs.tags.iter().collect::<Vec<u16>>(), [7, 9]);
 //! assert_eq!(&*blobs.trailer, b"xyz");
 //! assert_eq!(encode(&blobs, ctx)?, bytes);
 //! // A count of 65535 parts in 6 bytes is refused before anything is allocated.

@@ -1,6 +1,6 @@
 //! Row changes: Insert, Update, Delete, Truncate.
 
-use crate::{Oid, OldTuple, TupleData, Xid};
+use crate::{Oid, OldTuple, Seq, TupleData, Xid};
 
 /// Insert `'I'` (protocol 1, PostgreSQL 10): a new row.
 ///
@@ -78,7 +78,7 @@ pub struct Delete<'a> {
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 #[codec(tag = b'T')]
-pub struct Truncate {
+pub struct Truncate<'a> {
     /// Xid of the (sub)transaction; only inside a stream block.
     #[since(version = 2, when = "streamed")]
     pub xid: Option<Xid>,
@@ -86,7 +86,7 @@ pub struct Truncate {
     pub options: TruncateOptions,
     /// OIDs of the truncated relations.
     #[codec(count = u32, count_before = options)]
-    pub relation_oids: Vec<Oid>,
+    pub relation_oids: Seq<'a, Oid>,
 }
 
 /// Truncate's option bits. Unknown bits are kept, so re-encoding is exact.

@@ -55,7 +55,7 @@ pub enum PgOutputMessage<'a> {
     /// `'D'`
     Delete(Delete<'a>),
     /// `'T'`
-    Truncate(Truncate),
+    Truncate(Truncate<'a>),
     /// `'S'`
     StreamStart(StreamStart),
     /// `'E'`

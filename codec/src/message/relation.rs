@@ -1,6 +1,6 @@
 //! Schema messages: Relation and Type.
 
-use crate::{Oid, PgStr, Xid};
+use crate::{Oid, PgStr, Seq, Xid};
 
 /// Relation `'R'` (protocol 1, PostgreSQL 10): a table's published columns. Sent before the
 /// first change to it in a session, and again after its schema or publication changes.
@@ -27,7 +27,7 @@ pub struct Relation<'a> {
     pub replica_identity: ReplicaIdentity,
     /// The published columns.
     #[codec(count = u16)]
-    pub columns: Vec<RelationColumn<'a>>,
+    pub columns: Seq<'a, RelationColumn<'a>>,
 }
 
 impl Relation<'_> {

@@ -1,6 +1,6 @@
 //! TupleData: the column values of a row.
 
-use crate::PgBytes;
+use crate::{PgBytes, Seq};
 
 /// TupleData: an Int16 column count, then one value per published column, in the order of
 /// the Relation message's columns.
@@ -11,16 +11,18 @@ use crate::PgBytes;
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(transparent))]
 pub struct TupleData<'a> {
-    /// One value per column.
+    /// One value per column: decoded, a view of the input (no allocation).
     #[codec(count = u16)]
-    pub columns: Vec<ColumnValue<'a>>,
+    pub columns: Seq<'a, ColumnValue<'a>>,
 }
 
 impl<'a> TupleData<'a> {
     /// A tuple of these values.
     #[must_use]
     pub fn new(columns: Vec<ColumnValue<'a>>) -> Self {
-        TupleData { columns }
+        TupleData {
+            columns: columns.into(),
+        }
     }
 }
 

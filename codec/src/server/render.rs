@@ -450,6 +450,7 @@ impl<'a> Renderer<'a> {
             PgOutputMessage::Truncate(truncate) => {
                 truncate
                     .relation_oids
+                    .to_mut()
                     .retain(|oid| self.published.contains(oid));
                 if truncate.relation_oids.is_empty() {
                     return None;
@@ -542,7 +543,7 @@ impl<'a> Renderer<'a> {
             return Ok(());
         };
         for tuple in tuples {
-            for (column, value) in table.columns.iter().zip(tuple.columns.iter_mut()) {
+            for (column, value) in table.columns.iter().zip(tuple.columns.to_mut().iter_mut()) {
                 match value {
                     ColumnValue::Binary(bytes) if !self.options.binary => {
                         let text = binary_to_text(column.type_oid, bytes).ok_or_else(|| {

@@ -174,7 +174,7 @@ impl Transaction {
         old_row: Option<Vec<V>>,
         new_row: impl IntoIterator<Item = W>,
     ) -> Transaction {
-        let old_tuple = old_row.map(|old| table.old_tuple(tuple(old).columns));
+        let old_tuple = old_row.map(|old| table.old_tuple(tuple(old).columns.to_vec()));
         self.change(PgOutputMessage::Update(crate::Update {
             xid: None,
             relation_oid: table.oid,
@@ -190,7 +190,7 @@ impl Transaction {
         table: &Table,
         old_row: impl IntoIterator<Item = V>,
     ) -> Transaction {
-        let old_tuple = table.old_tuple(tuple(old_row).columns);
+        let old_tuple = table.old_tuple(tuple(old_row).columns.to_vec());
         self.change(PgOutputMessage::Delete(crate::Delete {
             xid: None,
             relation_oid: table.oid,
@@ -936,7 +936,7 @@ pub(crate) fn relations_of(message: &PgOutputMessage<'_>) -> Vec<Oid> {
         PgOutputMessage::Insert(m) => vec![m.relation_oid],
         PgOutputMessage::Update(m) => vec![m.relation_oid],
         PgOutputMessage::Delete(m) => vec![m.relation_oid],
-        PgOutputMessage::Truncate(m) => m.relation_oids.clone(),
+        PgOutputMessage::Truncate(m) => m.relation_oids.to_vec(),
         _ => Vec::new(),
     }
 }

@@ -361,13 +361,16 @@ impl Reading {
                 matches!(old, Some(OldTuple::Old(t)) if t.columns.len() == 2),
                 || "REPLICA IDENTITY FULL must send the whole old row ('O')".into(),
             )?,
-            ("codes", Some(OldTuple::Key(key))) => ensure(
-                key.columns.len() == 3
-                    && matches!(key.columns[0], ColumnValue::Null)
-                    && key.columns[1].bytes().is_some()
-                    && matches!(key.columns[2], ColumnValue::Null),
-                || format!("index identity key tuple {key:?}"),
-            )?,
+            ("codes", Some(OldTuple::Key(key))) => {
+                let columns = key.columns.to_vec();
+                ensure(
+                    columns.len() == 3
+                        && matches!(columns[0], ColumnValue::Null)
+                        && columns[1].bytes().is_some()
+                        && matches!(columns[2], ColumnValue::Null),
+                    || format!("index identity key tuple {key:?}"),
+                )?
+            }
             ("codes", None) => {}
             (name, old) => return Err(format!("unexpected update of {name} with {old:?}")),
         }
@@ -397,11 +400,11 @@ impl Reading {
     }
 
     /// Truncate: the tables truncated together, with their options.
-    fn check_truncate(&mut self, truncate: &Truncate) -> Result<(), String> {
+    fn check_truncate(&mut self, truncate: &Truncate<'_>) -> Result<(), String> {
         let mut names: Vec<String> = truncate
             .relation_oids
             .iter()
-            .map(|oid| self.relation_name(*oid))
+            .map(|oid| self.relation_name(oid))
             .collect::<Result<_, _>>()?;
         names.sort();
         let options_ok = match names
@@ -622,10 +625,10 @@ impl Reading {
 
 /// The `id` column (the first) of an `accounts` tuple, whether text or binary.
 fn id_of(tuple: &TupleData<'_>) -> Result<i32, String> {
-    match tuple.columns.first() {
-        Some(ColumnValue::Text(bytes)) => {
-            std::str::from_utf8(bytes).ok().and_then(|s| s.parse().ok())
-        }
+    match tuple.columns.get(0) {
+        Some(ColumnValue::Text(bytes)) => std::str::from_utf8(&bytes)
+            .ok()
+            .and_then(|s| s.parse().ok()),
         Some(ColumnValue::Binary(bytes)) => <[u8; 4]>::try_from(bytes.as_bytes())
             .ok()
             .map(i32::from_be_bytes),
