@@ -1,6 +1,6 @@
 //! libpq connection-string features against the live server, through `pgoutput tail`: the
-//! password file (and a group-readable one ignored, as libpq does), and `client_encoding`
-//! for a SQL_ASCII database whose text is not UTF-8.
+//! password file (and a group-readable one ignored, as libpq does), `client_encoding` for a
+//! SQL_ASCII database whose text is not UTF-8, and a plugin option passed with `-o`.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -150,4 +150,44 @@ pub fn check_client_encoding(server: &Server) -> Result<String, String> {
         ));
     }
     Ok("UTF8 refused by the server for Latin-1 bytes; SQL_ASCII streams them (as hex)".into())
+}
+
+/// `-o origin=none` reaches pgoutput: PostgreSQL 16+ takes it, 15's pgoutput refuses it by
+/// name (so the option really went to the server).
+pub fn check_plugin_option(server: &Server) -> Result<String, String> {
+    let (user, password) = TAIL_USER;
+    let conninfo = format!(
+        "host={} port={} user={user} password={password} dbname=postgres",
+        server.socket_dir().display(),
+        server.port()
+    );
+    let end = insert_position(server)?;
+    let args = [
+        "--slot",
+        "tail_origin",
+        "--create-slot",
+        "--publication",
+        "pub",
+        "-o",
+        "origin=none",
+        "--end-lsn",
+        &end,
+    ];
+    let output = tail(&conninfo, &args)?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if server.major() >= 16 {
+        if !output.status.success() {
+            return Err(format!("-o origin=none: {}: {stderr}", output.status));
+        }
+        Ok("-o origin=none accepted".into())
+    } else {
+        if output.status.success() || !stderr.contains("unrecognized pgoutput option: origin") {
+            return Err(format!(
+                "-o origin=none on {}: {}: {stderr}",
+                server.major(),
+                output.status
+            ));
+        }
+        Ok("-o origin=none reached pgoutput, which refuses it by name before 16".into())
+    }
 }

@@ -265,6 +265,10 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
         guarded(|| conninfo::check_client_encoding(&server)),
     );
     report.record(
+        &format!("{label}: pgoutput tail -o origin=none"),
+        guarded(|| conninfo::check_plugin_option(&server)),
+    );
+    report.record(
         &format!("{label}: pgoutput tail through a killed walsender and a restart"),
         guarded(|| faults::check(&server)),
     );
