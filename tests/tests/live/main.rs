@@ -7,6 +7,7 @@
 //! server binaries it says so and passes, unless `PGOUTPUT_REQUIRE_LIVE=1` (which the
 //! README's test command sets) makes their absence a failure.
 
+mod bench_capture;
 mod capture;
 mod checks;
 mod conninfo;
@@ -272,6 +273,14 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
         &format!("{label}: pgoutput tail through a killed walsender and a restart"),
         guarded(|| faults::check(&server)),
     );
+    if let Some(dir) = std::env::var_os("PGOUTPUT_BENCH_CAPTURE") {
+        if server.major() >= 16 {
+            report.record(
+                &format!("{label}: benchmark captures"),
+                guarded(|| bench_capture::capture(dir.as_ref(), &server)),
+            );
+        }
+    }
     println!(
         "live: {label} done in {:.1}s",
         started.elapsed().as_secs_f64()
