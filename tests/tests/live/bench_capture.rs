@@ -28,11 +28,11 @@ fn order(id: u64, customer: u64) -> String {
         id % 100,
         id % 9 + 1,
         id % 40,
-        id % 2 == 0,
+        id.is_multiple_of(2),
         id % 8,
         id % 5,
         id % 10,
-        id % 3 == 0,
+        id.is_multiple_of(3),
         id % 30,
         id
     )
