@@ -105,8 +105,7 @@ pub fn read_len_bytes<'a, C: Count + Decode<'a>>(
     ctx: Ctx,
 ) -> Result<&'a [u8], DecodeError> {
     let (len, at) = read_count::<C>(r, ctx)?;
-    r.check_len(len as u64, at)?;
-    r.read_bytes(len)
+    r.read_len_prefixed(len, at)
 }
 
 /// `#[codec(len = C)]` when encoding: the length as a `C` (if it fits), then the bytes.

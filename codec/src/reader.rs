@@ -293,6 +293,30 @@ impl<'a> Reader<'a> {
     }
 
     #[cold]
+    /// `len` bytes whose length field was at `at`: one check, failing as
+    /// [`DecodeErrorKind::LengthTooLarge`] at the length field.
+    #[inline]
+    pub(crate) fn read_len_prefixed(
+        &mut self,
+        len: usize,
+        at: usize,
+    ) -> Result<&'a [u8], DecodeError> {
+        let rest = &self.buf[self.pos..];
+        match rest.get(..len) {
+            Some(bytes) => {
+                self.pos += len;
+                Ok(bytes)
+            }
+            None => Err(DecodeError::new(
+                DecodeErrorKind::LengthTooLarge {
+                    length: len as u64,
+                    available: rest.len(),
+                },
+                at,
+            )),
+        }
+    }
+
     fn unexpected_end(&self, needed: usize) -> DecodeError {
         DecodeError::new(
             DecodeErrorKind::UnexpectedEnd {

@@ -137,6 +137,13 @@ fn decode_enum(
         .iter()
         .map(|variant| variant_tags(container, variant, false))
         .collect();
+    // Variants that wrap a tagged type read their tag themselves: only peek then.
+    let all_own = variants.iter().all(|variant| variant.tag.is_some());
+    let first_byte = if all_own {
+        quote!(#r.read_u8())
+    } else {
+        quote!(#r.peek_u8())
+    };
     let arms = variants.iter().enumerate().map(|(index, variant)| {
         let index = index as u8;
         let variant_ident = variant.ident;
@@ -145,8 +152,10 @@ fn decode_enum(
             Some(_) => {
                 let scope = Scope::new(container, Some(variant_ident), &variant.fields);
                 let value = construct(path, variant.style, &variant.fields, &scope, lifetime);
+                // With every tag the enum's own, the tag was consumed when it was read.
+                let consume = (!all_own).then(|| quote!(#r.read_u8()?;));
                 quote! {
-                    #r.read_u8()?;
+                    #consume
                     #value
                 }
             }
@@ -165,7 +174,7 @@ fn decode_enum(
         const VARIANT_OF_TAG: [::core::primitive::u8; 256] =
             #krate::__private::variant_table(&[#(#sets),*]);
         let #at = #r.position();
-        let #tag_var = #krate::__private::field(#r.peek_u8(), #name, "tag")?;
+        let #tag_var = #krate::__private::field(#first_byte, #name, "tag")?;
         match VARIANT_OF_TAG[#tag_var as ::core::primitive::usize] {
             #(#arms)*
             _ => ::core::result::Result::Err(#krate::__private::unknown_tag(
