@@ -239,8 +239,7 @@ impl<'a> Reader<'a> {
                 at,
             )
         })?;
-        self.check_len(len as u64, at)?;
-        self.read_bytes(len)
+        self.read_len_prefixed(len, at)
     }
 
     /// Fails with [`DecodeErrorKind::LengthTooLarge`] (positioned at `at`, the length field)
@@ -293,6 +292,12 @@ impl<'a> Reader<'a> {
     }
 
     #[cold]
+    /// The bytes read since offset `from` (an earlier [`position`](Self::position)).
+    #[inline]
+    pub(crate) fn read_since(&self, from: usize) -> &'a [u8] {
+        self.buf.get(from..self.pos).unwrap_or_default()
+    }
+
     /// `len` bytes whose length field was at `at`: one check, failing as
     /// [`DecodeErrorKind::LengthTooLarge`] at the length field.
     #[inline]

@@ -109,16 +109,17 @@ impl<'a, T: Decode<'a> + Clone> Seq<'a, T> {
         ctx: Ctx,
         (len, at): (usize, usize),
     ) -> Result<Self, DecodeError> {
-        r.check_count(len as u64, T::MIN_WIRE_LEN.max(1) as u64, at)?;
-        let start = r.clone();
+        check_elements::<T>(r, len, at)?;
         let from = r.position();
         for _ in 0..len {
             T::decode(r, ctx)?;
         }
-        let mut taken = start;
-        let bytes = taken.read_bytes(r.position() - from)?;
         Ok(Seq {
-            repr: Repr::Wire { bytes, len, ctx },
+            repr: Repr::Wire {
+                bytes: r.read_since(from),
+                len,
+                ctx,
+            },
         })
     }
 }
@@ -256,6 +257,18 @@ where
     }
 }
 
+/// Refuses a count (read at `at`) whose elements cannot fit in the bytes left, each taking
+/// at least its minimum wire size (one byte at least), before anything is read or
+/// allocated for them.
+#[inline]
+fn check_elements<'a, T: Decode<'a>>(
+    r: &Reader<'a>,
+    count: usize,
+    at: usize,
+) -> Result<(), DecodeError> {
+    r.check_count(count as u64, T::MIN_WIRE_LEN.max(1) as u64, at)
+}
+
 /// Decoding the counted parts `#[codec(count = …)]` can carry: a `Vec<T>` (collected into
 /// a new vector) or a [`Seq`] (validated, nothing allocated). Used by derived code.
 #[doc(hidden)]
@@ -284,9 +297,7 @@ impl<'a, T: Decode<'a>> ReadParts<'a> for Vec<T> {
         ctx: Ctx,
         (count, at): (usize, usize),
     ) -> Result<Self, DecodeError> {
-        // The count is checked against each element's minimum wire size (at least one
-        // byte) before anything is allocated for it.
-        r.check_count(count as u64, T::MIN_WIRE_LEN.max(1) as u64, at)?;
+        check_elements::<T>(r, count, at)?;
         let mut elements = Vec::with_capacity(count);
         for _ in 0..count {
             elements.push(T::decode(r, ctx)?);
