@@ -4,37 +4,11 @@
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Command, Output, Stdio};
-use std::time::Duration;
 
 use pgoutput_tests::pg::Server;
 
 use crate::scenario::TAIL_USER;
-use crate::tail::{binary, wait};
-
-/// `pgoutput tail` with `conninfo` (no password in it, none in the environment).
-fn tail(conninfo: &str, args: &[&str]) -> Result<Output, String> {
-    wait(
-        Command::new(binary()?)
-            .arg("tail")
-            .arg(conninfo)
-            .args(args)
-            .env_remove("PGPASSWORD")
-            .env_remove("PGPASSFILE")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| e.to_string())?,
-        Duration::from_secs(60),
-    )
-}
-
-fn insert_position(server: &Server) -> Result<String, String> {
-    server
-        .query_one("SELECT pg_current_wal_insert_lsn();")
-        .map_err(|e| e.to_string())
-}
+use crate::tail::{current_lsn, run_tail};
 
 pub fn check_password_file(server: &Server) -> Result<String, String> {
     let (user, password) = TAIL_USER;
@@ -54,7 +28,7 @@ pub fn check_password_file(server: &Server) -> Result<String, String> {
         server.port(),
         passfile.display()
     );
-    let end = insert_position(server)?;
+    let end = current_lsn(server)?;
     let args = [
         "--slot",
         "tail_passfile",
@@ -65,7 +39,7 @@ pub fn check_password_file(server: &Server) -> Result<String, String> {
         &end,
     ];
     fs::set_permissions(&passfile, fs::Permissions::from_mode(0o644)).map_err(|e| e.to_string())?;
-    let ignored = tail(&conninfo, &args)?;
+    let ignored = run_tail(&conninfo, &args)?;
     let stderr = String::from_utf8_lossy(&ignored.stderr);
     if ignored.status.success() || !stderr.contains("group or world access") {
         return Err(format!(
@@ -74,7 +48,7 @@ pub fn check_password_file(server: &Server) -> Result<String, String> {
         ));
     }
     fs::set_permissions(&passfile, fs::Permissions::from_mode(0o600)).map_err(|e| e.to_string())?;
-    let used = tail(&conninfo, &args)?;
+    let used = run_tail(&conninfo, &args)?;
     let stderr = String::from_utf8_lossy(&used.stderr);
     if !used.status.success() || !stderr.contains("created slot tail_passfile") {
         return Err(format!("with the password file: {}: {stderr}", used.status));
@@ -106,7 +80,7 @@ pub fn check_client_encoding(server: &Server) -> Result<String, String> {
             server.port()
         )
     };
-    let created = tail(
+    let created = run_tail(
         &conninfo(""),
         &[
             "--slot",
@@ -123,7 +97,7 @@ pub fn check_client_encoding(server: &Server) -> Result<String, String> {
     }
     // 'café' in Latin-1: the é is the single byte 0xE9, not UTF-8.
     psql_ascii("INSERT INTO latin VALUES (1, convert_from('\\x636166e9', 'SQL_ASCII'));")?;
-    let end = insert_position(server)?;
+    let end = current_lsn(server)?;
     let args = [
         "--slot",
         "latin_slot",
@@ -132,7 +106,7 @@ pub fn check_client_encoding(server: &Server) -> Result<String, String> {
         "--end-lsn",
         &end,
     ];
-    let refused = tail(&conninfo(""), &args)?;
+    let refused = run_tail(&conninfo(""), &args)?;
     let stderr = String::from_utf8_lossy(&refused.stderr);
     if refused.status.success() || !stderr.contains("invalid byte sequence for encoding \"UTF8\"") {
         return Err(format!(
@@ -140,7 +114,7 @@ pub fn check_client_encoding(server: &Server) -> Result<String, String> {
             refused.status
         ));
     }
-    let raw = tail(&conninfo("client_encoding=SQL_ASCII"), &args)?;
+    let raw = run_tail(&conninfo("client_encoding=SQL_ASCII"), &args)?;
     let stdout = String::from_utf8_lossy(&raw.stdout);
     if !raw.status.success() || !stdout.contains("636166e9") {
         return Err(format!(
@@ -161,7 +135,7 @@ pub fn check_plugin_option(server: &Server) -> Result<String, String> {
         server.socket_dir().display(),
         server.port()
     );
-    let end = insert_position(server)?;
+    let end = current_lsn(server)?;
     let args = [
         "--slot",
         "tail_origin",
@@ -173,7 +147,7 @@ pub fn check_plugin_option(server: &Server) -> Result<String, String> {
         "--end-lsn",
         &end,
     ];
-    let output = tail(&conninfo, &args)?;
+    let output = run_tail(&conninfo, &args)?;
     let stderr = String::from_utf8_lossy(&output.stderr);
     if server.major() >= 16 {
         if !output.status.success() {

@@ -13,7 +13,7 @@ use pgoutput_codec::Lsn;
 use pgoutput_tests::pg::Server;
 
 use crate::scenario::TAIL_USER;
-use crate::tail::{binary, confirmed};
+use crate::tail::{binary, confirmed, current_lsn};
 
 const SLOT: &str = "fault_slot";
 /// The rows of each large transaction.
@@ -33,14 +33,6 @@ fn write_rows(server: &Server, (from, big_to, small_to): (u32, u32, u32)) -> Res
         sql.push_str(&format!("INSERT INTO fault_t VALUES ({id});\n"));
     }
     server.psql(&sql).map(|_| ()).map_err(|e| e.to_string())
-}
-
-fn insert_position(server: &Server) -> Result<Lsn, String> {
-    server
-        .query_one("SELECT pg_current_wal_insert_lsn();")
-        .map_err(|e| e.to_string())?
-        .parse()
-        .map_err(|e| format!("{e}"))
 }
 
 /// Polls `ready` every 100 ms for up to `limit`.
@@ -247,7 +239,7 @@ fn faults(server: &Server, file: &Path) -> Result<u32, String> {
     })?;
     server.restart().map_err(|e| e.to_string())?;
     write_rows(server, (2 * BIG + 201, 2 * BIG + 201, ROWS))?;
-    let end = insert_position(server)?;
+    let end: Lsn = current_lsn(server)?.parse().map_err(|e| format!("{e}"))?;
     wait_until(
         &format!("the slot to be confirmed at {end}"),
         Duration::from_secs(120),

@@ -97,10 +97,31 @@ pub(crate) fn wait(mut child: Child, limit: Duration) -> Result<Output, String> 
     })
 }
 
+/// Where the WAL ends now: the insert position, which covers every committed record (the
+/// write position can lag it while `synchronous_commit` is off, as on these servers).
 pub(crate) fn current_lsn(server: &Server) -> Result<String, String> {
     server
-        .query_one("SELECT pg_current_wal_lsn();")
+        .query_one("SELECT pg_current_wal_insert_lsn();")
         .map_err(|e| e.to_string())
+}
+
+/// `pgoutput tail` with `conninfo` as given (no password from the environment), waited
+/// for up to a minute.
+pub(crate) fn run_tail(conninfo: &str, args: &[&str]) -> Result<Output, String> {
+    wait(
+        Command::new(binary()?)
+            .arg("tail")
+            .arg(conninfo)
+            .args(args)
+            .env_remove("PGPASSWORD")
+            .env_remove("PGPASSFILE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| e.to_string())?,
+        Duration::from_secs(60),
+    )
 }
 
 pub(crate) fn confirmed(server: &Server, slot: &str) -> Result<Lsn, String> {

@@ -3,13 +3,10 @@
 //! sign the server's, a `verify-full` name mismatch, a client certificate, and
 //! `pgoutput tail` streaming over `verify-full`.
 
-use std::process::{Command, Stdio};
-use std::time::Duration;
-
 use pgoutput_codec::client::{ClientError, ConnInfo, Connection};
 use pgoutput_tests::pg::{Server, CERT_USER};
 
-use crate::tail::{binary, current_lsn, wait};
+use crate::tail::{current_lsn, run_tail};
 
 const USER: &str = "tls_tailer";
 const PASSWORD: &str = "tls-secret";
@@ -180,17 +177,11 @@ pub fn check(server: &Server) -> Result<String, String> {
 
 /// `pgoutput tail` with `conninfo`'s TLS settings streams an insert.
 fn tail_over_tls(server: &Server, tls: &str) -> Result<usize, String> {
+    let conninfo = conninfo(server, "localhost", USER, tls);
     let tail = |args: &[&str]| {
-        wait(
-            Command::new(binary()?)
-                .args(["tail", &conninfo(server, "localhost", USER, tls)])
-                .args(["--slot", "tls_slot", "--publication", "tls_pub"])
-                .args(args)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .map_err(|e| e.to_string())?,
-            Duration::from_secs(60),
+        run_tail(
+            &conninfo,
+            &[&["--slot", "tls_slot", "--publication", "tls_pub"], args].concat(),
         )
     };
     let create = tail(&["--create-slot", "--end-lsn", &current_lsn(server)?])?;
@@ -200,11 +191,7 @@ fn tail_over_tls(server: &Server, tls: &str) -> Result<usize, String> {
     server
         .psql("INSERT INTO tls_t VALUES (1, 'over TLS');")
         .map_err(|e| e.to_string())?;
-    // The insert position: with synchronous_commit off the write position may lag.
-    let end = server
-        .query_one("SELECT pg_current_wal_insert_lsn();")
-        .map_err(|e| e.to_string())?;
-    let output = tail(&["--end-lsn", &end])?;
+    let output = tail(&["--end-lsn", &current_lsn(server)?])?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     if !output.status.success() || !stdout.contains("over TLS") {
         return Err(format!(
