@@ -185,20 +185,32 @@ fn publication_names_follow_identifier_rules() {
     assert_eq!(lines(&output).len(), 4, "MixPub means mixpub");
 }
 
-#[test]
-fn a_lost_connection_says_what_happened() {
+/// `tail` streaming `slot` (with `--status-interval 1` and `extra`) until the server has
+/// the end of its one transaction confirmed, then the server shut down under it; returns
+/// the still-running tail (standard error piped) and that end.
+fn tail_through_shutdown(slot: &str, extra: &[&str]) -> (std::process::Child, pgoutput_codec::Lsn) {
     let server =
         server(Script::new().transaction(Transaction::new().insert(&published(), ["1", "a"])));
     let end = server.wal_end();
-    let child = tail(&server, "lost", &["--status-interval", "1", "--no-loop"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = tail(
+        &server,
+        slot,
+        &[&["--status-interval", "1"], extra].concat(),
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
     server
-        .wait_for_confirmed_flush("lost", end, Duration::from_secs(20))
+        .wait_for_confirmed_flush(slot, end, Duration::from_secs(20))
         .unwrap();
     drop(server);
+    (child, end)
+}
+
+#[test]
+fn a_lost_connection_says_what_happened() {
+    let (child, end) = tail_through_shutdown("lost", &["--no-loop"]);
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
@@ -237,22 +249,7 @@ fn stderr_until(reader: &mut impl BufRead, needle: &str) -> String {
 
 #[test]
 fn a_lost_connection_is_retried_until_interrupted() {
-    let server =
-        server(Script::new().transaction(Transaction::new().insert(&published(), ["1", "a"])));
-    let end = server.wal_end();
-    let mut child = tail(
-        &server,
-        "retry",
-        &["--status-interval", "1", "--reconnect-delay", "1"],
-    )
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    server
-        .wait_for_confirmed_flush("retry", end, Duration::from_secs(20))
-        .unwrap();
-    drop(server);
+    let (mut child, end) = tail_through_shutdown("retry", &["--reconnect-delay", "1"]);
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let lost = stderr_until(&mut stderr, "reconnecting in 1 s");
     assert!(
@@ -270,18 +267,7 @@ fn a_lost_connection_is_retried_until_interrupted() {
 
 #[test]
 fn a_temporary_slot_ends_with_its_connection() {
-    let server =
-        server(Script::new().transaction(Transaction::new().insert(&published(), ["1", "a"])));
-    let end = server.wal_end();
-    let child = tail(&server, "temp", &["--temporary", "--status-interval", "1"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    server
-        .wait_for_confirmed_flush("temp", end, Duration::from_secs(20))
-        .unwrap();
-    drop(server);
+    let (child, _) = tail_through_shutdown("temp", &["--temporary"]);
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
