@@ -153,6 +153,7 @@ impl Output {
 
     /// Makes everything written safe: fsyncs the file (if fsyncing at all).
     pub fn sync(&mut self) -> Result<(), String> {
+        self.flush()?;
         if let Sink::File {
             writer,
             fsync: Some(_),
@@ -160,11 +161,9 @@ impl Output {
             ..
         } = &mut self.sink
         {
-            writer.flush().map_err(output_error)?;
             writer.get_ref().sync_data().map_err(output_error)?;
             *last_sync = Instant::now();
         }
-        self.flush()?;
         self.confirmable = self.written;
         Ok(())
     }
