@@ -34,6 +34,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
+pub use bytes::Bytes;
 use bytes::BytesMut;
 use fallible_iterator::FallibleIterator;
 use postgres_protocol::authentication::md5_hash;
@@ -76,8 +77,9 @@ enum Backend {
 /// What arrived in copy-both mode.
 #[derive(Debug)]
 pub enum CopyEvent {
-    /// A CopyData payload.
-    Data(Vec<u8>),
+    /// A CopyData payload: a slice of the connection's read buffer, handed over without a
+    /// copy (it derefs to `[u8]`).
+    Data(Bytes),
     /// Nothing within the poll interval.
     Idle,
     /// The server ended the stream (CopyDone, or the end of the command). A connection
@@ -510,7 +512,7 @@ impl Connection {
                     continue;
                 };
                 match message {
-                    Message::CopyData(body) => return Ok(CopyEvent::Data(body.data().to_vec())),
+                    Message::CopyData(body) => return Ok(CopyEvent::Data(body.into_bytes())),
                     Message::CopyDone | Message::CommandComplete(_) | Message::ReadyForQuery(_) => {
                         return Ok(CopyEvent::End)
                     }

@@ -4,7 +4,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use pgoutput_codec::client::{ConnInfo, Connection, CopyEvent};
+use pgoutput_codec::client::{Bytes, ConnInfo, Connection, CopyEvent};
 use pgoutput_codec::message::{
     Begin, BeginPrepare, ColumnValue, Commit, Delete, Message, OldTuple, Origin, Prepare, Relation,
     ReplicaIdentity, StreamAbort, Truncate, TupleData, Update,
@@ -712,7 +712,7 @@ fn slot_confirmed(server: &Server) -> Result<Lsn, String> {
 }
 
 /// The next CopyData payload, waiting until `deadline`.
-fn next_frame(conn: &mut Connection, deadline: Instant) -> Result<Vec<u8>, String> {
+fn next_frame(conn: &mut Connection, deadline: Instant) -> Result<Bytes, String> {
     loop {
         match conn
             .poll_copy_data(Duration::from_millis(500))
