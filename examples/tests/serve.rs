@@ -94,7 +94,7 @@ fn tail_streams_every_protocol_version_over_scram() {
 
 #[test]
 fn serve_runs_on_its_own() {
-    let port = 40_000 + (std::process::id() % 20_000) as u16;
+    let port = free_port();
     let (mut child, mut conn) = spawn_serve(
         &["--listen", &format!("127.0.0.1:{port}")],
         &format!("host=127.0.0.1 port={port} user=anyone dbname=postgres"),
@@ -119,6 +119,16 @@ fn serve_runs_on_its_own() {
     assert_eq!(commits, 8, "the demo's six commits and two live ones");
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// A port nothing listens on now: one the system hands out, released at once. (A fixed
+/// port in the ephemeral range could be taken by any outgoing connection.)
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// Starts `pgoutput serve` with `args` and waits until it answers with `conninfo`.
@@ -161,7 +171,7 @@ fn serve_with_a_config_file_and_a_script() {
         "{\"type\":\"begin\"}\n{\"type\":\"insert\",\"relation_oid\":16385,\"new_tuple\":[{\"text\":\"2\"},{\"text\":\"b\"}]}\n{\"type\":\"commit\"}\n",
     )
     .unwrap();
-    let port = 40_000 + (std::process::id() % 20_000) as u16 + 1;
+    let port = free_port();
     let listen = format!("127.0.0.1:{port}");
     let (mut child, mut conn) = spawn_serve(
         &[
