@@ -98,8 +98,9 @@ pub fn next_tag_in(r: &Reader<'_>, tags: TagSet) -> bool {
 }
 
 /// `#[codec(len = C)]`: a length of type `C`, then that many bytes, borrowed. The length
-/// is checked against the bytes left before anything is read.
-#[inline]
+/// is checked against the bytes left before anything is read. Always inlined: it is
+/// every column's read, and the call costs more than its body.
+#[inline(always)]
 pub fn read_len_bytes<'a, C: Count + Decode<'a>>(
     r: &mut Reader<'a>,
     ctx: Ctx,
