@@ -22,6 +22,17 @@ pub trait Decode<'a>: Sized {
     /// A [`DecodeError`] with the byte offset, the message and field, and what was
     /// expected.
     fn decode(r: &mut Reader<'a>, ctx: Ctx) -> Result<Self, DecodeError>;
+
+    /// Reads a value again from bytes that [`decode`](Self::decode) accepted in the same
+    /// context: how a decoded [`Seq`](crate::Seq) hands out its elements. It may skip the
+    /// checks `decode` made (signs, tags, expected values) but never reads past the input;
+    /// on bytes `decode` would refuse it returns `None` or an arbitrary value, never
+    /// panics. The derive generates it; the default is `decode(…).ok()`.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn decode_valid(r: &mut Reader<'a>, ctx: Ctx) -> Option<Self> {
+        Self::decode(r, ctx).ok()
+    }
 }
 
 /// A value written to the wire.
@@ -111,9 +122,15 @@ pub trait IntoOwned {
 #[inline]
 pub fn decode<'a, T: Decode<'a>>(bytes: &'a [u8], ctx: Ctx) -> Result<T, DecodeError> {
     let mut r = Reader::new(bytes);
-    let value = T::decode(&mut r, ctx)?;
-    r.finish()?;
-    Ok(value)
+    // One result, returned as it is on every path, so the message is built in the
+    // caller's place instead of being moved through temporaries.
+    let mut result = T::decode(&mut r, ctx);
+    if result.is_ok() {
+        if let Err(err) = r.finish() {
+            result = Err(err);
+        }
+    }
+    result
 }
 
 /// Encodes `value` in context `ctx` into a new buffer of exactly the right size.
@@ -156,6 +173,11 @@ macro_rules! integer_codec {
             #[inline]
             fn decode(r: &mut Reader<'a>, _ctx: Ctx) -> Result<Self, DecodeError> {
                 r.$read()
+            }
+
+            #[inline(always)]
+            fn decode_valid(r: &mut Reader<'a>, _ctx: Ctx) -> Option<Self> {
+                r.take_array().map(<$ty>::from_be_bytes)
             }
         }
 

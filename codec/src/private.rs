@@ -109,6 +109,16 @@ pub fn read_len_bytes<'a, C: Count + Decode<'a>>(
     r.read_len_prefixed(len, at)
 }
 
+/// `#[codec(len = C)]` re-read from validated bytes ([`Decode::decode_valid`]).
+#[inline(always)]
+pub fn read_len_bytes_valid<'a, C: Count + Decode<'a>>(
+    r: &mut Reader<'a>,
+    ctx: Ctx,
+) -> Option<&'a [u8]> {
+    let len = C::decode_valid(r, ctx)?.to_len_valid();
+    r.take(len)
+}
+
 /// `#[codec(len = C)]` when encoding: the length as a `C` (if it fits), then the bytes.
 #[inline]
 pub fn write_len_bytes<C: Count + Encode>(
@@ -140,6 +150,9 @@ pub trait Count: Copy {
     fn to_len(self, at: usize) -> Result<usize, DecodeError>;
     /// The count for `len` elements, if the type can carry it.
     fn from_len(len: usize) -> Result<Self, EncodeError>;
+    /// A count already checked: as a length, without the sign check (a negative one,
+    /// which validation refused, would become a length no input holds).
+    fn to_len_valid(self) -> usize;
 }
 
 macro_rules! count {
@@ -150,6 +163,12 @@ macro_rules! count {
                 usize::try_from(self).map_err(|_| {
                     DecodeError::new(DecodeErrorKind::NegativeLength { length: self as i64 }, at)
                 })
+            }
+
+            #[inline(always)]
+            #[allow(clippy::cast_sign_loss, clippy::cast_possible_wrap)]
+            fn to_len_valid(self) -> usize {
+                self as usize
             }
 
             #[inline]

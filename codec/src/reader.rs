@@ -322,6 +322,36 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// Re-reading validated bytes ([`Decode::decode_valid`](crate::Decode)): the next byte,
+    /// without an error to build.
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn take_u8(&mut self) -> Option<u8> {
+        let byte = *self.buf.get(self.pos)?;
+        self.pos += 1;
+        Some(byte)
+    }
+
+    /// Re-reading validated bytes: the next `N` bytes as an array.
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn take_array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let (array, _) = self.buf.get(self.pos..)?.split_first_chunk::<N>()?;
+        self.pos += N;
+        Some(*array)
+    }
+
+    /// Re-reading validated bytes: the next `n` bytes.
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let bytes = self.buf.get(self.pos..)?.get(..n)?;
+        self.pos += n;
+        Some(bytes)
+    }
+
+    #[cold]
+    #[inline(never)]
     fn unexpected_end(&self, needed: usize) -> DecodeError {
         DecodeError::new(
             DecodeErrorKind::UnexpectedEnd {

@@ -37,6 +37,12 @@ fn transition(ctx: Ctx, role: StreamRole) -> Result<Ctx, &'static str> {
     }
 }
 
+/// The error for a message that cannot come now.
+#[cold]
+fn out_of_order<M: Tagged>(tag: u8, reason: &'static str) -> DecodeError {
+    DecodeError::new(DecodeErrorKind::OutOfOrder { tag, reason }, 0).in_field(M::NAME, "tag")
+}
+
 /// Decodes the pgoutput messages of one replication session, in order.
 ///
 /// ```
@@ -113,13 +119,22 @@ impl Decoder {
         &mut self,
         bytes: &'a [u8],
     ) -> Result<M, DecodeError> {
-        let message: M = crate::decode(bytes, self.ctx)?;
-        self.ctx = transition(self.ctx, message.stream_role()).map_err(|reason| {
-            let tag = message.tag();
-            DecodeError::new(DecodeErrorKind::OutOfOrder { tag, reason }, 0)
-                .in_field(M::NAME, "tag")
-        })?;
-        Ok(message)
+        // One result, returned as it is on every path (see `crate::decode`).
+        let mut result = crate::decode::<M>(bytes, self.ctx);
+        let refused = match &result {
+            Ok(message) => match transition(self.ctx, message.stream_role()) {
+                Ok(ctx) => {
+                    self.ctx = ctx;
+                    None
+                }
+                Err(reason) => Some(out_of_order::<M>(message.tag(), reason)),
+            },
+            Err(_) => None,
+        };
+        if let Some(err) = refused {
+            result = Err(err);
+        }
+        result
     }
 }
 

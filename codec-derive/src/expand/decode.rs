@@ -37,6 +37,27 @@ pub fn expand(container: &Container<'_>) -> TokenStream {
         }
         Data::Enum(variants) => decode_enum(container, variants, &lifetime),
     };
+    let decode_valid = decode_valid(container, &lifetime).map(|body| {
+        quote! {
+            #[inline]
+            fn decode_valid(
+                #r: &mut #krate::Reader<#lifetime>,
+                #ctx: #krate::Ctx,
+            ) -> ::core::option::Option<Self> {
+                #body
+            }
+        }
+    });
+    // A dispatch enum (variants wrapping tagged types) is the top of a message: inlined
+    // into the session decoder, it builds the message in place instead of in a temporary
+    // that is then moved.
+    let dispatch = matches!(&container.data, Data::Enum(variants)
+        if variants.iter().any(|variant| variant.tag.is_none()));
+    let inline = if dispatch {
+        quote!(#[inline(always)])
+    } else {
+        quote!(#[inline])
+    };
     let min_len = container_min_len(container, &lifetime);
     let unique_tags = match &container.data {
         Data::Enum(variants) => unique_tags_check(container, variants),
@@ -48,15 +69,84 @@ pub fn expand(container: &Container<'_>) -> TokenStream {
         impl #impl_generics #krate::Decode<#lifetime> for #ident #ty_generics #where_clause {
             const MIN_WIRE_LEN: ::core::primitive::usize = #min_len;
 
-            #[inline]
+            #inline
             fn decode(
                 #r: &mut #krate::Reader<#lifetime>,
                 #ctx: #krate::Ctx,
             ) -> ::core::result::Result<Self, #krate::DecodeError> {
                 #body
             }
+
+            #decode_valid
         }
     }
+}
+
+/// `Decode::decode_valid`: the same reads without the checks validation made, when every
+/// field's shape has such a read and (for an enum) every variant has a tag of its own.
+/// `None`: the trait's default serves.
+fn decode_valid(container: &Container<'_>, lifetime: &Lifetime) -> Option<TokenStream> {
+    let r = internal("r");
+    match &container.data {
+        Data::Struct(style, fields) => {
+            let tag = container.tag().map(|_| quote!(#r.take_u8()?;));
+            let scope = Scope::new(container, None, fields);
+            let construct = construct_valid(quote!(Self), *style, fields, &scope, lifetime)?;
+            Some(quote! {
+                #tag
+                #construct
+            })
+        }
+        Data::Enum(variants) => {
+            let arms = variants
+                .iter()
+                .map(|variant| {
+                    let tag = tag_literal(variant.tag.as_ref()?.byte);
+                    let variant_ident = variant.ident;
+                    let scope = Scope::new(container, Some(variant_ident), &variant.fields);
+                    let path = quote!(Self::#variant_ident);
+                    let value =
+                        construct_valid(path, variant.style, &variant.fields, &scope, lifetime)?;
+                    Some(quote!(#tag => { #value }))
+                })
+                .collect::<Option<Vec<_>>>()?;
+            Some(quote! {
+                match #r.take_u8()? {
+                    #(#arms)*
+                    _ => ::core::option::Option::None,
+                }
+            })
+        }
+    }
+}
+
+/// Reads each field again from validated bytes, then returns `Some(Path { … })`.
+fn construct_valid(
+    path: TokenStream,
+    style: Style,
+    fields: &[Field<'_>],
+    scope: &Scope,
+    lifetime: &Lifetime,
+) -> Option<TokenStream> {
+    let bindings: Vec<_> = fields.iter().map(binding).collect();
+    let reads = fields
+        .iter()
+        .zip(&bindings)
+        .map(|(field, binding)| {
+            let cx = Cx {
+                scope,
+                name: field.name(),
+                lifetime,
+            };
+            let value = shape::parts(field).read_valid(&cx)?;
+            Some(quote!(let #binding = #value;))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let value = with_fields(path, style, fields, &bindings);
+    Some(quote! {
+        #(#reads)*
+        ::core::option::Option::Some(#value)
+    })
 }
 
 /// The fewest bytes a value takes on the wire: a struct's tag and fields, an enum's

@@ -52,6 +52,12 @@ pub trait Part {
     fn min_len(&self, cx: &Cx<'_>) -> TokenStream;
     /// An expression that reads it (errors placed and propagated).
     fn read(&self, cx: &Cx<'_>) -> TokenStream;
+    /// An expression that reads it again from bytes `read` accepted, skipping the checks
+    /// (`Decode::decode_valid`; `None` propagated with `?`). `None` here: this shape has no
+    /// such read, and the container keeps the default, `decode(…).ok()`.
+    fn read_valid(&self, _: &Cx<'_>) -> Option<TokenStream> {
+        None
+    }
     /// Statements that write the value behind `value` (a `&T` expression).
     fn write(&self, cx: &Cx<'_>, value: &TokenStream) -> TokenStream;
     /// A `usize` expression: the bytes the value behind `value` takes.
@@ -112,6 +118,14 @@ impl Part for Plain<'_> {
         cx.placed(quote_spanned!(ty.span()=> <#ty as #krate::Decode<#lifetime>>::decode(#r, #ctx)))
     }
 
+    fn read_valid(&self, cx: &Cx<'_>) -> Option<TokenStream> {
+        let (krate, ty, lifetime) = (krate(), self.ty, cx.lifetime);
+        let (r, ctx) = (internal("r"), internal("ctx"));
+        Some(
+            quote_spanned!(ty.span()=> <#ty as #krate::Decode<#lifetime>>::decode_valid(#r, #ctx)?),
+        )
+    }
+
     fn write(&self, cx: &Cx<'_>, value: &TokenStream) -> TokenStream {
         let krate = krate();
         let (w, ctx) = (internal("w"), internal("ctx"));
@@ -154,6 +168,17 @@ impl Part for LenPrefixed<'_> {
         quote!(::core::convert::From::from(#bytes))
     }
 
+    fn read_valid(&self, _: &Cx<'_>) -> Option<TokenStream> {
+        let krate = krate();
+        let (r, ctx) = (internal("r"), internal("ctx"));
+        let prefix = &self.len.prefix;
+        Some(quote! {
+            ::core::convert::From::from(
+                #krate::__private::read_len_bytes_valid::<#prefix>(#r, #ctx)?
+            )
+        })
+    }
+
     fn write(&self, cx: &Cx<'_>, value: &TokenStream) -> TokenStream {
         let krate = krate();
         let (w, ctx) = (internal("w"), internal("ctx"));
@@ -180,6 +205,11 @@ impl Part for Rest {
         let r = internal("r");
         let bytes = cx.placed(quote!(#krate::__private::read_rest(#r)));
         quote!(::core::convert::From::from(#bytes))
+    }
+
+    fn read_valid(&self, _: &Cx<'_>) -> Option<TokenStream> {
+        let r = internal("r");
+        Some(quote!(::core::convert::From::from(#r.read_rest())))
     }
 
     fn write(&self, cx: &Cx<'_>, value: &TokenStream) -> TokenStream {
@@ -329,6 +359,11 @@ impl Part for Expect<'_> {
         })
     }
 
+    fn read_valid(&self, cx: &Cx<'_>) -> Option<TokenStream> {
+        // Checked when the bytes were validated.
+        self.inner.read_valid(cx)
+    }
+
     fn write(&self, cx: &Cx<'_>, value: &TokenStream) -> TokenStream {
         let krate = krate();
         let (expected, description) = (self.expected, self.expected.base10_digits());
@@ -366,6 +401,15 @@ impl Part for Marker<'_> {
             #krate::__private::expect_byte(#r, #byte, #message, #name)?;
             #inner
         })
+    }
+
+    fn read_valid(&self, cx: &Cx<'_>) -> Option<TokenStream> {
+        let r = internal("r");
+        let inner = self.inner.read_valid(cx)?;
+        Some(quote!({
+            #r.take_u8()?;
+            #inner
+        }))
     }
 
     fn write(&self, cx: &Cx<'_>, value: &TokenStream) -> TokenStream {
@@ -408,6 +452,18 @@ impl Part for Gated<'_> {
                 ::core::option::Option::None
             }
         }
+    }
+
+    fn read_valid(&self, cx: &Cx<'_>) -> Option<TokenStream> {
+        let (present, _) = condition(self.since);
+        let inner = self.inner.read_valid(cx)?;
+        Some(quote! {
+            if #present {
+                ::core::option::Option::Some(#inner)
+            } else {
+                ::core::option::Option::None
+            }
+        })
     }
 
     fn write(&self, cx: &Cx<'_>, value: &TokenStream) -> TokenStream {
@@ -460,6 +516,19 @@ impl Part for Optional<'_> {
                 ::core::option::Option::None
             }
         }
+    }
+
+    fn read_valid(&self, cx: &Cx<'_>) -> Option<TokenStream> {
+        let krate = krate();
+        let (r, ty) = (internal("r"), self.ty);
+        let inner = self.inner.read_valid(cx)?;
+        Some(quote! {
+            if #krate::__private::next_tag_in(#r, <#ty as #krate::Tagged>::TAGS) {
+                ::core::option::Option::Some(#inner)
+            } else {
+                ::core::option::Option::None
+            }
+        })
     }
 
     fn write(&self, cx: &Cx<'_>, value: &TokenStream) -> TokenStream {

@@ -159,13 +159,11 @@ impl<'a, T: Decode<'a> + Clone> Iterator for Iter<'_, 'a, T> {
                 *left -= 1;
                 // Validated when the sequence was decoded; should the impossible happen,
                 // the sequence ends rather than panics.
-                match T::decode(reader, *ctx) {
-                    Ok(element) => Some(element),
-                    Err(_) => {
-                        *left = 0;
-                        None
-                    }
+                let element = T::decode_valid(reader, *ctx);
+                if element.is_none() {
+                    *left = 0;
                 }
+                element
             }
             Iter::Owned(elements) => elements.next().cloned(),
         }
