@@ -10,10 +10,14 @@ use crate::{DecodeError, DecodeErrorKind};
 
 /// A cursor over the bytes of one message. Borrowed slices it hands out live as long as the
 /// input, which is what lets decoded messages borrow instead of copy.
+///
+/// It keeps the bytes not read yet as a slice (the position is derived from it): a read
+/// compares with the slice's length and splits it, with no offset arithmetic to overflow.
 #[derive(Debug, Clone)]
 pub struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
+    rest: &'a [u8],
+    /// The length of the whole input, for offsets.
+    len: usize,
 }
 
 impl<'a> Reader<'a> {
@@ -21,19 +25,24 @@ impl<'a> Reader<'a> {
     #[must_use]
     #[inline]
     pub fn new(buf: &'a [u8]) -> Self {
-        Reader { buf, pos: 0 }
+        Reader {
+            rest: buf,
+            len: buf.len(),
+        }
     }
 
     /// The offset of the next byte to read.
     #[must_use]
+    #[inline]
     pub fn position(&self) -> usize {
-        self.pos
+        self.len - self.rest.len()
     }
 
     /// Bytes not read yet.
     #[must_use]
+    #[inline]
     pub fn remaining(&self) -> usize {
-        self.buf.len() - self.pos
+        self.rest.len()
     }
 
     /// Whether every byte has been read.
@@ -53,7 +62,7 @@ impl<'a> Reader<'a> {
             0 => Ok(()),
             remaining => Err(DecodeError::new(
                 DecodeErrorKind::TrailingBytes { remaining },
-                self.pos,
+                self.position(),
             )),
         }
     }
@@ -65,21 +74,25 @@ impl<'a> Reader<'a> {
     /// [`DecodeErrorKind::UnexpectedEnd`] when the input ends first.
     #[inline]
     pub fn read_bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        let rest = &self.buf[self.pos..];
-        if n > rest.len() {
-            return Err(self.unexpected_end(n));
+        match self.rest.split_at_checked(n) {
+            Some((bytes, rest)) => {
+                self.rest = rest;
+                Ok(bytes)
+            }
+            None => Err(self.unexpected_end(n)),
         }
-        self.pos += n;
-        Ok(&rest[..n])
     }
 
     /// The next `N` bytes as an array.
     #[inline]
     fn read_array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
-        let bytes = self.read_bytes(N)?;
-        let mut array = [0; N];
-        array.copy_from_slice(bytes);
-        Ok(array)
+        match self.rest.split_first_chunk::<N>() {
+            Some((array, rest)) => {
+                self.rest = rest;
+                Ok(*array)
+            }
+            None => Err(self.unexpected_end(N)),
+        }
     }
 
     /// The next byte, without consuming it.
@@ -89,7 +102,7 @@ impl<'a> Reader<'a> {
     /// [`DecodeErrorKind::UnexpectedEnd`] when the input ends first.
     #[inline]
     pub fn peek_u8(&self) -> Result<u8, DecodeError> {
-        match self.buf.get(self.pos) {
+        match self.rest.first() {
             Some(&byte) => Ok(byte),
             None => Err(self.unexpected_end(1)),
         }
@@ -102,9 +115,13 @@ impl<'a> Reader<'a> {
     /// [`DecodeErrorKind::UnexpectedEnd`] when the input ends first.
     #[inline]
     pub fn read_u8(&mut self) -> Result<u8, DecodeError> {
-        let byte = self.peek_u8()?;
-        self.pos += 1;
-        Ok(byte)
+        match self.rest.split_first() {
+            Some((&byte, rest)) => {
+                self.rest = rest;
+                Ok(byte)
+            }
+            None => Err(self.unexpected_end(1)),
+        }
     }
 
     /// An Int8 that must lie in `allowed`; anything else is
@@ -120,7 +137,7 @@ impl<'a> Reader<'a> {
         allowed: core::ops::RangeInclusive<u8>,
         expected: &'static str,
     ) -> Result<u8, DecodeError> {
-        let at = self.pos;
+        let at = self.position();
         let byte = self.read_u8()?;
         if allowed.contains(&byte) {
             Ok(byte)
@@ -211,13 +228,16 @@ impl<'a> Reader<'a> {
     ///
     /// [`DecodeErrorKind::UnexpectedEnd`] when no NUL byte ends the string.
     pub fn read_cstr(&mut self) -> Result<&'a [u8], DecodeError> {
-        let rest = &self.buf[self.pos..];
-        match rest.iter().position(|&b| b == 0) {
+        match self.rest.iter().position(|&b| b == 0) {
             Some(len) => {
-                self.pos += len + 1;
-                Ok(&rest[..len])
+                let (string, rest) = self.rest.split_at(len);
+                self.rest = rest.get(1..).unwrap_or_default();
+                Ok(string)
             }
-            None => Err(DecodeError::new(DecodeErrorKind::MissingNul, self.pos)),
+            None => Err(DecodeError::new(
+                DecodeErrorKind::MissingNul,
+                self.position(),
+            )),
         }
     }
 
@@ -229,7 +249,7 @@ impl<'a> Reader<'a> {
     /// [`DecodeErrorKind::NegativeLength`], [`DecodeErrorKind::LengthTooLarge`] (positioned
     /// at the length), or the end of input.
     pub fn read_i32_len_bytes(&mut self) -> Result<&'a [u8], DecodeError> {
-        let at = self.pos;
+        let at = self.position();
         let length = self.read_i32()?;
         let len = usize::try_from(length).map_err(|_| {
             DecodeError::new(
@@ -286,16 +306,21 @@ impl<'a> Reader<'a> {
 
     /// Every byte not read yet.
     pub fn read_rest(&mut self) -> &'a [u8] {
-        let rest = &self.buf[self.pos..];
-        self.pos = self.buf.len();
-        rest
+        core::mem::take(&mut self.rest)
     }
 
-    #[cold]
-    /// The bytes read since offset `from` (an earlier [`position`](Self::position)).
+    /// The bytes not read yet, to hand to [`read_since`](Self::read_since) later.
     #[inline]
-    pub(crate) fn read_since(&self, from: usize) -> &'a [u8] {
-        self.buf.get(from..self.pos).unwrap_or_default()
+    pub(crate) fn rest(&self) -> &'a [u8] {
+        self.rest
+    }
+
+    /// The bytes read since `earlier` was what [`rest`](Self::rest) gave.
+    #[inline]
+    pub(crate) fn read_since(&self, earlier: &'a [u8]) -> &'a [u8] {
+        earlier
+            .get(..earlier.len() - self.rest.len())
+            .unwrap_or_default()
     }
 
     /// `len` bytes whose length field was at `at`: one check, failing as
@@ -306,20 +331,35 @@ impl<'a> Reader<'a> {
         len: usize,
         at: usize,
     ) -> Result<&'a [u8], DecodeError> {
-        let rest = &self.buf[self.pos..];
-        match rest.get(..len) {
-            Some(bytes) => {
-                self.pos += len;
+        match self.rest.split_at_checked(len) {
+            Some((bytes, rest)) => {
+                self.rest = rest;
                 Ok(bytes)
             }
             None => Err(DecodeError::new(
                 DecodeErrorKind::LengthTooLarge {
                     length: len as u64,
-                    available: rest.len(),
+                    available: self.rest.len(),
                 },
                 at,
             )),
         }
+    }
+
+    /// A reader over the same bytes from the same position, built field by field (a
+    /// loop keeps it in registers); [`rejoin`](Self::rejoin) takes its progress back.
+    #[inline(always)]
+    pub(crate) fn split_off(&self) -> Reader<'a> {
+        Reader {
+            rest: self.rest,
+            len: self.len,
+        }
+    }
+
+    /// Continues from where `other` (made by [`split_off`](Self::split_off)) stopped.
+    #[inline(always)]
+    pub(crate) fn rejoin(&mut self, other: &Reader<'a>) {
+        self.rest = other.rest;
     }
 
     /// Re-reading validated bytes ([`Decode::decode_valid`](crate::Decode)): the next byte,
@@ -327,8 +367,8 @@ impl<'a> Reader<'a> {
     #[doc(hidden)]
     #[inline(always)]
     pub fn take_u8(&mut self) -> Option<u8> {
-        let byte = *self.buf.get(self.pos)?;
-        self.pos += 1;
+        let (&byte, rest) = self.rest.split_first()?;
+        self.rest = rest;
         Some(byte)
     }
 
@@ -336,8 +376,8 @@ impl<'a> Reader<'a> {
     #[doc(hidden)]
     #[inline(always)]
     pub fn take_array<const N: usize>(&mut self) -> Option<[u8; N]> {
-        let (array, _) = self.buf.get(self.pos..)?.split_first_chunk::<N>()?;
-        self.pos += N;
+        let (array, rest) = self.rest.split_first_chunk::<N>()?;
+        self.rest = rest;
         Some(*array)
     }
 
@@ -345,22 +385,24 @@ impl<'a> Reader<'a> {
     #[doc(hidden)]
     #[inline(always)]
     pub fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let bytes = self.buf.get(self.pos..)?.get(..n)?;
-        self.pos += n;
+        let (bytes, rest) = self.rest.split_at_checked(n)?;
+        self.rest = rest;
         Some(bytes)
     }
 
-    #[cold]
-    #[inline(never)]
+    /// The error for a read of `needed` bytes past the end. The reader is passed by its
+    /// parts, not by reference, so that a reader in a loop never has its address taken
+    /// and stays in registers.
+    #[inline(always)]
     fn unexpected_end(&self, needed: usize) -> DecodeError {
-        DecodeError::new(
-            DecodeErrorKind::UnexpectedEnd {
-                needed,
-                available: self.remaining(),
-            },
-            self.pos,
-        )
+        unexpected_end(needed, self.remaining(), self.position())
     }
+}
+
+#[cold]
+#[inline(never)]
+fn unexpected_end(needed: usize, available: usize, offset: usize) -> DecodeError {
+    DecodeError::new(DecodeErrorKind::UnexpectedEnd { needed, available }, offset)
 }
 
 #[cfg(test)]

@@ -110,10 +110,14 @@ impl<'a, T: Decode<'a> + Clone> Seq<'a, T> {
         (len, at): (usize, usize),
     ) -> Result<Self, DecodeError> {
         check_elements::<T>(r, len, at)?;
-        let from = r.position();
+        let from = r.rest();
+        // The loop reads through a reader of its own, which stays in registers, rather
+        // than writing `r` back after every read.
+        let mut elements = r.split_off();
         for _ in 0..len {
-            T::decode(r, ctx)?;
+            T::decode(&mut elements, ctx)?;
         }
+        r.rejoin(&elements);
         Ok(Seq {
             repr: Repr::Wire {
                 bytes: r.read_since(from),
@@ -166,6 +170,29 @@ impl<'a, T: Decode<'a> + Clone> Iterator for Iter<'_, 'a, T> {
                 element
             }
             Iter::Owned(elements) => elements.next().cloned(),
+        }
+    }
+
+    /// `sum`, `for_each`, `collect` and the like: one loop over the bytes, its reader in
+    /// registers.
+    #[inline]
+    fn fold<B, F: FnMut(B, T) -> B>(self, init: B, mut f: F) -> B {
+        match self {
+            Iter::Wire {
+                mut reader,
+                left,
+                ctx,
+            } => {
+                let mut acc = init;
+                for _ in 0..left {
+                    match T::decode_valid(&mut reader, ctx) {
+                        Some(element) => acc = f(acc, element),
+                        None => break,
+                    }
+                }
+                acc
+            }
+            Iter::Owned(elements) => elements.cloned().fold(init, f),
         }
     }
 
