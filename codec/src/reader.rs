@@ -288,6 +288,7 @@ impl<'a> Reader<'a> {
     /// # Errors
     ///
     /// [`DecodeErrorKind::CountTooLarge`] when the elements cannot fit in the bytes left.
+    #[inline]
     pub fn check_count(&self, count: u64, element_min: u64, at: usize) -> Result<(), DecodeError> {
         let available = self.remaining();
         let needed = count.saturating_mul(element_min);

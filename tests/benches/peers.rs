@@ -315,8 +315,8 @@ fn prepare(stream: &Stream) -> Prepared<'_> {
     Prepared { stream, ours, peer }
 }
 
-/// The best time of `rounds` rounds of `work`, each repeated until it took 50 ms.
-fn best(rounds: usize, mut work: impl FnMut() -> usize) -> Duration {
+/// How many times `work` must run to take at least 50 ms.
+fn calibrate(work: &mut impl FnMut() -> usize) -> u32 {
     let mut repeat = 1;
     loop {
         let started = Instant::now();
@@ -324,20 +324,47 @@ fn best(rounds: usize, mut work: impl FnMut() -> usize) -> Duration {
             black_box(work());
         }
         if started.elapsed() >= Duration::from_millis(50) {
-            break;
+            return repeat;
         }
         repeat *= 2;
     }
-    (0..rounds)
+}
+
+/// The time of one run of `work`, averaged over `repeat` runs.
+fn time(repeat: u32, work: &mut impl FnMut() -> usize) -> Duration {
+    let started = Instant::now();
+    for _ in 0..repeat {
+        black_box(work());
+    }
+    started.elapsed() / repeat
+}
+
+/// The best time of `rounds` rounds of `work`, each repeated until it took 50 ms.
+fn best(rounds: usize, mut work: impl FnMut() -> usize) -> Duration {
+    let repeat = calibrate(&mut work);
+    (0..rounds).map(|_| time(repeat, &mut work)).min().unwrap()
+}
+
+/// Ours and the peer's, measured back to back in each of `rounds` rounds: the best time of
+/// each, and the median of the rounds' ratios (peer / ours). These machines drift by up to
+/// 50% over seconds; a ratio taken within one round is what drift cannot skew.
+fn side_by_side(
+    rounds: usize,
+    mut ours: impl FnMut() -> usize,
+    mut peer: impl FnMut() -> usize,
+) -> (Duration, Duration, f64) {
+    let (repeat_ours, repeat_peer) = (calibrate(&mut ours), calibrate(&mut peer));
+    let mut best = (Duration::MAX, Duration::MAX);
+    let mut ratios: Vec<f64> = (0..rounds)
         .map(|_| {
-            let started = Instant::now();
-            for _ in 0..repeat {
-                black_box(work());
-            }
-            started.elapsed() / repeat as u32
+            let ours = time(repeat_ours, &mut ours);
+            let peer = time(repeat_peer, &mut peer);
+            best = (best.0.min(ours), best.1.min(peer));
+            peer.as_secs_f64() / ours.as_secs_f64()
         })
-        .min()
-        .unwrap()
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    (best.0, best.1, ratios[ratios.len() / 2])
 }
 
 fn allocations(work: impl FnOnce() -> usize) -> u64 {
@@ -353,59 +380,49 @@ struct Row {
     ours: Duration,
     peer: Duration,
     floor: Duration,
+    /// The median of the rounds' ratios (see `side_by_side`).
+    ratio: f64,
 }
 
-fn print_table(title: &str, rows: &[Row]) {
+impl Row {
+    fn new(
+        stream: &Stream,
+        floor: Duration,
+        (ours, peer, ratio): (Duration, Duration, f64),
+    ) -> Row {
+        Row {
+            name: stream.name.clone(),
+            messages: stream.payloads.len(),
+            bytes: stream.bytes(),
+            ours,
+            peer,
+            floor,
+            ratio,
+        }
+    }
+}
+
+/// The rows, one per stream, then `whole`: the real corpus measured as one run.
+fn print_table(title: &str, rows: &[Row], whole: &Row) {
     println!("\n{title}");
     println!(
         "{:<40} {:>6} {:>9} {:>9} {:>8} {:>9} {:>10} {:>7}",
         "stream", "msgs", "ours ns", "peer ns", "memcpy", "ours MB/s", "ours msg/s", "ratio"
     );
-    let mut totals = (
-        0usize,
-        0usize,
-        Duration::ZERO,
-        Duration::ZERO,
-        Duration::ZERO,
-    );
-    for row in rows {
-        print_row(
-            &row.name,
+    for row in rows.iter().chain([whole]) {
+        let per = |d: Duration| d.as_nanos() as f64 / row.messages as f64;
+        println!(
+            "{:<40} {:>6} {:>9.1} {:>9.1} {:>8.1} {:>9.0} {:>10.0} {:>6.2}x",
+            row.name,
             row.messages,
-            row.bytes,
-            row.ours,
-            row.peer,
-            row.floor,
+            per(row.ours),
+            per(row.peer),
+            per(row.floor),
+            row.bytes as f64 / row.ours.as_secs_f64() / 1e6,
+            row.messages as f64 / row.ours.as_secs_f64(),
+            row.ratio,
         );
-        totals.0 += row.messages;
-        totals.1 += row.bytes;
-        totals.2 += row.ours;
-        totals.3 += row.peer;
-        totals.4 += row.floor;
     }
-    print_row("all", totals.0, totals.1, totals.2, totals.3, totals.4);
-}
-
-fn print_row(
-    name: &str,
-    messages: usize,
-    bytes: usize,
-    ours: Duration,
-    peer: Duration,
-    floor: Duration,
-) {
-    let per = |d: Duration| d.as_nanos() as f64 / messages as f64;
-    println!(
-        "{:<40} {:>6} {:>9.1} {:>9.1} {:>8.1} {:>9.0} {:>10.0} {:>6.2}x",
-        name,
-        messages,
-        per(ours),
-        per(peer),
-        per(floor),
-        bytes as f64 / ours.as_secs_f64() / 1e6,
-        messages as f64 / ours.as_secs_f64(),
-        per(peer) / per(ours),
-    );
 }
 
 fn main() {
@@ -466,30 +483,70 @@ fn main() {
     for p in &prepared {
         let stream = p.stream;
         let floor = best(rounds, || memcpy(stream, &mut vec_buf));
-        decode_rows.push(Row {
-            name: stream.name.clone(),
-            messages: stream.payloads.len(),
-            bytes: stream.bytes(),
-            ours: best(rounds, || ours_decode(stream)),
-            peer: best(rounds, || peer_decode(stream)),
+        decode_rows.push(Row::new(
+            stream,
             floor,
-        });
-        encode_rows.push(Row {
-            name: stream.name.clone(),
-            messages: stream.payloads.len(),
-            bytes: stream.bytes(),
-            ours: best(rounds, || ours_encode(stream, &p.ours, &mut vec_buf)),
-            peer: best(rounds, || peer_encode(stream, &p.peer, &mut bytes_buf)),
+            side_by_side(rounds, || ours_decode(stream), || peer_decode(stream)),
+        ));
+        encode_rows.push(Row::new(
+            stream,
             floor,
-        });
+            side_by_side(
+                rounds,
+                || ours_encode(stream, &p.ours, &mut vec_buf),
+                || peer_encode(stream, &p.peer, &mut bytes_buf),
+            ),
+        ));
     }
+    // The whole real corpus as one run: the figure the targets are about.
+    let corpus = &prepared[..real];
+    let whole = |(ours, peer, ratio), floor| Row {
+        name: "real captures, as one run".to_owned(),
+        messages: corpus.iter().map(|p| p.stream.payloads.len()).sum(),
+        bytes: corpus.iter().map(|p| p.stream.bytes()).sum(),
+        ours,
+        peer,
+        floor,
+        ratio,
+    };
+    let floor = best(rounds, || {
+        corpus.iter().map(|p| memcpy(p.stream, &mut vec_buf)).sum()
+    });
+    let whole_decode = whole(
+        side_by_side(
+            rounds,
+            || corpus.iter().map(|p| ours_decode(p.stream)).sum(),
+            || corpus.iter().map(|p| peer_decode(p.stream)).sum(),
+        ),
+        floor,
+    );
+    let whole_encode = whole(
+        side_by_side(
+            rounds,
+            || {
+                corpus
+                    .iter()
+                    .map(|p| ours_encode(p.stream, &p.ours, &mut vec_buf))
+                    .sum()
+            },
+            || {
+                corpus
+                    .iter()
+                    .map(|p| peer_encode(p.stream, &p.peer, &mut bytes_buf))
+                    .sum()
+            },
+        ),
+        floor,
+    );
     print_table(
         "decode (session decoder vs parse_wal_message), ns per message",
         &decode_rows,
+        &whole_decode,
     );
     print_table(
         "encode into a reused buffer (session encoder vs encode_streaming_message), ns per message",
         &encode_rows,
+        &whole_encode,
     );
 
     // Per message type, over the real captures: each type's messages decoded on their own
@@ -512,7 +569,7 @@ fn main() {
         "tag", "in block", "msgs", "ours ns", "peer ns", "ratio"
     );
     for ((tag, in_block), group) in &by_type {
-        let ours = best(rounds, || {
+        let ours = || {
             group
                 .iter()
                 .map(|(_, payload, ctx)| {
@@ -521,8 +578,8 @@ fn main() {
                     touch(&m)
                 })
                 .sum()
-        });
-        let peer = best(rounds, || {
+        };
+        let peer = || {
             let mut parser =
                 LogicalReplicationParser::with_protocol_version(group[0].0.version.number());
             if *in_block {
@@ -535,7 +592,8 @@ fn main() {
                     peer_touch(&parser.parse_wal_message(black_box(payload)).unwrap())
                 })
                 .sum()
-        });
+        };
+        let (ours, peer, ratio) = side_by_side(rounds, ours, peer);
         let per = |d: Duration| d.as_nanos() as f64 / group.len() as f64;
         println!(
             "{:<6} {:>9} {:>6} {:>9.1} {:>9.1} {:>6.2}x",
@@ -544,7 +602,7 @@ fn main() {
             group.len(),
             per(ours),
             per(peer),
-            per(peer) / per(ours)
+            ratio
         );
     }
 
