@@ -41,7 +41,10 @@ pub fn context(selector: u8) -> Ctx {
 }
 
 /// Raw bytes decoded in the context the first byte chooses: if they decode, they
-/// re-encode to exactly themselves, with `encoded_len` exact.
+/// re-encode to exactly themselves, with `encoded_len` exact; and the elements a decoded
+/// `Seq` hands out on iteration (read again without the checks, `Decode::decode_valid`)
+/// are the ones decoding validated: made owned, element by element, the message encodes
+/// to the same bytes and equals the borrowed one.
 pub fn raw(data: &[u8]) {
     let Some((&selector, bytes)) = data.split_first() else {
         return;
@@ -53,6 +56,13 @@ pub fn raw(data: &[u8]) {
             encode(&message, ctx).expect("a decoded message encodes"),
             bytes
         );
+        let owned = message.clone().into_owned();
+        assert_eq!(
+            encode(&owned, ctx).expect("an owned copy encodes"),
+            bytes,
+            "{owned:?}"
+        );
+        assert_eq!(owned, message);
     }
 }
 
