@@ -220,6 +220,7 @@ integer_codec! {
 impl<'a> Decode<'a> for bool {
     const MIN_WIRE_LEN: usize = 1;
 
+    #[inline]
     fn decode(r: &mut Reader<'a>, _ctx: Ctx) -> Result<Self, DecodeError> {
         r.read_u8_in(0..=1, "0 (false) or 1 (true)")
             .map(|byte| byte == 1)
@@ -227,11 +228,13 @@ impl<'a> Decode<'a> for bool {
 }
 
 impl Encode for bool {
+    #[inline]
     fn encode(&self, w: &mut Writer<'_>, _ctx: Ctx) -> Result<(), EncodeError> {
         w.write_u8(u8::from(*self));
         Ok(())
     }
 
+    #[inline]
     fn encoded_len(&self, _ctx: Ctx) -> usize {
         1
     }

@@ -89,6 +89,7 @@ impl MessageFlags {
 impl<'a> Decode<'a> for MessageFlags {
     const MIN_WIRE_LEN: usize = 1;
 
+    #[inline]
     fn decode(r: &mut Reader<'a>, _ctx: Ctx) -> Result<Self, DecodeError> {
         match r.read_u8_in(0..=1, "0 (non-transactional) or 1 (transactional)")? {
             0 => Ok(MessageFlags::NonTransactional),
@@ -98,11 +99,13 @@ impl<'a> Decode<'a> for MessageFlags {
 }
 
 impl Encode for MessageFlags {
+    #[inline]
     fn encode(&self, w: &mut Writer<'_>, _ctx: Ctx) -> Result<(), EncodeError> {
         w.write_u8(self.bits());
         Ok(())
     }
 
+    #[inline]
     fn encoded_len(&self, _ctx: Ctx) -> usize {
         1
     }
