@@ -6,6 +6,7 @@
 //! ```text
 //! cargo bench -p pgoutput-tests --bench peers            # the timing tables
 //! cargo bench -p pgoutput-tests --bench peers -- --quick # fewer rounds
+//! cargo bench -p pgoutput-tests --bench peers -- --corpus # the whole-corpus rows only
 //! scripts/bench-callgrind                                # instructions per message
 //! ```
 //!
@@ -480,7 +481,9 @@ fn main() {
         Vec::with_capacity(1 << 20),
         BytesMut::with_capacity(1 << 20),
     );
-    for p in &prepared {
+    // `--corpus`: the whole-corpus rows only (a quick before/after check).
+    let per_stream = !args.iter().any(|a| a == "--corpus");
+    for p in prepared.iter().filter(|_| per_stream) {
         let stream = p.stream;
         let floor = best(rounds, || memcpy(stream, &mut vec_buf));
         decode_rows.push(Row::new(
@@ -548,6 +551,10 @@ fn main() {
         &encode_rows,
         &whole_encode,
     );
+
+    if !per_stream {
+        return;
+    }
 
     // Per message type, over the real captures: each type's messages decoded on their own
     // (in the context, or parser state, they were sent in).
