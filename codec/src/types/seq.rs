@@ -7,8 +7,9 @@ use core::hash::{Hash, Hasher};
 use crate::{Ctx, Decode, DecodeError, Encode, EncodeError, IntoOwned, Reader, Writer};
 
 /// A counted sequence of `T`: on decoding, a validated view of the input (each element
-/// checked once, nothing allocated, iterated by reading it again); built by hand, a `Vec`.
-/// Either way it compares, hashes, encodes and serializes by its elements.
+/// checked once, nothing allocated, iterated by reading it again without the checks, which
+/// the derive generates for `T`); built by hand, a `Vec`. Either way it compares, hashes,
+/// encodes and serializes by its elements.
 ///
 /// ```
 /// use pgoutput_codec::{decode, ColumnValue, Ctx, ProtocolVersion, Seq, TupleData};
