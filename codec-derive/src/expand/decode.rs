@@ -48,9 +48,10 @@ pub fn expand(container: &Container<'_>) -> TokenStream {
             }
         }
     });
-    // A dispatch enum (variants wrapping tagged types) is the top of a message: inlined
-    // into the session decoder, it builds the message in place instead of in a temporary
-    // that is then moved.
+    // A dispatch enum (variants wrapping tagged types) is the top of a message. Inlined
+    // into the session decoder, each variant's reads sit next to the decoder's stream
+    // check, which then needs no second dispatch, and the message is moved once. (The
+    // price: `decode()` alone on a small message runs a larger function; BENCHMARKS.md.)
     let dispatch = matches!(&container.data, Data::Enum(variants)
         if variants.iter().any(|variant| variant.tag.is_none()));
     let inline = if dispatch {
