@@ -156,6 +156,18 @@ pub fn write_len_bytes<C: Count + Encode>(
     Ok(())
 }
 
+/// A tag byte, then `#[codec(len = C)]` bytes: the tag and the length in one write.
+#[inline(always)]
+pub fn write_tag_len_bytes<C: Count + Encode>(
+    w: &mut Writer<'_>,
+    tag: u8,
+    bytes: &[u8],
+) -> Result<(), EncodeError> {
+    C::from_len(bytes.len())?.write_after_tag(w, tag);
+    w.write_bytes(bytes);
+    Ok(())
+}
+
 /// `#[codec(rest)]`: every byte left.
 #[inline]
 pub fn read_rest<'a>(r: &mut Reader<'a>) -> Result<&'a [u8], DecodeError> {
@@ -175,6 +187,8 @@ pub trait Count: Copy {
     fn to_len(self, at: usize) -> Result<usize, DecodeError>;
     /// The count for `len` elements, if the type can carry it.
     fn from_len(len: usize) -> Result<Self, EncodeError>;
+    /// Writes `tag`, then the count, as one write.
+    fn write_after_tag(self, w: &mut Writer<'_>, tag: u8);
     /// A count already checked: as a length, without the sign check (a negative one,
     /// which validation refused, would become a length no input holds).
     fn to_len_valid(self) -> usize;
@@ -188,6 +202,13 @@ macro_rules! count {
                 usize::try_from(self).map_err(|_| {
                     DecodeError::new(DecodeErrorKind::NegativeLength { length: self as i64 }, at)
                 })
+            }
+
+            #[inline(always)]
+            fn write_after_tag(self, w: &mut Writer<'_>, tag: u8) {
+                let mut bytes = [tag; 1 + ::core::mem::size_of::<$ty>()];
+                bytes[1..].copy_from_slice(&self.to_be_bytes());
+                w.write_bytes(&bytes);
             }
 
             #[inline(always)]

@@ -28,13 +28,17 @@ pub fn expand(container: &Container<'_>) -> TokenStream {
                 })
                 .collect();
             let tag = container.tag().map(|tag| tag_literal(tag.byte));
-            let write_tag = tag.as_ref().map(|tag| quote!(#w.write_u8(#tag);));
             let tag_len = if tag.is_some() { quote!(1) } else { quote!(0) };
-            let writes = write_fields(fields, &accessors, &scope, &lifetime);
+            let writes = write_tag_and_fields(
+                tag.as_ref().map(|tag| quote!(#tag)),
+                fields,
+                &accessors,
+                &scope,
+                &lifetime,
+            );
             let lens = field_lens(fields, &accessors);
             (
                 quote! {
-                    #write_tag
                     #(#writes)*
                     ::core::result::Result::Ok(())
                 },
@@ -52,11 +56,16 @@ pub fn expand(container: &Container<'_>) -> TokenStream {
                     Some(tag) => {
                         let tag = tag_literal(tag.byte);
                         let scope = Scope::new(container, Some(variant_ident), &variant.fields);
-                        let writes = write_fields(&variant.fields, &accessors, &scope, &lifetime);
+                        let writes = write_tag_and_fields(
+                            Some(quote!(#tag)),
+                            &variant.fields,
+                            &accessors,
+                            &scope,
+                            &lifetime,
+                        );
                         let lens = field_lens(&variant.fields, &accessors);
                         encode_arms.push(quote! {
                             #pattern => {
-                                #w.write_u8(#tag);
                                 #(#writes)*
                             }
                         });
@@ -131,6 +140,38 @@ fn write_fields(
             quote!(#(#early_counts)* #write)
         })
         .collect()
+}
+
+/// The tag (if any), then one statement per field. A first field whose shape can write
+/// the tag with it (a length-prefixed value: tag and length in one write) does so.
+fn write_tag_and_fields(
+    tag: Option<TokenStream>,
+    fields: &[Field<'_>],
+    accessors: &[TokenStream],
+    scope: &Scope,
+    lifetime: &Lifetime,
+) -> Vec<TokenStream> {
+    let mut writes = write_fields(fields, accessors, scope, lifetime);
+    let Some(tag) = tag else {
+        return writes;
+    };
+    let w = internal("w");
+    let merged = fields.first().and_then(|field| {
+        if counts_placed_before(fields, field).next().is_some() {
+            return None;
+        }
+        let cx = Cx {
+            scope,
+            name: field.name(),
+            lifetime,
+        };
+        shape::parts(field).write_after_tag(&cx, &accessors[0], &tag)
+    });
+    match merged {
+        Some(first) => writes[0] = first,
+        None => writes.insert(0, quote!(#w.write_u8(#tag);)),
+    }
+    writes
 }
 
 /// One `usize` expression per field: the bytes it takes on the wire.

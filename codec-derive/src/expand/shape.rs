@@ -60,6 +60,16 @@ pub trait Part {
     }
     /// Statements that write the value behind `value` (a `&T` expression).
     fn write(&self, cx: &Cx<'_>, value: &TokenStream) -> TokenStream;
+    /// Statements that write the tag byte `tag`, then the value, in fewer writes than the
+    /// tag and `write` would take; `None` where this shape has no such write.
+    fn write_after_tag(
+        &self,
+        _: &Cx<'_>,
+        _value: &TokenStream,
+        _tag: &TokenStream,
+    ) -> Option<TokenStream> {
+        None
+    }
     /// A `usize` expression: the bytes the value behind `value` takes.
     fn len(&self, value: &TokenStream) -> TokenStream;
 }
@@ -184,6 +194,20 @@ impl Part for LenPrefixed<'_> {
         let (w, ctx) = (internal("w"), internal("ctx"));
         let (prefix, bytes) = (&self.len.prefix, bytes_of(value));
         cx.placed_encode(quote!(#krate::__private::write_len_bytes::<#prefix>(#w, #ctx, #bytes)))
+    }
+
+    fn write_after_tag(
+        &self,
+        cx: &Cx<'_>,
+        value: &TokenStream,
+        tag: &TokenStream,
+    ) -> Option<TokenStream> {
+        let krate = krate();
+        let w = internal("w");
+        let (prefix, bytes) = (&self.len.prefix, bytes_of(value));
+        Some(cx.placed_encode(quote! {
+            #krate::__private::write_tag_len_bytes::<#prefix>(#w, #tag, #bytes)
+        }))
     }
 
     fn len(&self, value: &TokenStream) -> TokenStream {
