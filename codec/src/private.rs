@@ -97,41 +97,16 @@ pub fn next_tag_in(r: &Reader<'_>, tags: TagSet) -> bool {
     matches!(r.peek_u8(), Ok(tag) if tags.contains(tag))
 }
 
-/// `#[codec(len = C)]`: a length of type `C`, then that many bytes, borrowed. The length
-/// is checked against the bytes left before anything is read. Always inlined: it is
-/// every column's read, and the call costs more than its body.
-///
-/// One comparison checks both sign and size: a negative length, taken as unsigned, is
-/// more than any input holds; the cold path then tells the two apart.
+/// `#[codec(len = C)]`: a length of type `C`, then that many bytes, borrowed, the length
+/// checked against the bytes left before anything is read
+/// ([`Reader::read_len_prefixed`]).
 #[inline(always)]
 pub fn read_len_bytes<'a, C: Count + Decode<'a>>(
     r: &mut Reader<'a>,
     ctx: Ctx,
 ) -> Result<&'a [u8], DecodeError> {
     let length = C::decode(r, ctx)?;
-    match r.take(length.to_len_valid()) {
-        Some(bytes) => Ok(bytes),
-        // By its parts: a reader in a loop must not have its address taken.
-        None => Err(length_error(length, r.position(), r.remaining())),
-    }
-}
-
-/// A length that is negative or more than the `available` bytes left; the length field
-/// (a `C`, as many bytes as its size) ends at `end`.
-#[cold]
-#[inline(never)]
-fn length_error<C: Count>(length: C, end: usize, available: usize) -> DecodeError {
-    let at = end - core::mem::size_of::<C>();
-    match length.to_len(at) {
-        Err(negative) => negative,
-        Ok(len) => DecodeError::new(
-            DecodeErrorKind::LengthTooLarge {
-                length: len as u64,
-                available,
-            },
-            at,
-        ),
-    }
+    r.read_len_prefixed(length)
 }
 
 /// `#[codec(len = C)]` re-read from validated bytes ([`Decode::decode_valid`]).

@@ -6,6 +6,7 @@
 
 use byteorder::{BigEndian, ByteOrder};
 
+use crate::__private::Count;
 use crate::{DecodeError, DecodeErrorKind};
 
 /// A cursor over the bytes of one message. Borrowed slices it hands out live as long as the
@@ -74,11 +75,8 @@ impl<'a> Reader<'a> {
     /// [`DecodeErrorKind::UnexpectedEnd`] when the input ends first.
     #[inline]
     pub fn read_bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        match self.rest.split_at_checked(n) {
-            Some((bytes, rest)) => {
-                self.rest = rest;
-                Ok(bytes)
-            }
+        match self.take(n) {
+            Some(bytes) => Ok(bytes),
             None => Err(self.unexpected_end(n)),
         }
     }
@@ -86,11 +84,8 @@ impl<'a> Reader<'a> {
     /// The next `N` bytes as an array.
     #[inline]
     fn read_array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
-        match self.rest.split_first_chunk::<N>() {
-            Some((array, rest)) => {
-                self.rest = rest;
-                Ok(*array)
-            }
+        match self.take_array() {
+            Some(array) => Ok(array),
             None => Err(self.unexpected_end(N)),
         }
     }
@@ -115,11 +110,8 @@ impl<'a> Reader<'a> {
     /// [`DecodeErrorKind::UnexpectedEnd`] when the input ends first.
     #[inline]
     pub fn read_u8(&mut self) -> Result<u8, DecodeError> {
-        match self.rest.split_first() {
-            Some((&byte, rest)) => {
-                self.rest = rest;
-                Ok(byte)
-            }
+        match self.take_u8() {
+            Some(byte) => Ok(byte),
             None => Err(self.unexpected_end(1)),
         }
     }
@@ -249,17 +241,8 @@ impl<'a> Reader<'a> {
     /// [`DecodeErrorKind::NegativeLength`], [`DecodeErrorKind::LengthTooLarge`] (positioned
     /// at the length), or the end of input.
     pub fn read_i32_len_bytes(&mut self) -> Result<&'a [u8], DecodeError> {
-        let at = self.position();
         let length = self.read_i32()?;
-        let len = usize::try_from(length).map_err(|_| {
-            DecodeError::new(
-                DecodeErrorKind::NegativeLength {
-                    length: length.into(),
-                },
-                at,
-            )
-        })?;
-        self.read_len_prefixed(len, at)
+        self.read_len_prefixed(length)
     }
 
     /// Fails with [`DecodeErrorKind::LengthTooLarge`] (positioned at `at`, the length field)
@@ -324,43 +307,20 @@ impl<'a> Reader<'a> {
             .unwrap_or_default()
     }
 
-    /// `len` bytes whose length field was at `at`: one check, failing as
-    /// [`DecodeErrorKind::LengthTooLarge`] at the length field.
-    #[inline]
-    pub(crate) fn read_len_prefixed(
+    /// The bytes counted by the length field just read (`length`, a `C`). One comparison
+    /// checks both sign and size: a negative length, taken as unsigned, is more than any
+    /// input holds; the cold path then tells the two apart. Always inlined: it is every
+    /// column's read, and the call costs more than its body.
+    #[inline(always)]
+    pub(crate) fn read_len_prefixed<C: Count>(
         &mut self,
-        len: usize,
-        at: usize,
+        length: C,
     ) -> Result<&'a [u8], DecodeError> {
-        match self.rest.split_at_checked(len) {
-            Some((bytes, rest)) => {
-                self.rest = rest;
-                Ok(bytes)
-            }
-            None => Err(DecodeError::new(
-                DecodeErrorKind::LengthTooLarge {
-                    length: len as u64,
-                    available: self.rest.len(),
-                },
-                at,
-            )),
+        match self.take(length.to_len_valid()) {
+            Some(bytes) => Ok(bytes),
+            // By its parts: a reader in a loop must not have its address taken.
+            None => Err(length_error(length, self.position(), self.remaining())),
         }
-    }
-
-    /// A reader over the same bytes from the same position, built field by field (a
-    /// loop keeps it in registers); [`rejoin`](Self::rejoin) takes its progress back.
-    #[inline(always)]
-    pub(crate) fn split_off(&self) -> Reader<'a> {
-        Reader {
-            rest: self.rest,
-            len: self.len,
-        }
-    }
-
-    /// Continues from where `other` (made by [`split_off`](Self::split_off)) stopped.
-    #[inline(always)]
-    pub(crate) fn rejoin(&mut self, other: &Reader<'a>) {
-        self.rest = other.rest;
     }
 
     /// Re-reading validated bytes ([`Decode::decode_valid`](crate::Decode)): the next byte,
@@ -404,6 +364,24 @@ impl<'a> Reader<'a> {
 #[inline(never)]
 fn unexpected_end(needed: usize, available: usize, offset: usize) -> DecodeError {
     DecodeError::new(DecodeErrorKind::UnexpectedEnd { needed, available }, offset)
+}
+
+/// A length that is negative or more than the `available` bytes left; the length field
+/// (a `C`, as many bytes as its size) ends at `end`.
+#[cold]
+#[inline(never)]
+fn length_error<C: Count>(length: C, end: usize, available: usize) -> DecodeError {
+    let at = end - core::mem::size_of::<C>();
+    match length.to_len(at) {
+        Err(negative) => negative,
+        Ok(len) => DecodeError::new(
+            DecodeErrorKind::LengthTooLarge {
+                length: len as u64,
+                available,
+            },
+            at,
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -112,13 +112,13 @@ impl<'a, T: Decode<'a> + Clone> Seq<'a, T> {
     ) -> Result<Self, DecodeError> {
         check_elements::<T>(r, len, at)?;
         let from = r.rest();
-        // The loop reads through a reader of its own, which stays in registers, rather
+        // The loop reads through a copy of the reader, which stays in registers, rather
         // than writing `r` back after every read.
-        let mut elements = r.split_off();
+        let mut elements = r.clone();
         for _ in 0..len {
             T::decode(&mut elements, ctx)?;
         }
-        r.rejoin(&elements);
+        *r = elements;
         Ok(Seq {
             repr: Repr::Wire {
                 bytes: r.read_since(from),
