@@ -174,7 +174,7 @@ impl Transaction {
         old_row: Option<Vec<V>>,
         new_row: impl IntoIterator<Item = W>,
     ) -> Transaction {
-        let old_tuple = old_row.map(|old| table.old_tuple(tuple(old).columns.to_vec()));
+        let old_tuple = old_row.map(|old| table.old_tuple(values(old)));
         self.change(PgOutputMessage::Update(crate::Update {
             xid: None,
             relation_oid: table.oid,
@@ -190,7 +190,7 @@ impl Transaction {
         table: &Table,
         old_row: impl IntoIterator<Item = V>,
     ) -> Transaction {
-        let old_tuple = table.old_tuple(tuple(old_row).columns.to_vec());
+        let old_tuple = table.old_tuple(values(old_row));
         self.change(PgOutputMessage::Delete(crate::Delete {
             xid: None,
             relation_oid: table.oid,
@@ -297,7 +297,14 @@ impl Transaction {
 }
 
 fn tuple<V: Into<ColumnValue<'static>>>(row: impl IntoIterator<Item = V>) -> TupleData<'static> {
-    TupleData::new(row.into_iter().map(Into::into).collect())
+    TupleData::new(values(row))
+}
+
+/// A row's values, for an old tuple the table shapes (`Table::old_tuple`).
+fn values<V: Into<ColumnValue<'static>>>(
+    row: impl IntoIterator<Item = V>,
+) -> Vec<ColumnValue<'static>> {
+    row.into_iter().map(Into::into).collect()
 }
 
 /// One event of the WAL, in order.
