@@ -4,10 +4,11 @@
 //! `streaming 'parallel'`, and a two-phase stream. Each workload runs on a slot of its
 //! own, created just before it, so each file holds that workload alone.
 
-use std::fs;
 use std::path::Path;
 
 use pgoutput_tests::pg::Server;
+
+use crate::capture::write_hex_file;
 
 const SCHEMA: &str = "\
 CREATE TABLE bench_customers (id int PRIMARY KEY, name text, email varchar(80), \
@@ -83,26 +84,19 @@ fn slot(server: &Server, capture: &Capture) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-fn write(dir: &Path, server: &Server, capture: &Capture, lines: &[String]) -> Result<(), String> {
-    let mut text = format!(
-        "# {}: {} (slot {}), proto_version {}, streaming {}, two_phase {}.\n\
-         # Captured by the live conformance suite for the benchmarks.\n\
-         # pgoutput decode --proto-version {} --streaming {}\n",
+fn write(dir: &Path, server: &Server, capture: &Capture, lines: Vec<String>) -> Result<(), String> {
+    let about = format!(
+        "{}: {} (slot {}), proto_version {}, streaming {}, two_phase {}.\n\
+         Captured by the live conformance suite for the benchmarks.",
         server.version(),
         capture.name,
         capture.slot,
         capture.version,
         capture.streaming,
         capture.two_phase,
-        capture.version,
-        capture.streaming
     );
-    for line in lines {
-        text.push_str(line);
-        text.push('\n');
-    }
-    fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    fs::write(dir.join(format!("{}.hex", capture.name)), text).map_err(|e| e.to_string())
+    let path = dir.join(format!("{}.hex", capture.name));
+    write_hex_file(&path, &about, capture.version, capture.streaming, lines)
 }
 
 pub fn capture(dir: &Path, server: &Server) -> Result<String, String> {
@@ -124,8 +118,8 @@ pub fn capture(dir: &Path, server: &Server) -> Result<String, String> {
         if lines.is_empty() {
             return Err(format!("{}: the slot holds nothing", capture.name));
         }
-        write(dir, server, &capture, &lines)?;
         written.push(format!("{} ({} messages)", capture.name, lines.len()));
+        write(dir, server, &capture, lines)?;
         Ok(())
     };
     // OLTP: small transactions that insert, update and delete across both tables.

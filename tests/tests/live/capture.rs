@@ -3,6 +3,7 @@
 //! type from both versions. Bulk rows beyond the first few are left out to keep the files
 //! small, and so are the stream blocks that leaves empty.
 
+use std::fmt::Display;
 use std::fs;
 use std::path::Path;
 
@@ -60,21 +61,48 @@ pub fn write(
         options.version,
         if options.binary { "-binary" } else { "" }
     );
-    let mut text = format!(
-        "# {}: slot {} (two-phase: {}), proto_version {}, streaming {streaming}, binary {}.\n\
-         # Captured by the live conformance suite (bulk rows after the first five left out).\n\
-         # pgoutput decode --proto-version {} --streaming {streaming}\n",
+    let about = format!(
+        "{}: slot {} (two-phase: {}), proto_version {}, streaming {streaming}, binary {}.\n\
+         Captured by the live conformance suite (bulk rows after the first five left out).",
         server.version(),
         options.slot,
         options.slot == "two_phase",
         options.version,
         options.binary,
-        options.version
     );
-    for (_, row) in kept {
-        text.push_str(&hex(&row.data));
+    let payloads = kept.into_iter().map(|(_, row)| hex(&row.data));
+    write_hex_file(
+        &dir.join(name),
+        &about,
+        options.version,
+        streaming,
+        payloads,
+    )
+}
+
+/// Writes a capture file as its readers expect it: `about` as `#` comment lines, then the
+/// `# pgoutput decode --proto-version N --streaming MODE` line they take the session's
+/// options from, then one payload per line in hex.
+pub fn write_hex_file(
+    path: &Path,
+    about: &str,
+    version: impl Display,
+    streaming: impl Display,
+    payloads: impl IntoIterator<Item = String>,
+) -> Result<(), String> {
+    let mut text = String::new();
+    for line in about.lines() {
+        text.push_str(&format!("# {line}\n"));
+    }
+    text.push_str(&format!(
+        "# pgoutput decode --proto-version {version} --streaming {streaming}\n"
+    ));
+    for payload in payloads {
+        text.push_str(&payload);
         text.push('\n');
     }
-    fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    fs::write(dir.join(name), text).map_err(|e| e.to_string())
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    }
+    fs::write(path, text).map_err(|e| e.to_string())
 }

@@ -23,9 +23,8 @@ pub fn check_password_file(server: &Server) -> Result<String, String> {
     )
     .map_err(|e| e.to_string())?;
     let conninfo = format!(
-        "host={} port={} user={user} dbname=postgres passfile={}",
-        server.socket_dir().display(),
-        server.port(),
+        "{} passfile={}",
+        server.conninfo(user, None),
         passfile.display()
     );
     let end = current_lsn(server)?;
@@ -130,11 +129,7 @@ pub fn check_client_encoding(server: &Server) -> Result<String, String> {
 /// name (so the option really went to the server).
 pub fn check_plugin_option(server: &Server) -> Result<String, String> {
     let (user, password) = TAIL_USER;
-    let conninfo = format!(
-        "host={} port={} user={user} password={password} dbname=postgres",
-        server.socket_dir().display(),
-        server.port()
-    );
+    let conninfo = server.conninfo(user, Some(password));
     let end = current_lsn(server)?;
     let args = [
         "--slot",
