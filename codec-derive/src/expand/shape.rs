@@ -468,26 +468,12 @@ impl Part for Gated<'_> {
 
     fn read(&self, cx: &Cx<'_>) -> TokenStream {
         let (present, _) = condition(self.since);
-        let inner = self.inner.read(cx);
-        quote! {
-            if #present {
-                ::core::option::Option::Some(#inner)
-            } else {
-                ::core::option::Option::None
-            }
-        }
+        some_if(&present, &self.inner.read(cx))
     }
 
     fn read_valid(&self, cx: &Cx<'_>) -> Option<TokenStream> {
         let (present, _) = condition(self.since);
-        let inner = self.inner.read_valid(cx)?;
-        Some(quote! {
-            if #present {
-                ::core::option::Option::Some(#inner)
-            } else {
-                ::core::option::Option::None
-            }
-        })
+        Some(some_if(&present, &self.inner.read_valid(cx)?))
     }
 
     fn write(&self, cx: &Cx<'_>, value: &TokenStream) -> TokenStream {
@@ -530,29 +516,11 @@ impl Part for Optional<'_> {
     }
 
     fn read(&self, cx: &Cx<'_>) -> TokenStream {
-        let krate = krate();
-        let (r, ty) = (internal("r"), self.ty);
-        let inner = self.inner.read(cx);
-        quote! {
-            if #krate::__private::next_tag_in(#r, <#ty as #krate::Tagged>::TAGS) {
-                ::core::option::Option::Some(#inner)
-            } else {
-                ::core::option::Option::None
-            }
-        }
+        some_if(&self.present(), &self.inner.read(cx))
     }
 
     fn read_valid(&self, cx: &Cx<'_>) -> Option<TokenStream> {
-        let krate = krate();
-        let (r, ty) = (internal("r"), self.ty);
-        let inner = self.inner.read_valid(cx)?;
-        Some(quote! {
-            if #krate::__private::next_tag_in(#r, <#ty as #krate::Tagged>::TAGS) {
-                ::core::option::Option::Some(#inner)
-            } else {
-                ::core::option::Option::None
-            }
-        })
+        Some(some_if(&self.present(), &self.inner.read_valid(cx)?))
     }
 
     fn write(&self, cx: &Cx<'_>, value: &TokenStream) -> TokenStream {
@@ -567,6 +535,26 @@ impl Part for Optional<'_> {
 
     fn len(&self, value: &TokenStream) -> TokenStream {
         optional_len(&*self.inner, value)
+    }
+}
+
+impl Optional<'_> {
+    /// Whether the next byte starts a value: one of the type's tags.
+    fn present(&self) -> TokenStream {
+        let krate = krate();
+        let (r, ty) = (internal("r"), self.ty);
+        quote!(#krate::__private::next_tag_in(#r, <#ty as #krate::Tagged>::TAGS))
+    }
+}
+
+/// `Some(read)` when `present` holds, else `None`: an optional part's read.
+fn some_if(present: &TokenStream, read: &TokenStream) -> TokenStream {
+    quote! {
+        if #present {
+            ::core::option::Option::Some(#read)
+        } else {
+            ::core::option::Option::None
+        }
     }
 }
 
