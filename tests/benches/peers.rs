@@ -150,20 +150,16 @@ fn synthetic_streams() -> Vec<Stream> {
             })
             .collect()
     };
-    let begin_commit = || {
-        let begin = pgoutput_tests::all_cases()
-            .into_iter()
-            .find(|c| matches!(c.value, PgOutputMessage::Begin(_)))
+    let cases = pgoutput_tests::all_cases();
+    let case = |is: fn(&PgOutputMessage<'_>) -> bool| {
+        cases
+            .iter()
+            .find(|c| is(&c.value))
+            .map(|c| c.value.clone().into_owned())
             .unwrap()
-            .value;
-        let commit = pgoutput_tests::all_cases()
-            .into_iter()
-            .find(|c| matches!(c.value, PgOutputMessage::Commit(_)))
-            .unwrap()
-            .value;
-        (begin.into_owned(), commit.into_owned())
     };
-    let (begin, commit) = begin_commit();
+    let begin = case(|m| matches!(m, PgOutputMessage::Begin(_)));
+    let commit = case(|m| matches!(m, PgOutputMessage::Commit(_)));
     let stream = |name: &str, messages| Stream {
         name: name.into(),
         version: v1,
