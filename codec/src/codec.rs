@@ -23,11 +23,11 @@ pub trait Decode<'a>: Sized {
     /// expected.
     fn decode(r: &mut Reader<'a>, ctx: Ctx) -> Result<Self, DecodeError>;
 
-    /// Reads a value again from bytes that [`decode`](Self::decode) accepted in the same
-    /// context: how a decoded [`Seq`](crate::Seq) hands out its elements. It may skip the
-    /// checks `decode` made (signs, tags, expected values) but never reads past the input;
-    /// on bytes `decode` would refuse it returns `None` or an arbitrary value, never
-    /// panics. The derive generates it; the default is `decode(…).ok()`.
+    /// [`decode`](Self::decode) without building errors: the same value where `decode`
+    /// succeeds, `None` exactly where it fails. How a [`Seq`](crate::Seq) checks its
+    /// elements when decoded and reads them again when iterated, in tight loops (a
+    /// `decode` that fails there is run again, once, for its error). The derive generates
+    /// it; the default is `decode(…).ok()`.
     #[doc(hidden)]
     #[inline(always)]
     fn decode_valid(r: &mut Reader<'a>, ctx: Ctx) -> Option<Self> {

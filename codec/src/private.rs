@@ -364,6 +364,17 @@ pub const fn min_len(a: usize, b: usize) -> usize {
     }
 }
 
+/// `max` for the derive's `decode_valid` of enums (its longest variants' fast path).
+#[inline]
+#[must_use]
+pub const fn max_len(a: usize, b: usize) -> usize {
+    if a > b {
+        a
+    } else {
+        b
+    }
+}
+
 /// A message built at compile time, for the duplicate-tag check of dispatch enums (a
 /// `const` panic can print a `&str` but not format one).
 #[derive(Debug)]

@@ -333,6 +333,14 @@ impl<'a> Reader<'a> {
         Some(byte)
     }
 
+    /// [`Decode::decode_valid`](crate::Decode): the next byte, not consumed.
+    #[doc(hidden)]
+    #[inline(always)]
+    #[must_use]
+    pub fn peek_byte(&self) -> Option<u8> {
+        self.rest.first().copied()
+    }
+
     /// Re-reading validated bytes: the next `N` bytes as an array.
     #[doc(hidden)]
     #[inline(always)]

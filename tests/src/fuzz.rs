@@ -7,8 +7,11 @@ use std::sync::OnceLock;
 use arbitrary::{Arbitrary, Unstructured};
 use pgoutput_codec::server::TestServer;
 use pgoutput_codec::{
-    decode, encode, ClientMessage, Ctx, Decoder, Encode, Encoder, IntoOwned, PgOutputMessage,
-    ProtocolVersion, ServerMessage, Streaming,
+    decode, encode, Begin, BeginPrepare, ClientMessage, ColumnValue, Commit, CommitPrepared, Ctx,
+    Decode, Decoder, Delete, Encode, Encoder, Insert, IntoOwned, Message, OldTuple, Origin,
+    PgOutputMessage, Prepare, ProtocolVersion, Reader, Relation, RelationColumn, RollbackPrepared,
+    ServerMessage, StreamAbort, StreamCommit, StreamPrepare, StreamStart, StreamStop, Streaming,
+    Truncate, TupleData, Type, Update,
 };
 
 /// The targets, by the names of their folders under `fuzz/corpus`.
@@ -63,6 +66,47 @@ pub fn raw(data: &[u8]) {
             "{owned:?}"
         );
         assert_eq!(owned, message);
+    }
+    quiet_decoding_agrees(bytes, ctx);
+}
+
+/// `Decode::decode_valid` (how a `Seq` validates and iterates its elements) is `decode`
+/// without errors: from each of the first offsets, for every type it is derived for, the
+/// same value and position where `decode` succeeds, `None` exactly where it fails.
+fn quiet_decoding_agrees(bytes: &[u8], ctx: Ctx) {
+    fn agrees<'a, T: Decode<'a> + PartialEq + std::fmt::Debug>(bytes: &'a [u8], ctx: Ctx) {
+        let (mut checked, mut quiet) = (Reader::new(bytes), Reader::new(bytes));
+        let value = T::decode(&mut checked, ctx).ok();
+        assert_eq!(T::decode_valid(&mut quiet, ctx), value, "{bytes:02x?}");
+        if value.is_some() {
+            assert_eq!(quiet.position(), checked.position(), "{bytes:02x?}");
+        }
+    }
+    for start in 0..bytes.len().min(64) {
+        let bytes = &bytes[start..];
+        agrees::<ColumnValue<'_>>(bytes, ctx);
+        agrees::<TupleData<'_>>(bytes, ctx);
+        agrees::<OldTuple<'_>>(bytes, ctx);
+        agrees::<RelationColumn<'_>>(bytes, ctx);
+        agrees::<Begin>(bytes, ctx);
+        agrees::<Commit>(bytes, ctx);
+        agrees::<Origin<'_>>(bytes, ctx);
+        agrees::<Relation<'_>>(bytes, ctx);
+        agrees::<Type<'_>>(bytes, ctx);
+        agrees::<Insert<'_>>(bytes, ctx);
+        agrees::<Update<'_>>(bytes, ctx);
+        agrees::<Delete<'_>>(bytes, ctx);
+        agrees::<Truncate<'_>>(bytes, ctx);
+        agrees::<Message<'_>>(bytes, ctx);
+        agrees::<StreamStart>(bytes, ctx);
+        agrees::<StreamStop>(bytes, ctx);
+        agrees::<StreamCommit>(bytes, ctx);
+        agrees::<StreamAbort>(bytes, ctx);
+        agrees::<BeginPrepare<'_>>(bytes, ctx);
+        agrees::<Prepare<'_>>(bytes, ctx);
+        agrees::<CommitPrepared<'_>>(bytes, ctx);
+        agrees::<RollbackPrepared<'_>>(bytes, ctx);
+        agrees::<StreamPrepare<'_>>(bytes, ctx);
     }
 }
 

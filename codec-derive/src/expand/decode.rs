@@ -83,14 +83,21 @@ pub fn expand(container: &Container<'_>) -> TokenStream {
     }
 }
 
-/// `Decode::decode_valid`: the same reads without the checks validation made, when every
-/// field's shape has such a read and (for an enum) every variant has a tag of its own.
-/// `None`: the trait's default serves.
+/// `Decode::decode_valid`: `decode` without building errors (`None` exactly where `decode`
+/// fails), when every field's shape has such a read and (for an enum) every variant has a
+/// tag of its own. `None`: the trait's default serves.
 fn decode_valid(container: &Container<'_>, lifetime: &Lifetime) -> Option<TokenStream> {
     let r = internal("r");
     match &container.data {
         Data::Struct(style, fields) => {
-            let tag = container.tag().map(|_| quote!(#r.take_u8()?;));
+            let tag = container.tag().map(|tag| {
+                let tag = tag_literal(tag.byte);
+                quote! {
+                    if #r.take_u8()? != #tag {
+                        return ::core::option::Option::None;
+                    }
+                }
+            });
             let scope = Scope::new(container, None, fields);
             let construct = construct_valid(quote!(Self), *style, fields, &scope, lifetime)?;
             Some(quote! {
@@ -108,10 +115,45 @@ fn decode_valid(container: &Container<'_>, lifetime: &Lifetime) -> Option<TokenS
                     let path = quote!(Self::#variant_ident);
                     let value =
                         construct_valid(path, variant.style, &variant.fields, &scope, lifetime)?;
-                    Some(quote!(#tag => { #value }))
+                    let min_len = fields_min_len(true, &variant.fields, lifetime);
+                    Some((tag, min_len, value))
                 })
                 .collect::<Option<Vec<_>>>()?;
+            let krate = krate();
+            let longest = internal("longest");
+            let min_len: Vec<_> = (0..arms.len())
+                .map(|i| internal(&format!("min_len_{i}")))
+                .collect();
+            let min_len_values = arms.iter().map(|(_, value, _)| value);
+            let longest_value = min_len
+                .iter()
+                .map(|min_len| quote!(#min_len))
+                .reduce(|a, b| quote!(#krate::__private::max_len(#a, #b)))
+                .unwrap_or_else(|| quote!(0));
+            // The variants that take the most bytes, when that many are left: their tag and
+            // fixed-size first fields are read under one bounds check (a column's `'t'` and
+            // length), and the match has only them (no jump table). The others below.
+            let fast = arms.iter().zip(&min_len).map(|((tag, _, value), min_len)| {
+                quote! {
+                    ::core::option::Option::Some(#tag) if #min_len >= #longest => {
+                        #r.take_u8()?;
+                        return { #value };
+                    }
+                }
+            });
+            // Below, the longest variants cannot fit: the bytes left are fewer than they take.
+            let arms = arms.iter().zip(&min_len).map(
+                |((tag, _, value), min_len)| quote!(#tag if #min_len < #longest => { #value }),
+            );
             Some(quote! {
+                #(let #min_len: ::core::primitive::usize = #min_len_values;)*
+                let #longest = #longest_value;
+                if #r.remaining() >= #longest {
+                    match #r.peek_byte() {
+                        #(#fast)*
+                        _ => {}
+                    }
+                }
                 match #r.take_u8()? {
                     #(#arms)*
                     _ => ::core::option::Option::None,
@@ -121,7 +163,8 @@ fn decode_valid(container: &Container<'_>, lifetime: &Lifetime) -> Option<TokenS
     }
 }
 
-/// Reads each field again from validated bytes, then returns `Some(Path { … })`.
+/// Reads each field as `decode` does but with no errors to build, then returns
+/// `Some(Path { … })`.
 fn construct_valid(
     path: TokenStream,
     style: Style,
@@ -154,27 +197,29 @@ fn construct_valid(
 /// smallest variant.
 fn container_min_len(container: &Container<'_>, lifetime: &Lifetime) -> TokenStream {
     let krate = krate();
-    let scope = Scope::opaque();
-    let fields_min = |tag: bool, fields: &[Field<'_>]| {
-        let tag = usize::from(tag);
-        let fields = fields.iter().map(|field| {
-            let cx = Cx {
-                scope: &scope,
-                name: field.name(),
-                lifetime,
-            };
-            shape::parts(field).min_len(&cx)
-        });
-        quote!((#tag #(+ #fields)*))
-    };
     match &container.data {
-        Data::Struct(_, fields) => fields_min(container.tag().is_some(), fields),
+        Data::Struct(_, fields) => fields_min_len(container.tag().is_some(), fields, lifetime),
         Data::Enum(variants) => variants
             .iter()
-            .map(|variant| fields_min(variant.tag.is_some(), &variant.fields))
+            .map(|variant| fields_min_len(variant.tag.is_some(), &variant.fields, lifetime))
             .reduce(|a, b| quote!(#krate::__private::min_len(#a, #b)))
             .unwrap_or_else(|| quote!(0)),
     }
+}
+
+/// The fewest bytes a tag (if any) and these fields take on the wire.
+fn fields_min_len(tag: bool, fields: &[Field<'_>], lifetime: &Lifetime) -> TokenStream {
+    let scope = Scope::opaque();
+    let tag = usize::from(tag);
+    let fields = fields.iter().map(|field| {
+        let cx = Cx {
+            scope: &scope,
+            name: field.name(),
+            lifetime,
+        };
+        shape::parts(field).min_len(&cx)
+    });
+    quote!((#tag #(+ #fields)*))
 }
 
 /// Reads each field into a local, in wire order, then returns `Ok(Path { … })`.

@@ -52,9 +52,10 @@ pub trait Part {
     fn min_len(&self, cx: &Cx<'_>) -> TokenStream;
     /// An expression that reads it (errors placed and propagated).
     fn read(&self, cx: &Cx<'_>) -> TokenStream;
-    /// An expression that reads it again from bytes `read` accepted, skipping the checks
-    /// (`Decode::decode_valid`; `None` propagated with `?`). `None` here: this shape has no
-    /// such read, and the container keeps the default, `decode(…).ok()`.
+    /// An expression that reads it as `read` does, refusing what `read` refuses but with
+    /// no error to build (`Decode::decode_valid`; `None` propagated with `?` or returned).
+    /// `None` here: this shape has no such read, and the container keeps the default,
+    /// `decode(…).ok()`.
     fn read_valid(&self, _: &Cx<'_>) -> Option<TokenStream> {
         None
     }
@@ -384,8 +385,16 @@ impl Part for Expect<'_> {
     }
 
     fn read_valid(&self, cx: &Cx<'_>) -> Option<TokenStream> {
-        // Checked when the bytes were validated.
-        self.inner.read_valid(cx)
+        let value = internal("value");
+        let expected = self.expected;
+        let inner = self.inner.read_valid(cx)?;
+        Some(quote!({
+            let #value = #inner;
+            if #value != #expected {
+                return ::core::option::Option::None;
+            }
+            #value
+        }))
     }
 
     fn write(&self, cx: &Cx<'_>, value: &TokenStream) -> TokenStream {
@@ -429,9 +438,12 @@ impl Part for Marker<'_> {
 
     fn read_valid(&self, cx: &Cx<'_>) -> Option<TokenStream> {
         let r = internal("r");
+        let byte = tag_literal(self.marker.byte);
         let inner = self.inner.read_valid(cx)?;
         Some(quote!({
-            #r.take_u8()?;
+            if #r.take_u8()? != #byte {
+                return ::core::option::Option::None;
+            }
             #inner
         }))
     }

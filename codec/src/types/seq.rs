@@ -113,19 +113,40 @@ impl<'a, T: Decode<'a> + Clone> Seq<'a, T> {
         check_elements::<T>(r, len, at)?;
         let from = r.rest();
         // The loop reads through a copy of the reader, which stays in registers, rather
-        // than writing `r` back after every read.
+        // than writing `r` back after every read; and with `decode_valid`, which builds no
+        // errors. Should an element fail, `decode` reads them again for the error.
         let mut elements = r.clone();
         for _ in 0..len {
-            T::decode(&mut elements, ctx)?;
+            if T::decode_valid(&mut elements, ctx).is_none() {
+                return Self::read_checked(r, ctx, len);
+            }
         }
         *r = elements;
-        Ok(Seq {
+        Ok(Self::wire(r, from, len, ctx))
+    }
+
+    /// [`read`](Self::read) with `decode`, for the error (and for whatever `decode` accepts,
+    /// should it ever disagree with `decode_valid`).
+    #[cold]
+    #[inline(never)]
+    fn read_checked(r: &mut Reader<'a>, ctx: Ctx, len: usize) -> Result<Self, DecodeError> {
+        let from = r.rest();
+        for _ in 0..len {
+            T::decode(r, ctx)?;
+        }
+        Ok(Self::wire(r, from, len, ctx))
+    }
+
+    /// The `len` elements read from `from` up to `r`.
+    #[inline]
+    fn wire(r: &Reader<'a>, from: &'a [u8], len: usize, ctx: Ctx) -> Self {
+        Seq {
             repr: Repr::Wire {
                 bytes: r.read_since(from),
                 len,
                 ctx,
             },
-        })
+        }
     }
 }
 
