@@ -109,7 +109,8 @@ pub fn read_len_bytes<'a, C: Count + Decode<'a>>(
     r.read_len_prefixed(length)
 }
 
-/// `#[codec(len = C)]` re-read from validated bytes ([`Decode::decode_valid`]).
+/// `#[codec(len = C)]` decoded without errors ([`Decode::decode_valid`]): a negative
+/// length, taken as unsigned, is more than any input holds.
 #[inline(always)]
 pub fn read_len_bytes_valid<'a, C: Count + Decode<'a>>(
     r: &mut Reader<'a>,

@@ -323,8 +323,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// Re-reading validated bytes ([`Decode::decode_valid`](crate::Decode)): the next byte,
-    /// without an error to build.
+    /// Decoding without errors ([`Decode::decode_valid`](crate::Decode)): the next byte.
     #[doc(hidden)]
     #[inline(always)]
     pub fn take_u8(&mut self) -> Option<u8> {
@@ -341,7 +340,7 @@ impl<'a> Reader<'a> {
         self.rest.first().copied()
     }
 
-    /// Re-reading validated bytes: the next `N` bytes as an array.
+    /// Decoding without errors: the next `N` bytes as an array.
     #[doc(hidden)]
     #[inline(always)]
     pub fn take_array<const N: usize>(&mut self) -> Option<[u8; N]> {
@@ -350,7 +349,7 @@ impl<'a> Reader<'a> {
         Some(*array)
     }
 
-    /// Re-reading validated bytes: the next `n` bytes.
+    /// Decoding without errors: the next `n` bytes.
     #[doc(hidden)]
     #[inline(always)]
     pub fn take(&mut self, n: usize) -> Option<&'a [u8]> {

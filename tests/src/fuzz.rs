@@ -45,7 +45,7 @@ pub fn context(selector: u8) -> Ctx {
 
 /// Raw bytes decoded in the context the first byte chooses: if they decode, they
 /// re-encode to exactly themselves, with `encoded_len` exact; and the elements a decoded
-/// `Seq` hands out on iteration (read again without the checks, `Decode::decode_valid`)
+/// `Seq` hands out on iteration (read again with `Decode::decode_valid`)
 /// are the ones decoding validated: made owned, element by element, the message encodes
 /// to the same bytes and equals the borrowed one.
 pub fn raw(data: &[u8]) {

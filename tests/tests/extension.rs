@@ -94,3 +94,74 @@ fn custom_messages_follow_the_session_context() {
         (Some("Heartbeat"), Some("xid"))
     );
 }
+
+/// A part whose hand-written `Decode` claims more bytes than it takes (`MIN_WIRE_LEN` 8
+/// for one byte): the derive's error-free decoding of the enum below then refuses a short
+/// `Wide` that `decode` accepts. A `Seq` of them keeps what `decode` read, nothing lost.
+#[derive(Debug, Clone, PartialEq)]
+struct Overstated(u8);
+
+impl<'a> pgoutput_codec::Decode<'a> for Overstated {
+    const MIN_WIRE_LEN: usize = 8;
+
+    fn decode(
+        r: &mut pgoutput_codec::Reader<'a>,
+        _: Ctx,
+    ) -> Result<Self, pgoutput_codec::DecodeError> {
+        r.read_u8().map(Overstated)
+    }
+}
+
+impl pgoutput_codec::Encode for Overstated {
+    fn encode(
+        &self,
+        w: &mut pgoutput_codec::Writer<'_>,
+        _: Ctx,
+    ) -> Result<(), pgoutput_codec::EncodeError> {
+        w.write_u8(self.0);
+        Ok(())
+    }
+
+    fn encoded_len(&self, _: Ctx) -> usize {
+        1
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, pgoutput_codec::Decode, pgoutput_codec::Encode)]
+enum Item {
+    #[codec(tag = b'n')]
+    Narrow,
+    #[codec(tag = b'w')]
+    Wide(Overstated),
+}
+
+#[derive(Debug, Clone, PartialEq, pgoutput_codec::Decode, pgoutput_codec::Encode)]
+struct Items<'a> {
+    #[codec(count = u16)]
+    items: pgoutput_codec::Seq<'a, Item>,
+}
+
+#[test]
+fn a_sequence_keeps_what_decode_read_when_a_hand_written_decode_disagrees() {
+    let ctx = Ctx::plain(ProtocolVersion::V1);
+    // Three items: 'n', 'w' 7, 'w' 9 (the last one with fewer bytes left than claimed).
+    let bytes = b"\x00\x03nw\x07w\x09";
+    let decoded: Items<'_> = decode(bytes, ctx).unwrap();
+    assert_eq!(
+        decoded.items.to_vec(),
+        [
+            Item::Narrow,
+            Item::Wide(Overstated(7)),
+            Item::Wide(Overstated(9))
+        ]
+    );
+    assert_eq!(decoded.items.iter().count(), 3);
+    assert_eq!(encode(&decoded, ctx).unwrap(), bytes);
+    // Bytes decode refuses are still refused, with its error.
+    let err = decode::<Items<'_>>(b"\x00\x02nx", ctx).unwrap_err();
+    assert!(
+        matches!(err.kind(), DecodeErrorKind::UnknownTag { .. }),
+        "{err}"
+    );
+    assert_eq!(err.offset(), 3);
+}

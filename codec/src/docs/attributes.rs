@@ -134,7 +134,8 @@
 //! `i16`, `u32` or `i32`), or with the count placed before an earlier `field` (Truncate
 //! puts its relation count before its options byte). The count is checked against the
 //! bytes left before anything is read. A `Seq` decodes without allocating: the elements
-//! are checked once and read again from the input when iterated (pgoutput's tuples,
+//! are checked once and read again from the input when iterated, both times with a
+//! decoding the derive generates that builds no errors (pgoutput's tuples,
 //! Relation columns and Truncate OIDs are `Seq`s); a `Vec` collects them.
 //!
 //! ```

@@ -125,16 +125,19 @@ impl<'a, T: Decode<'a> + Clone> Seq<'a, T> {
         Ok(Self::wire(r, from, len, ctx))
     }
 
-    /// [`read`](Self::read) with `decode`, for the error (and for whatever `decode` accepts,
-    /// should it ever disagree with `decode_valid`).
+    /// [`read`](Self::read) with `decode`, for the error. Should `decode` accept what
+    /// `decode_valid` refused (a hand-written `Decode` whose two methods disagree), the
+    /// elements are kept as `decode` read them, in a `Vec`: iterating the bytes with
+    /// `decode_valid` would lose them.
     #[cold]
     #[inline(never)]
     fn read_checked(r: &mut Reader<'a>, ctx: Ctx, len: usize) -> Result<Self, DecodeError> {
-        let from = r.rest();
+        let mut again = r.clone();
         for _ in 0..len {
             T::decode(r, ctx)?;
         }
-        Ok(Self::wire(r, from, len, ctx))
+        let elements = (0..len).map(|_| T::decode(&mut again, ctx));
+        Ok(elements.collect::<Result<Vec<T>, _>>()?.into())
     }
 
     /// The `len` elements read from `from` up to `r`.
