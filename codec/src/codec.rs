@@ -11,8 +11,10 @@ use crate::{Ctx, DecodeError, EncodeError, Reader, TagSet, Writer};
 pub trait Decode<'a>: Sized {
     /// The fewest bytes any value of this type takes on the wire, in any context.
     /// Counted parts check their count against it before allocating, so a count the bytes
-    /// left cannot hold fails at once. The derive computes it; the default, 0, is always
-    /// safe (such elements are checked as one byte each).
+    /// left cannot hold fails at once, and the derive's enums read their longest variants
+    /// first when that many bytes are left. The derive computes it; the default, 0, is
+    /// always safe (such elements are checked as one byte each). More than `decode` can
+    /// take refuses valid counts.
     const MIN_WIRE_LEN: usize = 0;
 
     /// Reads one value at the reader's position in context `ctx`.
