@@ -122,7 +122,13 @@ impl<'a, T: Decode<'a> + Clone> Seq<'a, T> {
             }
         }
         *r = elements;
-        Ok(Self::wire(r, from, len, ctx))
+        Ok(Seq {
+            repr: Repr::Wire {
+                bytes: r.read_since(from),
+                len,
+                ctx,
+            },
+        })
     }
 
     /// [`read`](Self::read) with `decode`, for the error. Should `decode` accept what
@@ -138,18 +144,6 @@ impl<'a, T: Decode<'a> + Clone> Seq<'a, T> {
         }
         let elements = (0..len).map(|_| T::decode(&mut again, ctx));
         Ok(elements.collect::<Result<Vec<T>, _>>()?.into())
-    }
-
-    /// The `len` elements read from `from` up to `r`.
-    #[inline]
-    fn wire(r: &Reader<'a>, from: &'a [u8], len: usize, ctx: Ctx) -> Self {
-        Seq {
-            repr: Repr::Wire {
-                bytes: r.read_since(from),
-                len,
-                ctx,
-            },
-        }
     }
 }
 
