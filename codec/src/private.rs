@@ -98,8 +98,8 @@ pub fn next_tag_in(r: &Reader<'_>, tags: TagSet) -> bool {
 }
 
 /// `#[codec(len = C)]`: a length of type `C`, then that many bytes, borrowed, the length
-/// checked against the bytes left before anything is read
-/// ([`Reader::read_len_prefixed`]).
+/// checked against the bytes left before anything is read (by the reader, in one
+/// comparison for its sign and size).
 #[inline(always)]
 pub fn read_len_bytes<'a, C: Count + Decode<'a>>(
     r: &mut Reader<'a>,
@@ -165,8 +165,8 @@ pub trait Count: Copy {
     fn from_len(len: usize) -> Result<Self, EncodeError>;
     /// Writes `tag`, then the count, as one write.
     fn write_after_tag(self, w: &mut Writer<'_>, tag: u8);
-    /// A count already checked: as a length, without the sign check (a negative one,
-    /// which validation refused, would become a length no input holds).
+    /// As a length, without a sign check: a negative count becomes a length no input
+    /// holds, so the read of that many bytes refuses it.
     fn to_len_valid(self) -> usize;
 }
 
