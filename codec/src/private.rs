@@ -58,6 +58,12 @@ pub fn expect_byte(
     }
 }
 
+/// [`expect_byte`] (and a tag) without an error to build (`Decode::decode_valid`).
+#[inline(always)]
+pub fn expect_byte_valid(r: &mut Reader<'_>, byte: u8) -> Option<()> {
+    (r.take_u8()? == byte).then_some(())
+}
+
 /// The error for a tag byte that is not in `expected`.
 #[cold]
 #[must_use]
@@ -363,6 +369,12 @@ pub const fn min_len(a: usize, b: usize) -> usize {
     } else {
         b
     }
+}
+
+/// [`expect_value`] without an error to build (`Decode::decode_valid`).
+#[inline(always)]
+pub fn expect_value_valid<T: PartialEq>(value: T, expected: T) -> Option<T> {
+    (value == expected).then_some(value)
 }
 
 /// `max` for the derive's `decode_valid` of enums (its longest variants' fast path).

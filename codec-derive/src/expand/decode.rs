@@ -91,12 +91,8 @@ fn decode_valid(container: &Container<'_>, lifetime: &Lifetime) -> Option<TokenS
     match &container.data {
         Data::Struct(style, fields) => {
             let tag = container.tag().map(|tag| {
-                let tag = tag_literal(tag.byte);
-                quote! {
-                    if #r.take_u8()? != #tag {
-                        return ::core::option::Option::None;
-                    }
-                }
+                let (krate, tag) = (krate(), tag_literal(tag.byte));
+                quote!(#krate::__private::expect_byte_valid(#r, #tag)?;)
             });
             let scope = Scope::new(container, None, fields);
             let construct = construct_valid(quote!(Self), *style, fields, &scope, lifetime)?;

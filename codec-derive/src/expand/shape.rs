@@ -385,16 +385,9 @@ impl Part for Expect<'_> {
     }
 
     fn read_valid(&self, cx: &Cx<'_>) -> Option<TokenStream> {
-        let value = internal("value");
-        let expected = self.expected;
+        let (krate, expected) = (krate(), self.expected);
         let inner = self.inner.read_valid(cx)?;
-        Some(quote!({
-            let #value = #inner;
-            if #value != #expected {
-                return ::core::option::Option::None;
-            }
-            #value
-        }))
+        Some(quote!(#krate::__private::expect_value_valid(#inner, #expected)?))
     }
 
     fn write(&self, cx: &Cx<'_>, value: &TokenStream) -> TokenStream {
@@ -437,13 +430,11 @@ impl Part for Marker<'_> {
     }
 
     fn read_valid(&self, cx: &Cx<'_>) -> Option<TokenStream> {
-        let r = internal("r");
+        let (krate, r) = (krate(), internal("r"));
         let byte = tag_literal(self.marker.byte);
         let inner = self.inner.read_valid(cx)?;
         Some(quote!({
-            if #r.take_u8()? != #byte {
-                return ::core::option::Option::None;
-            }
+            #krate::__private::expect_byte_valid(#r, #byte)?;
             #inner
         }))
     }
