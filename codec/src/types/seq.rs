@@ -7,8 +7,8 @@ use core::hash::{Hash, Hasher};
 use crate::{Ctx, Decode, DecodeError, Encode, EncodeError, IntoOwned, Reader, Writer};
 
 /// A counted sequence of `T`: on decoding, a validated view of the input (each element
-/// checked once, nothing allocated, iterated by reading it again without the checks, which
-/// the derive generates for `T`); built by hand, a `Vec`. Either way it compares, hashes,
+/// checked once, nothing allocated, iterated by reading it again, both with the
+/// error-free decoding the derive generates for `T`); built by hand, a `Vec`. Either way it compares, hashes,
 /// encodes and serializes by its elements.
 ///
 /// ```
@@ -180,8 +180,9 @@ impl<'a, T: Decode<'a> + Clone> Iterator for Iter<'_, 'a, T> {
                     return None;
                 }
                 *left -= 1;
-                // Validated when the sequence was decoded; should the impossible happen,
-                // the sequence ends rather than panics.
+                // Validated with this very read when the sequence was decoded (or kept in
+                // a `Vec` if only `decode` accepted it); should the impossible happen, the
+                // sequence ends rather than panics.
                 let element = T::decode_valid(reader, *ctx);
                 if element.is_none() {
                     *left = 0;
