@@ -2,6 +2,7 @@
 //! reads them: upper-case keywords, identifiers (unquoted ones folded to lower case,
 //! `"quoted"` ones kept), `'strings'` with `''` for a quote, and `X/Y` positions.
 
+use super::error::{error, sqlstate, SqlError};
 use crate::Lsn;
 
 /// A token of the replication grammar.
@@ -18,25 +19,11 @@ enum Token {
     Punct(char),
 }
 
-/// A replication command's error: SQLSTATE and message, as the walsender reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CommandError {
-    pub code: &'static str,
-    pub message: String,
+fn syntax_error() -> SqlError {
+    error(sqlstate::SYNTAX_ERROR, "syntax error")
 }
 
-pub(crate) fn error(code: &'static str, message: impl Into<String>) -> CommandError {
-    CommandError {
-        code,
-        message: message.into(),
-    }
-}
-
-fn syntax_error() -> CommandError {
-    error("42601", "syntax error")
-}
-
-fn tokenize(text: &str) -> Result<Vec<Token>, CommandError> {
+fn tokenize(text: &str) -> Result<Vec<Token>, SqlError> {
     let mut tokens = Vec::new();
     let chars: Vec<char> = text.chars().collect();
     let mut i = 0;
@@ -49,7 +36,9 @@ fn tokenize(text: &str) -> Result<Vec<Token>, CommandError> {
             i += 1;
             loop {
                 match chars.get(i) {
-                    None => return Err(error("42601", "unterminated quoted string")),
+                    None => {
+                        return Err(error(sqlstate::SYNTAX_ERROR, "unterminated quoted string"))
+                    }
                     Some(&q) if q == c => {
                         // Only single-quoted strings know the doubled-quote escape.
                         if c == '\'' && chars.get(i + 1) == Some(&'\'') {
@@ -83,9 +72,9 @@ fn tokenize(text: &str) -> Result<Vec<Token>, CommandError> {
             }
             let word: String = chars[start..i].iter().collect();
             if word.contains('/') {
-                let lsn = word
-                    .parse::<Lsn>()
-                    .map_err(|_| error("42601", "invalid streaming start location"))?;
+                let lsn = word.parse::<Lsn>().map_err(|_| {
+                    error(sqlstate::SYNTAX_ERROR, "invalid streaming start location")
+                })?;
                 tokens.push(Token::Lsn(lsn));
             } else if word.chars().all(|c| c.is_ascii_digit()) {
                 tokens.push(Token::Number(word));
@@ -161,7 +150,7 @@ const COMMANDS: [&str; 10] = [
 
 /// The replication command `text` is, or `None` if it is SQL (decided by its first word,
 /// as the walsender does).
-pub(crate) fn parse(text: &str) -> Option<Result<Command, CommandError>> {
+pub(crate) fn parse(text: &str) -> Option<Result<Command, SqlError>> {
     let tokens = match tokenize(text) {
         Ok(tokens) => tokens,
         Err(err) => {
@@ -207,7 +196,7 @@ impl Parser {
         }
     }
 
-    fn expect_keyword(&mut self, keyword: &str) -> Result<(), CommandError> {
+    fn expect_keyword(&mut self, keyword: &str) -> Result<(), SqlError> {
         self.keyword(keyword).then_some(()).ok_or_else(syntax_error)
     }
 
@@ -222,7 +211,7 @@ impl Parser {
 
     /// An identifier: a quoted one as it is, an unquoted one folded to lower case. Upper-
     /// case keywords are not identifiers.
-    fn ident(&mut self) -> Result<String, CommandError> {
+    fn ident(&mut self) -> Result<String, SqlError> {
         match self.next() {
             Some(Token::Quoted(name)) => Ok(name),
             Some(Token::Word(word)) if !is_keyword(&word) => Ok(word.to_lowercase()),
@@ -230,7 +219,7 @@ impl Parser {
         }
     }
 
-    fn end(&self) -> Result<(), CommandError> {
+    fn end(&self) -> Result<(), SqlError> {
         if self.at == self.tokens.len() {
             Ok(())
         } else {
@@ -238,7 +227,7 @@ impl Parser {
         }
     }
 
-    fn command(&mut self, first: &str) -> Result<Command, CommandError> {
+    fn command(&mut self, first: &str) -> Result<Command, SqlError> {
         let command = match first {
             "IDENTIFY_SYSTEM" => Command::IdentifySystem,
             "SHOW" => {
@@ -314,7 +303,7 @@ impl Parser {
     }
 
     /// `( name [value], … )` or the legacy keywords.
-    fn create_options(&mut self) -> Result<Options, CommandError> {
+    fn create_options(&mut self) -> Result<Options, SqlError> {
         let mut options = Vec::new();
         if self.punct('(') {
             loop {
@@ -393,11 +382,14 @@ fn is_keyword(word: &str) -> bool {
 }
 
 /// `defGetBoolean`: no value is true; otherwise `true`/`false`/`on`/`off` in any case.
-pub(crate) fn boolean(name: &str, value: Option<&str>) -> Result<bool, CommandError> {
+pub(crate) fn boolean(name: &str, value: Option<&str>) -> Result<bool, SqlError> {
     match value.map(str::to_ascii_lowercase).as_deref() {
         None | Some("true") | Some("on") => Ok(true),
         Some("false") | Some("off") => Ok(false),
-        _ => Err(error("42601", format!("{name} requires a Boolean value"))),
+        _ => Err(error(
+            sqlstate::SYNTAX_ERROR,
+            format!("{name} requires a Boolean value"),
+        )),
     }
 }
 

@@ -25,6 +25,7 @@
 
 mod catalog;
 mod command;
+mod error;
 mod options;
 mod queries;
 mod render;

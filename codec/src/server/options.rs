@@ -2,14 +2,15 @@
 //! (`parse_output_parameters` and `pgoutput_startup`), with the same messages and
 //! SQLSTATEs for the server version the test server announces.
 
-use super::command::{boolean, error, CommandError, Options};
+use super::command::{boolean, Options};
+use super::error::{error, sqlstate, SqlError};
 use crate::client::{parse_identifier_list, StreamOptions};
 use crate::{ProtocolVersion, Streaming};
 
 impl StreamOptions {
     /// Parses and checks START_REPLICATION's options as a server of major version
     /// `major` does.
-    pub(crate) fn parse(options: &Options, major: u32) -> Result<StreamOptions, CommandError> {
+    pub(crate) fn parse(options: &Options, major: u32) -> Result<StreamOptions, SqlError> {
         let pg18 = major >= 16;
         let mut seen: Vec<&str> = Vec::new();
         let mut proto: Option<u32> = None;
@@ -19,28 +20,36 @@ impl StreamOptions {
             (false, false, false, false);
         for (name, value) in options {
             if seen.contains(&name.as_str()) {
-                return Err(error("42601", "conflicting or redundant options"));
+                return Err(error(
+                    sqlstate::SYNTAX_ERROR,
+                    "conflicting or redundant options",
+                ));
             }
             seen.push(name);
             let value = value.as_deref();
             match name.as_str() {
                 "proto_version" => {
                     let text = value.unwrap_or("");
-                    let number: u64 = text
-                        .trim_start()
-                        .trim_start_matches('+')
-                        .parse()
-                        .map_err(|_| error("22023", "invalid proto_version"))?;
+                    let number: u64 =
+                        text.trim_start()
+                            .trim_start_matches('+')
+                            .parse()
+                            .map_err(|_| {
+                                error(sqlstate::INVALID_PARAMETER_VALUE, "invalid proto_version")
+                            })?;
                     let number = u32::try_from(number).map_err(|_| {
-                        error("22023", format!("proto_version \"{text}\" out of range"))
+                        error(
+                            sqlstate::INVALID_PARAMETER_VALUE,
+                            format!("proto_version \"{text}\" out of range"),
+                        )
                     })?;
                     proto = Some(number);
                 }
                 "publication_names" => {
-                    publications = Some(
-                        parse_identifier_list(value.unwrap_or(""))
-                            .ok_or_else(|| error("42602", "invalid publication_names syntax"))?,
-                    );
+                    publications =
+                        Some(parse_identifier_list(value.unwrap_or("")).ok_or_else(|| {
+                            error(sqlstate::INVALID_NAME, "invalid publication_names syntax")
+                        })?);
                 }
                 "binary" => binary = boolean(name, value)?,
                 "messages" => messages = boolean(name, value)?,
@@ -52,7 +61,7 @@ impl StreamOptions {
                         Some("parallel") => Streaming::Parallel,
                         _ => {
                             return Err(error(
-                                "42601",
+                                sqlstate::SYNTAX_ERROR,
                                 "streaming requires a Boolean value or \"parallel\"",
                             ))
                         }
@@ -66,14 +75,15 @@ impl StreamOptions {
                     }
                 }
                 "origin" if pg18 => {
-                    let value =
-                        value.ok_or_else(|| error("42601", "origin requires a parameter"))?;
+                    let value = value.ok_or_else(|| {
+                        error(sqlstate::SYNTAX_ERROR, "origin requires a parameter")
+                    })?;
                     origin_none = match value.to_ascii_lowercase().as_str() {
                         "none" => true,
                         "any" => false,
                         _ => {
                             return Err(error(
-                                "22023",
+                                sqlstate::INVALID_PARAMETER_VALUE,
                                 format!("unrecognized origin value: \"{value}\""),
                             ))
                         }
@@ -81,7 +91,7 @@ impl StreamOptions {
                 }
                 other => {
                     return Err(error(
-                        "XX000",
+                        sqlstate::INTERNAL_ERROR,
                         format!("unrecognized pgoutput option: {other}"),
                     ))
                 }
@@ -93,7 +103,10 @@ impl StreamOptions {
                 (publications.is_some(), "publication_names"),
             ] {
                 if !given {
-                    return Err(error("22023", format!("option \"{name}\" missing")));
+                    return Err(error(
+                        sqlstate::INVALID_PARAMETER_VALUE,
+                        format!("option \"{name}\" missing"),
+                    ));
                 }
             }
         }
@@ -106,23 +119,26 @@ impl StreamOptions {
         };
         if proto > max {
             return Err(error(
-                "0A000",
+                sqlstate::FEATURE_NOT_SUPPORTED,
                 format!("client sent proto_version={proto} but {who} protocol {max} or lower"),
             ));
         }
         let Some(version) = ProtocolVersion::from_number(proto) else {
             return Err(error(
-                "0A000",
+                sqlstate::FEATURE_NOT_SUPPORTED,
                 format!("client sent proto_version={proto} but {who} protocol 1 or higher"),
             ));
         };
         let publication_names = publications.unwrap_or_default();
         if !pg18 && publication_names.is_empty() {
-            return Err(error("22023", "publication_names parameter missing"));
+            return Err(error(
+                sqlstate::INVALID_PARAMETER_VALUE,
+                "publication_names parameter missing",
+            ));
         }
         if streaming == Streaming::On && proto < 2 {
             return Err(error(
-                "22023",
+                sqlstate::INVALID_PARAMETER_VALUE,
                 format!(
                     "requested proto_version={proto} does not support streaming, need 2 or higher"
                 ),
@@ -130,13 +146,13 @@ impl StreamOptions {
         }
         if streaming == Streaming::Parallel && proto < 4 {
             return Err(error(
-                "22023",
+                sqlstate::INVALID_PARAMETER_VALUE,
                 format!("requested proto_version={proto} does not support parallel streaming, need 4 or higher"),
             ));
         }
         if two_phase && proto < 3 {
             return Err(error(
-                "22023",
+                sqlstate::INVALID_PARAMETER_VALUE,
                 format!("requested proto_version={proto} does not support two-phase commit, need 3 or higher"),
             ));
         }
@@ -157,7 +173,7 @@ impl StreamOptions {
 mod tests {
     use super::*;
 
-    fn parse(options: &[(&str, Option<&str>)], major: u32) -> Result<StreamOptions, CommandError> {
+    fn parse(options: &[(&str, Option<&str>)], major: u32) -> Result<StreamOptions, SqlError> {
         let options: Options = options
             .iter()
             .map(|(k, v)| ((*k).to_owned(), v.map(str::to_owned)))

@@ -5,7 +5,7 @@
 //! matter; anything else is refused with a clear error.
 
 use super::catalog::{Catalog, Table};
-use super::command::{error, CommandError};
+use super::error::{error, sqlstate, SqlError};
 use super::values::text_to_binary;
 use crate::wire::backend::Column;
 use crate::{Oid, ReplicaIdentity};
@@ -81,7 +81,7 @@ fn publication_names(sql: &str) -> Vec<String> {
 }
 
 /// The answer to the SQL `sql`, for a server of major version `major`.
-pub(crate) fn answer(sql: &str, catalog: &Catalog, major: u32) -> Result<Reply, CommandError> {
+pub(crate) fn answer(sql: &str, catalog: &Catalog, major: u32) -> Result<Reply, SqlError> {
     let normalized: String = sql.split_whitespace().collect::<Vec<_>>().join(" ");
     let upper = normalized.to_ascii_uppercase();
     let upper = upper.trim_end_matches(';').trim();
@@ -268,9 +268,9 @@ pub(crate) fn answer(sql: &str, catalog: &Catalog, major: u32) -> Result<Reply, 
     Err(unknown(sql))
 }
 
-fn unknown(sql: &str) -> CommandError {
+fn unknown(sql: &str) -> SqlError {
     error(
-        "0A000",
+        sqlstate::FEATURE_NOT_SUPPORTED,
         format!(
             "this test server does not answer this query: {}",
             sql.trim()
@@ -283,11 +283,14 @@ fn rows_reply(columns: Vec<Column<'static>>, rows: Vec<Vec<Option<String>>>) -> 
     Reply::Rows { columns, rows, tag }
 }
 
-fn table_by_oid<'c>(catalog: &'c Catalog, sql: &str, key: &str) -> Result<&'c Table, CommandError> {
+fn table_by_oid<'c>(catalog: &'c Catalog, sql: &str, key: &str) -> Result<&'c Table, SqlError> {
     let oid = number_after(sql, key).ok_or_else(|| unknown(sql))?;
-    catalog
-        .table(Oid(oid))
-        .ok_or_else(|| error("42P01", format!("relation with OID {oid} does not exist")))
+    catalog.table(Oid(oid)).ok_or_else(|| {
+        error(
+            sqlstate::UNDEFINED_TABLE,
+            format!("relation with OID {oid} does not exist"),
+        )
+    })
 }
 
 fn attnums(table: &Table) -> Vec<String> {
@@ -304,7 +307,7 @@ fn identity_char(identity: ReplicaIdentity) -> char {
 }
 
 /// `COPY schema.table (columns) TO STDOUT`: the table's initial rows in COPY text form.
-fn copy(sql: &str, catalog: &Catalog) -> Result<Reply, CommandError> {
+fn copy(sql: &str, catalog: &Catalog) -> Result<Reply, SqlError> {
     let upper = sql.to_ascii_uppercase();
     let binary = upper.contains("FORMAT BINARY");
     let target = sql[5..].trim_start();
@@ -320,7 +323,7 @@ fn copy(sql: &str, catalog: &Catalog) -> Result<Reply, CommandError> {
     };
     let table = catalog.table_by_name(&schema, &name).ok_or_else(|| {
         error(
-            "42P01",
+            sqlstate::UNDEFINED_TABLE,
             format!("relation \"{schema}.{name}\" does not exist"),
         )
     })?;
@@ -367,7 +370,7 @@ fn text_copy_line(row: &[Option<String>]) -> Vec<u8> {
 /// later subscribers with `binary = true` do): the signature and header, one tuple per
 /// row (Int16 field count, each field an Int32 length and its send form, -1 for NULL),
 /// then the Int16 -1 trailer.
-fn binary_copy(table: &Table) -> Result<Vec<Vec<u8>>, CommandError> {
+fn binary_copy(table: &Table) -> Result<Vec<Vec<u8>>, SqlError> {
     let mut header = b"PGCOPY\n\xff\r\n\0".to_vec();
     header.extend_from_slice(&0i32.to_be_bytes());
     header.extend_from_slice(&0i32.to_be_bytes());
@@ -380,7 +383,7 @@ fn binary_copy(table: &Table) -> Result<Vec<Vec<u8>>, CommandError> {
                 Some(text) => {
                     let bytes = text_to_binary(column.type_oid, text.as_bytes()).ok_or_else(|| {
                         error(
-                            "0A000",
+                            sqlstate::FEATURE_NOT_SUPPORTED,
                             format!(
                                 "column \"{}\" of {} (type {}) has no binary form in this test server: subscribe with binary = false",
                                 column.name,

@@ -4,6 +4,7 @@
 use std::io::{Read, Write};
 
 use super::{Closed, Session};
+use crate::server::error::sqlstate;
 use crate::server::AuthKind;
 use crate::wire::backend;
 use crate::wire::frontend::Frontend;
@@ -14,7 +15,7 @@ impl<S: Read + Write> Session<'_, S> {
         let auth = self.shared.config.auth.clone();
         let failed = |session: &mut Self| {
             session.fatal(
-                "28P01",
+                sqlstate::INVALID_PASSWORD,
                 &format!("password authentication failed for user \"{user}\""),
             )
         };
@@ -27,7 +28,9 @@ impl<S: Read + Write> Session<'_, S> {
                 backend::authentication(&mut self.out, backend::AUTH_CLEARTEXT, &[]);
                 self.flush()?;
                 let Frontend::Password(body) = self.next()? else {
-                    return Err(self.fatal("08P01", "expected password response"));
+                    return Err(
+                        self.fatal(sqlstate::PROTOCOL_VIOLATION, "expected password response")
+                    );
                 };
                 let given = body.strip_suffix(&[0]).unwrap_or(&body);
                 if expected == user && given == password.as_bytes() {
@@ -43,22 +46,25 @@ impl<S: Read + Write> Session<'_, S> {
                 backend::authentication_sasl(&mut self.out, &["SCRAM-SHA-256"]);
                 self.flush()?;
                 let Frontend::Password(body) = self.next()? else {
-                    return Err(self.fatal("08P01", "expected SASL response"));
+                    return Err(self.fatal(sqlstate::PROTOCOL_VIOLATION, "expected SASL response"));
                 };
                 // SASLInitialResponse: mechanism, Int32 length, data.
                 let Some(nul) = body.iter().position(|&b| b == 0) else {
-                    return Err(self.fatal("08P01", "malformed SASLInitialResponse"));
+                    return Err(self.fatal(
+                        sqlstate::PROTOCOL_VIOLATION,
+                        "malformed SASLInitialResponse",
+                    ));
                 };
                 if &body[..nul] != b"SCRAM-SHA-256" {
                     return Err(self.fatal(
-                        "08P01",
+                        sqlstate::PROTOCOL_VIOLATION,
                         "client selected an invalid SASL authentication mechanism",
                     ));
                 }
                 let data = body.get(nul + 5..).unwrap_or_default();
                 let (exchange, server_first) = match scram::start(verifier, data) {
                     Ok(started) => started,
-                    Err(why) => return Err(self.fatal("08P01", why)),
+                    Err(why) => return Err(self.fatal(sqlstate::PROTOCOL_VIOLATION, why)),
                 };
                 backend::authentication(
                     &mut self.out,
@@ -67,7 +73,7 @@ impl<S: Read + Write> Session<'_, S> {
                 );
                 self.flush()?;
                 let Frontend::Password(client_final) = self.next()? else {
-                    return Err(self.fatal("08P01", "expected SASL response"));
+                    return Err(self.fatal(sqlstate::PROTOCOL_VIOLATION, "expected SASL response"));
                 };
                 match exchange.finish(&client_final) {
                     Ok(server_final) if expected == user => {

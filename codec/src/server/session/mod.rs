@@ -14,7 +14,8 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::server::command::{self, error, Command, CommandError};
+use crate::server::command::{self, Command};
+use crate::server::error::{error, sqlstate, SqlError};
 use crate::server::queries::{self, Reply};
 use crate::server::{ClientInfo, Shared};
 use crate::wire::backend::{self, Column};
@@ -82,7 +83,7 @@ pub(crate) fn run<S: Read + Write>(shared: &Shared, stream: S, id: usize, peer: 
     if let Closed::Shutdown = why {
         // What PostgreSQL sends on a fast shutdown.
         session.fatal(
-            "57P01",
+            sqlstate::ADMIN_SHUTDOWN,
             "terminating connection due to administrator command",
         );
     }
@@ -138,7 +139,7 @@ impl<S: Read + Write> Session<'_, S> {
         match err {
             ReadError::Closed => Closed::ByClient,
             ReadError::Io(e) => Closed::Error(e.to_string()),
-            ReadError::Malformed(text) => self.fatal("08P01", &text),
+            ReadError::Malformed(text) => self.fatal(sqlstate::PROTOCOL_VIOLATION, &text),
         }
     }
 
@@ -149,7 +150,7 @@ impl<S: Read + Write> Session<'_, S> {
         Closed::Error(text.to_owned())
     }
 
-    fn error(&mut self, err: &CommandError) {
+    fn error(&mut self, err: &SqlError) {
         backend::error_or_notice(
             &mut self.out,
             b'E',
@@ -211,19 +212,22 @@ impl<S: Read + Write> Session<'_, S> {
         ));
         if user.is_empty() {
             return Err(self.fatal(
-                "28000",
+                sqlstate::INVALID_AUTHORIZATION_SPECIFICATION,
                 "no PostgreSQL user name specified in startup packet",
             ));
         }
         if param("replication").as_deref() != Some("database") {
             return Err(self.fatal(
-                "0A000",
+                sqlstate::FEATURE_NOT_SUPPORTED,
                 "this test server serves logical replication connections only: connect with replication=database",
             ));
         }
         let database = param("database").unwrap_or_else(|| user.clone());
         if database != config.database {
-            return Err(self.fatal("3D000", &format!("database \"{database}\" does not exist")));
+            return Err(self.fatal(
+                sqlstate::INVALID_CATALOG_NAME,
+                &format!("database \"{database}\" does not exist"),
+            ));
         }
         self.authenticate(&user)?;
         backend::authentication(&mut self.out, backend::AUTH_OK, &[]);
@@ -270,21 +274,29 @@ impl<S: Read + Write> Session<'_, S> {
                 Frontend::Query(text) => self.query(&text),
                 Frontend::Terminate => return Closed::ByClient,
                 Frontend::Sync => Ok(()),
-                Frontend::Password(_) => return self.fatal("08P01", "unexpected password message"),
+                Frontend::Password(_) => {
+                    return self.fatal(sqlstate::PROTOCOL_VIOLATION, "unexpected password message")
+                }
                 Frontend::CopyData(_) | Frontend::CopyDone | Frontend::CopyFail(_) => {
-                    return self.fatal("08P01", "unexpected copy message outside COPY")
+                    return self.fatal(
+                        sqlstate::PROTOCOL_VIOLATION,
+                        "unexpected copy message outside COPY",
+                    )
                 }
                 Frontend::Other(tag) => {
                     let err = match tag {
                         b'F' => error(
-                            "08P01",
+                            sqlstate::PROTOCOL_VIOLATION,
                             "fastpath function calls not supported in a replication connection",
                         ),
                         b'P' | b'B' | b'E' | b'D' | b'C' => error(
-                            "08P01",
+                            sqlstate::PROTOCOL_VIOLATION,
                             "extended query protocol not supported in a replication connection",
                         ),
-                        other => error("08P01", format!("invalid frontend message type {other}")),
+                        other => error(
+                            sqlstate::PROTOCOL_VIOLATION,
+                            format!("invalid frontend message type {other}"),
+                        ),
                     };
                     self.error(&err);
                     self.ready()
@@ -324,7 +336,7 @@ impl<S: Read + Write> Session<'_, S> {
         backend::command_complete(&mut self.out, tag);
     }
 
-    fn sql(&mut self, text: &str) -> Result<(), CommandError> {
+    fn sql(&mut self, text: &str) -> Result<(), SqlError> {
         let reply = {
             let state = self.shared.lock();
             queries::answer(text, &state.catalog, self.shared.config.major)?
@@ -371,7 +383,7 @@ impl<S: Read + Write> Session<'_, S> {
         Ok(())
     }
 
-    fn replication_command(&mut self, command: Command) -> Result<(), CommandError> {
+    fn replication_command(&mut self, command: Command) -> Result<(), SqlError> {
         let config = &self.shared.config;
         match command {
             Command::IdentifySystem => {
@@ -404,7 +416,7 @@ impl<S: Read + Write> Session<'_, S> {
                     "server_encoding" | "client_encoding" => "UTF8".to_owned(),
                     _ => {
                         return Err(error(
-                            "42704",
+                            sqlstate::UNDEFINED_OBJECT,
                             format!("unrecognized configuration parameter \"{name}\""),
                         ))
                     }
@@ -425,11 +437,11 @@ impl<S: Read + Write> Session<'_, S> {
             Command::DropSlot { name, wait } => self.drop_slot(&name, wait),
             Command::StartLogical { slot, lsn, options } => self.start(&slot, lsn, &options),
             Command::CreatePhysicalSlot | Command::StartPhysical => Err(error(
-                "0A000",
+                sqlstate::FEATURE_NOT_SUPPORTED,
                 "this test server serves logical replication only",
             )),
             Command::Unsupported(name) => Err(error(
-                "0A000",
+                sqlstate::FEATURE_NOT_SUPPORTED,
                 format!("{name} is not supported by this test server"),
             )),
         }

@@ -5,7 +5,8 @@ use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use super::Session;
-use crate::server::command::{self, error, CommandError};
+use crate::server::command;
+use crate::server::error::{error, sqlstate, SqlError};
 use crate::server::SlotInfo;
 use crate::wire::backend::{self, Column};
 
@@ -16,24 +17,27 @@ impl<S: Read + Write> Session<'_, S> {
         temporary: bool,
         plugin: &str,
         options: &command::Options,
-    ) -> Result<(), CommandError> {
+    ) -> Result<(), SqlError> {
         if plugin != "pgoutput" {
             return Err(error(
-                "58P01",
+                sqlstate::UNDEFINED_FILE,
                 format!("could not access file \"{plugin}\": No such file or directory"),
             ));
         }
         let (mut snapshot, mut two_phase, mut seen) = ("export".to_owned(), false, Vec::new());
         for (option, value) in options {
             if seen.contains(option) {
-                return Err(error("42601", "conflicting or redundant options"));
+                return Err(error(
+                    sqlstate::SYNTAX_ERROR,
+                    "conflicting or redundant options",
+                ));
             }
             seen.push(option.clone());
             match option.as_str() {
                 "snapshot" => {
                     let value = value.clone().unwrap_or_default();
                     if !["export", "nothing", "use"].contains(&value.as_str()) {
-                        return Err(error("22023", format!("unrecognized value for CREATE_REPLICATION_SLOT option \"snapshot\": \"{value}\"")));
+                        return Err(error(sqlstate::INVALID_PARAMETER_VALUE, format!("unrecognized value for CREATE_REPLICATION_SLOT option \"snapshot\": \"{value}\"")));
                     }
                     snapshot = value;
                 }
@@ -41,7 +45,12 @@ impl<S: Read + Write> Session<'_, S> {
                 "failover" if self.shared.config.major >= 17 => {
                     command::boolean(option, value.as_deref())?;
                 }
-                other => return Err(error("XX000", format!("unrecognized option: {other}"))),
+                other => {
+                    return Err(error(
+                        sqlstate::INTERNAL_ERROR,
+                        format!("unrecognized option: {other}"),
+                    ))
+                }
             }
         }
         let valid = !name.is_empty()
@@ -50,32 +59,35 @@ impl<S: Read + Write> Session<'_, S> {
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
         if !valid {
             return Err(error(
-                "42602",
+                sqlstate::INVALID_NAME,
                 format!("replication slot name \"{name}\" contains invalid character"),
             ));
         }
         if name.len() > 63 {
             return Err(error(
-                "42622",
+                sqlstate::NAME_TOO_LONG,
                 format!("replication slot name \"{name}\" is too long"),
             ));
         }
         let mut state = self.shared.lock();
         if state.slots.iter().any(|s| s.name == name) {
             return Err(error(
-                "42710",
+                sqlstate::DUPLICATE_OBJECT,
                 format!("replication slot \"{name}\" already exists"),
             ));
         }
         if state.slots.len() >= self.shared.config.max_replication_slots {
-            return Err(error("53400", "all replication slots are in use"));
+            return Err(error(
+                sqlstate::CONFIGURATION_LIMIT_EXCEEDED,
+                "all replication slots are in use",
+            ));
         }
         match snapshot.as_str() {
             "use" if !self.in_transaction => {
-                return Err(error("XX000", "CREATE_REPLICATION_SLOT ... (SNAPSHOT 'use') must be called inside a transaction"))
+                return Err(error(sqlstate::INTERNAL_ERROR, "CREATE_REPLICATION_SLOT ... (SNAPSHOT 'use') must be called inside a transaction"))
             }
             "export" if self.in_transaction => {
-                return Err(error("XX000", "CREATE_REPLICATION_SLOT ... (SNAPSHOT 'export') must not be called inside a transaction"))
+                return Err(error(sqlstate::INTERNAL_ERROR, "CREATE_REPLICATION_SLOT ... (SNAPSHOT 'export') must not be called inside a transaction"))
             }
             _ => {}
         }
@@ -112,13 +124,13 @@ impl<S: Read + Write> Session<'_, S> {
         Ok(())
     }
 
-    pub(super) fn drop_slot(&mut self, name: &str, wait: bool) -> Result<(), CommandError> {
+    pub(super) fn drop_slot(&mut self, name: &str, wait: bool) -> Result<(), SqlError> {
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut state = self.shared.lock();
         loop {
             let Some(index) = state.slots.iter().position(|s| s.name == name) else {
                 return Err(error(
-                    "42704",
+                    sqlstate::UNDEFINED_OBJECT,
                     format!("replication slot \"{name}\" does not exist"),
                 ));
             };
@@ -126,7 +138,7 @@ impl<S: Read + Write> Session<'_, S> {
                 Some(client) if client != self.id => {
                     if !wait || Instant::now() >= deadline || self.stopping() {
                         return Err(error(
-                            "55006",
+                            sqlstate::OBJECT_IN_USE,
                             format!(
                                 "replication slot \"{name}\" is active for PID {}",
                                 10_000 + client

@@ -5,7 +5,8 @@ use std::io::{Read, Write};
 use std::time::Instant;
 
 use super::{envelope, Closed, Session};
-use crate::server::command::{self, error, CommandError};
+use crate::server::command;
+use crate::server::error::{error, sqlstate, SqlError};
 use crate::server::render::Renderer;
 use crate::server::{Event, StreamOptions};
 use crate::wire::backend;
@@ -21,10 +22,10 @@ impl<S: Read + Write> Session<'_, S> {
         slot: &str,
         lsn: Lsn,
         options: &command::Options,
-    ) -> Result<(), CommandError> {
+    ) -> Result<(), SqlError> {
         if self.in_transaction {
             return Err(error(
-                "25001",
+                sqlstate::ACTIVE_SQL_TRANSACTION,
                 "START_REPLICATION cannot run inside a transaction block",
             ));
         }
@@ -32,13 +33,13 @@ impl<S: Read + Write> Session<'_, S> {
             let mut state = self.shared.lock();
             let Some(info) = state.slots.iter_mut().find(|s| s.name == slot) else {
                 return Err(error(
-                    "42704",
+                    sqlstate::UNDEFINED_OBJECT,
                     format!("replication slot \"{slot}\" does not exist"),
                 ));
             };
             if let Some(client) = info.active_client.filter(|c| *c != self.id) {
                 return Err(error(
-                    "55006",
+                    sqlstate::OBJECT_IN_USE,
                     format!(
                         "replication slot \"{slot}\" is active for PID {}",
                         10_000 + client
@@ -118,7 +119,9 @@ impl<S: Read + Write> Session<'_, S> {
                 Ok(Some(Frontend::Terminate)) => return Err(Streamed::Closed(Closed::ByClient)),
                 Ok(Some(other)) => {
                     let text = format!("unexpected message in copy-both mode: {other:?}");
-                    return Err(Streamed::Closed(self.fatal("08P01", &text)));
+                    return Err(Streamed::Closed(
+                        self.fatal(sqlstate::PROTOCOL_VIOLATION, &text),
+                    ));
                 }
                 Err(err) => return Err(Streamed::Closed(self.read_failed(err))),
             }
@@ -138,7 +141,10 @@ impl<S: Read + Write> Session<'_, S> {
                             self.shared
                                 .log(format!("client {}: cannot stream: {err}", self.id));
                             self.release(slot);
-                            return Err(Streamed::Refused(error("0A000", err.0)));
+                            return Err(Streamed::Refused(error(
+                                sqlstate::FEATURE_NOT_SUPPORTED,
+                                err.0,
+                            )));
                         }
                     };
                     for frame in frames {
@@ -192,7 +198,10 @@ impl<S: Read + Write> Session<'_, S> {
                 Ok(update.reply_requested)
             }
             Ok(ClientMessage::HotStandbyFeedback(_)) => Ok(false),
-            Err(err) => Err(self.fatal("08P01", &format!("invalid standby message: {err}"))),
+            Err(err) => Err(self.fatal(
+                sqlstate::PROTOCOL_VIOLATION,
+                &format!("invalid standby message: {err}"),
+            )),
         }
     }
 
@@ -211,7 +220,7 @@ impl<S: Read + Write> Session<'_, S> {
 /// How streaming ended, when not by CopyDone.
 enum Streamed {
     /// The stream cannot be sent: an ErrorResponse, then back to commands.
-    Refused(CommandError),
+    Refused(SqlError),
     /// The connection is over.
     Closed(Closed),
 }

@@ -1,0 +1,40 @@
+//! The one error type of the server's answers, and the SQLSTATEs it uses, named as
+//! PostgreSQL's `errcodes.txt` names them, so that every code has one home.
+
+/// An error the server reports to a client: its SQLSTATE and message, worded as
+/// PostgreSQL words it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SqlError {
+    pub code: &'static str,
+    pub message: String,
+}
+
+/// An [`SqlError`] with `code` and `message`.
+pub(crate) fn error(code: &'static str, message: impl Into<String>) -> SqlError {
+    SqlError {
+        code,
+        message: message.into(),
+    }
+}
+
+/// SQLSTATEs, by PostgreSQL's names for them (`src/backend/utils/errcodes.txt`).
+pub(crate) mod sqlstate {
+    pub const PROTOCOL_VIOLATION: &str = "08P01";
+    pub const FEATURE_NOT_SUPPORTED: &str = "0A000";
+    pub const INVALID_PARAMETER_VALUE: &str = "22023";
+    pub const ACTIVE_SQL_TRANSACTION: &str = "25001";
+    pub const INVALID_AUTHORIZATION_SPECIFICATION: &str = "28000";
+    pub const INVALID_PASSWORD: &str = "28P01";
+    pub const INVALID_CATALOG_NAME: &str = "3D000";
+    pub const SYNTAX_ERROR: &str = "42601";
+    pub const INVALID_NAME: &str = "42602";
+    pub const NAME_TOO_LONG: &str = "42622";
+    pub const UNDEFINED_OBJECT: &str = "42704";
+    pub const DUPLICATE_OBJECT: &str = "42710";
+    pub const UNDEFINED_TABLE: &str = "42P01";
+    pub const CONFIGURATION_LIMIT_EXCEEDED: &str = "53400";
+    pub const OBJECT_IN_USE: &str = "55006";
+    pub const ADMIN_SHUTDOWN: &str = "57P01";
+    pub const UNDEFINED_FILE: &str = "58P01";
+    pub const INTERNAL_ERROR: &str = "XX000";
+}
