@@ -1,0 +1,12 @@
+//! The stream a test server sends: transactions and other WAL events, in order, built in
+//! Rust ([`model`]) or read from JSON lines ([`json`]), with the positions, xids and times
+//! a script leaves out filled in by the [`clock`].
+
+mod clock;
+mod json;
+mod model;
+
+pub(crate) use clock::Clock;
+pub use json::ScriptError;
+pub(crate) use model::relations_of;
+pub use model::{End, Event, Script, Step, Transaction};

@@ -1,0 +1,434 @@
+//! The script's model: what happened in the WAL (transactions, their steps, prepared
+//! transactions' ends, messages), in order, and the builders that write it in Rust.
+//!
+//! A script says *what happened* (this transaction inserted these rows, was streamed, had
+//! a subtransaction abort, was prepared as `'gid'`), not how it is framed: the server
+//! renders it for each client's options (see [`StreamOptions`](crate::server::StreamOptions)),
+//! so the same transaction reaches a protocol 1 client as Begin…Commit and a streaming
+//! client as stream blocks.
+
+use super::super::catalog::Table;
+use super::clock::RECORD;
+use crate::{
+    ColumnValue, Lsn, Message, MessageFlags, Oid, PgBytes, PgOutputMessage, PgStr, PgTimestamp,
+    Truncate, TruncateOptions, TupleData, Xid,
+};
+
+/// How a transaction ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum End {
+    /// `COMMIT`.
+    Commit,
+    /// `ROLLBACK`: only streaming clients ever see it (as Stream Abort), since PostgreSQL
+    /// decodes an aborted transaction only while streaming it.
+    Abort,
+    /// `PREPARE TRANSACTION 'gid'`; a later [`Event::CommitPrepared`] or
+    /// [`Event::RollbackPrepared`] finishes it.
+    Prepare {
+        /// The global transaction identifier.
+        gid: String,
+    },
+}
+
+/// One step of a transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// A change: an Insert, Update, Delete, Truncate, transactional Message or Type, or a
+    /// Relation where the schema is sent again.
+    Change {
+        /// Its WAL position (zero: filled in).
+        lsn: Lsn,
+        /// 0 for the top-level transaction, `n` for its `n`-th subtransaction.
+        subtransaction: usize,
+        /// The message; its `xid` field is set when it is rendered.
+        message: PgOutputMessage<'static>,
+    },
+    /// `ROLLBACK TO SAVEPOINT`: the subtransaction's changes are undone. Streaming
+    /// clients get a Stream Abort for it; others never see those changes.
+    SubtransactionAbort {
+        /// Which subtransaction (1 or more).
+        subtransaction: usize,
+        /// The abort record's WAL position (zero: filled in).
+        lsn: Lsn,
+        /// When it aborted (zero: filled in).
+        timestamp: PgTimestamp,
+    },
+    /// Where a streamed transaction's block ends and the next begins.
+    StreamBoundary,
+}
+
+/// A transaction of the script.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transaction {
+    /// The top-level xid (zero: filled in).
+    pub xid: Xid,
+    /// The xids of its subtransactions, 1-based by position (zeros: filled in).
+    pub subtransaction_xids: Vec<Xid>,
+    /// Whether PostgreSQL streamed it while in progress: streaming clients get it as
+    /// Stream Start/Stop blocks, the others whole at its end.
+    pub streamed: bool,
+    /// Its changes, subtransaction aborts and stream boundaries, in WAL order.
+    pub steps: Vec<Step>,
+    /// How it ends.
+    pub end: End,
+    /// The origin (name and LSN) it was replayed from, if any (`origin 'none'` clients
+    /// skip such transactions).
+    pub origin: Option<(String, Lsn)>,
+    /// The commit (or prepare, or abort) record's position (zero: filled in).
+    pub commit_lsn: Lsn,
+    /// The end of that record: what a client confirms once it has the transaction (zero:
+    /// filled in).
+    pub end_lsn: Lsn,
+    /// Commit (or prepare, or abort) time (zero: filled in).
+    pub timestamp: PgTimestamp,
+}
+
+impl Default for Transaction {
+    fn default() -> Self {
+        Transaction::new()
+    }
+}
+
+impl Transaction {
+    /// A transaction that commits, with no changes yet.
+    #[must_use]
+    pub fn new() -> Transaction {
+        Transaction {
+            xid: Xid(0),
+            subtransaction_xids: Vec::new(),
+            streamed: false,
+            steps: Vec::new(),
+            end: End::Commit,
+            origin: None,
+            commit_lsn: Lsn(0),
+            end_lsn: Lsn(0),
+            timestamp: PgTimestamp(0),
+        }
+    }
+
+    /// Sets the xid.
+    #[must_use]
+    pub fn xid(mut self, xid: u32) -> Transaction {
+        self.xid = Xid(xid);
+        self
+    }
+
+    /// Marks it as streamed while in progress.
+    #[must_use]
+    pub fn streamed(mut self) -> Transaction {
+        self.streamed = true;
+        self
+    }
+
+    /// Ends it with `ROLLBACK` instead of `COMMIT`.
+    #[must_use]
+    pub fn abort(mut self) -> Transaction {
+        self.end = End::Abort;
+        self
+    }
+
+    /// Ends it with `PREPARE TRANSACTION 'gid'`.
+    #[must_use]
+    pub fn prepare(mut self, gid: &str) -> Transaction {
+        self.end = End::Prepare {
+            gid: gid.to_owned(),
+        };
+        self
+    }
+
+    /// Adds any change message (its xid is set when rendered).
+    #[must_use]
+    pub fn change(mut self, message: PgOutputMessage<'static>) -> Transaction {
+        self.steps.push(Step::Change {
+            lsn: Lsn(0),
+            subtransaction: 0,
+            message,
+        });
+        self
+    }
+
+    /// Inserts `row` into `table`.
+    #[must_use]
+    pub fn insert<V: Into<ColumnValue<'static>>>(
+        self,
+        table: &Table,
+        row: impl IntoIterator<Item = V>,
+    ) -> Transaction {
+        self.change(PgOutputMessage::Insert(crate::Insert {
+            xid: None,
+            relation_oid: table.oid,
+            new_tuple: tuple(row),
+        }))
+    }
+
+    /// Updates a row of `table` to `new_row`; with `old_row`, the old values go on the
+    /// wire as the table's replica identity says (the key, or the whole row for `FULL`).
+    #[must_use]
+    pub fn update<V: Into<ColumnValue<'static>>, W: Into<ColumnValue<'static>>>(
+        self,
+        table: &Table,
+        old_row: Option<Vec<V>>,
+        new_row: impl IntoIterator<Item = W>,
+    ) -> Transaction {
+        let old_tuple = old_row.map(|old| table.old_tuple(values(old)));
+        self.change(PgOutputMessage::Update(crate::Update {
+            xid: None,
+            relation_oid: table.oid,
+            old_tuple,
+            new_tuple: tuple(new_row),
+        }))
+    }
+
+    /// Deletes `old_row` from `table` (sent as the key, or the whole row for `FULL`).
+    #[must_use]
+    pub fn delete<V: Into<ColumnValue<'static>>>(
+        self,
+        table: &Table,
+        old_row: impl IntoIterator<Item = V>,
+    ) -> Transaction {
+        let old_tuple = table.old_tuple(values(old_row));
+        self.change(PgOutputMessage::Delete(crate::Delete {
+            xid: None,
+            relation_oid: table.oid,
+            old_tuple,
+        }))
+    }
+
+    /// Truncates `tables`.
+    #[must_use]
+    pub fn truncate(self, tables: &[&Table], options: TruncateOptions) -> Transaction {
+        self.change(PgOutputMessage::Truncate(Truncate {
+            xid: None,
+            options,
+            relation_oids: tables.iter().map(|t| t.oid).collect(),
+        }))
+    }
+
+    /// A transactional logical decoding message (`pg_logical_emit_message(true, …)`),
+    /// sent to clients that asked for `messages`.
+    #[must_use]
+    pub fn message(self, prefix: &str, content: &[u8]) -> Transaction {
+        self.change(PgOutputMessage::Message(Message {
+            xid: None,
+            flags: MessageFlags::Transactional,
+            lsn: Lsn(0),
+            prefix: PgStr::from(prefix.to_owned()),
+            content: PgBytes::from(content.to_vec()),
+        }))
+    }
+
+    /// Runs `build` inside a new subtransaction (`SAVEPOINT`) that is released.
+    #[must_use]
+    pub fn subtransaction(self, build: impl FnOnce(Transaction) -> Transaction) -> Transaction {
+        self.with_subtransaction(build, false)
+    }
+
+    /// Runs `build` inside a new subtransaction that is then rolled back
+    /// (`ROLLBACK TO SAVEPOINT`).
+    #[must_use]
+    pub fn aborted_subtransaction(
+        self,
+        build: impl FnOnce(Transaction) -> Transaction,
+    ) -> Transaction {
+        self.with_subtransaction(build, true)
+    }
+
+    fn with_subtransaction(
+        mut self,
+        build: impl FnOnce(Transaction) -> Transaction,
+        abort: bool,
+    ) -> Transaction {
+        self.subtransaction_xids.push(Xid(0));
+        let index = self.subtransaction_xids.len();
+        let inner = build(Transaction::new());
+        for step in inner.steps {
+            if let Step::Change { lsn, message, .. } = step {
+                self.steps.push(Step::Change {
+                    lsn,
+                    subtransaction: index,
+                    message,
+                });
+            }
+        }
+        if abort {
+            self.steps.push(Step::SubtransactionAbort {
+                subtransaction: index,
+                lsn: Lsn(0),
+                timestamp: PgTimestamp(0),
+            });
+        }
+        self
+    }
+
+    /// Ends the current stream block: a streaming client gets the changes so far in one
+    /// Stream Start/Stop block and the rest in the next.
+    #[must_use]
+    pub fn stream_boundary(mut self) -> Transaction {
+        self.steps.push(Step::StreamBoundary);
+        self
+    }
+
+    /// The xid of subtransaction `index` (0: the transaction itself).
+    pub(crate) fn xid_of(&self, index: usize) -> Xid {
+        match index {
+            0 => self.xid,
+            n => self
+                .subtransaction_xids
+                .get(n - 1)
+                .copied()
+                .unwrap_or(self.xid),
+        }
+    }
+
+    /// The LSN of its first change (what Begin's frame carries), or the commit's.
+    pub(crate) fn first_lsn(&self) -> Lsn {
+        self.steps
+            .iter()
+            .find_map(|s| match s {
+                Step::Change { lsn, .. } => Some(*lsn),
+                _ => None,
+            })
+            .unwrap_or(self.commit_lsn)
+    }
+}
+
+fn tuple<V: Into<ColumnValue<'static>>>(row: impl IntoIterator<Item = V>) -> TupleData<'static> {
+    TupleData::new(values(row))
+}
+
+/// A row's values, for an old tuple the table shapes (`Table::old_tuple`).
+fn values<V: Into<ColumnValue<'static>>>(
+    row: impl IntoIterator<Item = V>,
+) -> Vec<ColumnValue<'static>> {
+    row.into_iter().map(Into::into).collect()
+}
+
+/// One event of the WAL, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// A transaction.
+    Transaction(Transaction),
+    /// `COMMIT PREPARED 'gid'`.
+    CommitPrepared {
+        /// The prepared transaction's identifier.
+        gid: String,
+        /// The commit record's position (zero: filled in).
+        commit_lsn: Lsn,
+        /// Its end (zero: filled in).
+        end_lsn: Lsn,
+        /// The commit time (zero: filled in).
+        timestamp: PgTimestamp,
+    },
+    /// `ROLLBACK PREPARED 'gid'`.
+    RollbackPrepared {
+        /// The prepared transaction's identifier.
+        gid: String,
+        /// The end of the rollback record (zero: filled in).
+        end_lsn: Lsn,
+        /// The rollback time (zero: filled in).
+        timestamp: PgTimestamp,
+    },
+    /// A non-transactional logical decoding message (`pg_logical_emit_message(false, …)`).
+    Message(Message<'static>),
+    /// Blocks of a streamed transaction that went out here, before it ended: streaming
+    /// clients get its first `steps` steps at this point (in WAL order with the events
+    /// around it), the others nothing. Its [`Event::Transaction`] comes later.
+    StreamProgress {
+        /// The streamed transaction's xid.
+        xid: Xid,
+        /// How many of its steps are out by now.
+        steps: usize,
+        /// The transaction's end (filled in): a client that confirmed it does not get
+        /// these blocks again.
+        end_lsn: Lsn,
+    },
+}
+
+impl Event {
+    /// The WAL position a client has everything of this event at.
+    #[must_use]
+    pub fn end_lsn(&self) -> Lsn {
+        match self {
+            Event::Transaction(t) => t.end_lsn,
+            Event::CommitPrepared { end_lsn, .. } | Event::RollbackPrepared { end_lsn, .. } => {
+                *end_lsn
+            }
+            // The end of the message's record: a client that confirmed its start has not
+            // had it yet.
+            Event::Message(m) => Lsn(m.lsn.0 + RECORD),
+            Event::StreamProgress { end_lsn, .. } => *end_lsn,
+        }
+    }
+}
+
+/// The events a server streams, and the tables that the script's own Relation messages
+/// define.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Script {
+    /// The events, in WAL order.
+    pub events: Vec<Event>,
+    /// Tables defined by Relation messages in a JSON script.
+    pub tables: Vec<Table>,
+}
+
+impl Script {
+    /// An empty script.
+    #[must_use]
+    pub fn new() -> Script {
+        Script::default()
+    }
+
+    /// Adds a transaction.
+    #[must_use]
+    pub fn transaction(mut self, transaction: Transaction) -> Script {
+        self.events.push(Event::Transaction(transaction));
+        self
+    }
+
+    /// Adds `COMMIT PREPARED 'gid'`.
+    #[must_use]
+    pub fn commit_prepared(mut self, gid: &str) -> Script {
+        self.events.push(Event::CommitPrepared {
+            gid: gid.to_owned(),
+            commit_lsn: Lsn(0),
+            end_lsn: Lsn(0),
+            timestamp: PgTimestamp(0),
+        });
+        self
+    }
+
+    /// Adds `ROLLBACK PREPARED 'gid'`.
+    #[must_use]
+    pub fn rollback_prepared(mut self, gid: &str) -> Script {
+        self.events.push(Event::RollbackPrepared {
+            gid: gid.to_owned(),
+            end_lsn: Lsn(0),
+            timestamp: PgTimestamp(0),
+        });
+        self
+    }
+
+    /// Adds a non-transactional logical decoding message.
+    #[must_use]
+    pub fn message(mut self, prefix: &str, content: &[u8]) -> Script {
+        self.events.push(Event::Message(Message {
+            xid: None,
+            flags: MessageFlags::NonTransactional,
+            lsn: Lsn(0),
+            prefix: PgStr::from(prefix.to_owned()),
+            content: PgBytes::from(content.to_vec()),
+        }));
+        self
+    }
+}
+
+/// The relation OIDs a change touches.
+pub(crate) fn relations_of(message: &PgOutputMessage<'_>) -> Vec<Oid> {
+    match message {
+        PgOutputMessage::Insert(m) => vec![m.relation_oid],
+        PgOutputMessage::Update(m) => vec![m.relation_oid],
+        PgOutputMessage::Delete(m) => vec![m.relation_oid],
+        PgOutputMessage::Truncate(m) => m.relation_oids.to_vec(),
+        _ => Vec::new(),
+    }
+}
