@@ -24,6 +24,7 @@ fn unpublished() -> Table {
 fn server(script: Script) -> TestServer {
     TestServer::builder()
         .publication(Publication::new("mixpub").table(published()))
+        .table(unpublished())
         .script(script)
         .start()
         .unwrap()

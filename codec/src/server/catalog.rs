@@ -241,20 +241,52 @@ pub(crate) struct Catalog {
 }
 
 impl Catalog {
-    pub(crate) fn new(publications: Vec<Publication>) -> Catalog {
+    /// The catalog of `publications`' tables.
+    ///
+    /// # Errors
+    ///
+    /// Naming the publication and table (as `--config` keys): one OID given to two
+    /// different tables, or an initial row that is not as wide as its table.
+    pub(crate) fn new(publications: Vec<Publication>) -> Result<Catalog, String> {
         let mut catalog = Catalog {
             publications,
             tables: Vec::new(),
         };
-        let tables: Vec<Table> = catalog
-            .publications
-            .iter()
-            .flat_map(|p| p.tables.iter().cloned())
-            .collect();
-        for table in tables {
+        let mut tables = Vec::new();
+        for (p, publication) in catalog.publications.iter().enumerate() {
+            for (t, table) in publication.tables.iter().enumerate() {
+                let key = format!("publications[{p}].tables[{t}]");
+                for (r, row) in table.rows.iter().enumerate() {
+                    if row.len() != table.columns.len() {
+                        return Err(format!(
+                            "{key}.rows[{r}]: {} values, but table {} has {} columns",
+                            row.len(),
+                            table.qualified_name(),
+                            table.columns.len()
+                        ));
+                    }
+                }
+                match tables
+                    .iter()
+                    .find(|(_, known): &&(String, Table)| known.oid == table.oid)
+                {
+                    Some((_, known)) if known == table => {}
+                    Some((first, known)) => {
+                        return Err(format!(
+                            "{key}: table {} has OID {}, which {first} gives to {}",
+                            table.qualified_name(),
+                            table.oid.0,
+                            known.qualified_name()
+                        ))
+                    }
+                    None => tables.push((key, table.clone())),
+                }
+            }
+        }
+        for (_, table) in tables {
             catalog.add_table(table);
         }
-        catalog
+        Ok(catalog)
     }
 
     /// Registers a table (the first definition of an OID wins).

@@ -32,7 +32,9 @@ pub(crate) mod sqlstate {
     pub const UNDEFINED_OBJECT: &str = "42704";
     pub const DUPLICATE_OBJECT: &str = "42710";
     pub const UNDEFINED_TABLE: &str = "42P01";
+    pub const TOO_MANY_CONNECTIONS: &str = "53300";
     pub const CONFIGURATION_LIMIT_EXCEEDED: &str = "53400";
+    pub const OBJECT_NOT_IN_PREREQUISITE_STATE: &str = "55000";
     pub const OBJECT_IN_USE: &str = "55006";
     pub const ADMIN_SHUTDOWN: &str = "57P01";
     pub const UNDEFINED_FILE: &str = "58P01";

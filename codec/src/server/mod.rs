@@ -25,32 +25,33 @@
 
 mod catalog;
 mod command;
+mod connection;
 mod error;
 mod options;
 mod queries;
 mod render;
 mod script;
-mod session;
+mod state;
 mod values;
 
 use std::fmt;
-use std::io;
-use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::io::{self, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub use crate::client::StreamOptions;
 pub use catalog::{Column, Publication, Table};
 pub use render::{Frame, RenderError};
-pub use script::{End, Event, Script, ScriptError, Step, Transaction};
+pub use script::{End, Event, Script, ScriptError, Step, Transaction, MAX_LINE_LEN};
 
 use crate::wire::scram::Verifier;
-use crate::wire::Socket;
 use crate::{Lsn, StandbyStatusUpdate};
 use catalog::Catalog;
+use render::{Failed, Renderer};
 use script::Clock;
+use state::{Config, Shared, Wal};
 
 /// How clients log in.
 #[derive(Clone, PartialEq, Eq)]
@@ -127,9 +128,13 @@ pub struct Builder {
     system_identifier: u64,
     database: String,
     publications: Vec<Publication>,
+    tables: Vec<Table>,
     script: Script,
     start_lsn: Lsn,
     keepalive_interval: Duration,
+    wal_sender_timeout: Duration,
+    authentication_timeout: Duration,
+    max_wal_senders: usize,
     max_replication_slots: usize,
     logger: Option<Logger>,
 }
@@ -190,6 +195,14 @@ impl Builder {
         self
     }
 
+    /// A table the server knows without publishing it (a publication `FOR ALL TABLES`
+    /// has it too): a script's changes may touch only tables the server knows.
+    #[must_use]
+    pub fn table(mut self, table: Table) -> Builder {
+        self.tables.push(table);
+        self
+    }
+
     /// The stream to send.
     #[must_use]
     pub fn script(mut self, script: Script) -> Builder {
@@ -205,11 +218,39 @@ impl Builder {
         self
     }
 
-    /// How long a streaming connection may be idle before the server sends a keepalive
-    /// that asks for a reply (default 10 s).
+    /// Ours, not PostgreSQL's: how long a streaming connection may go without a message
+    /// before the server sends a keepalive (without a reply request) for idle traffic
+    /// (default 10 s). Reply requests follow [`wal_sender_timeout`](Self::wal_sender_timeout).
     #[must_use]
     pub fn keepalive_interval(mut self, interval: Duration) -> Builder {
         self.keepalive_interval = interval;
+        self
+    }
+
+    /// PostgreSQL's `wal_sender_timeout` (default 60 s; zero turns it off, as there). A
+    /// streaming client that sends nothing for this long is disconnected without a word,
+    /// and once half of it has passed since its last reply it gets one keepalive that asks
+    /// for a reply (`WalSndKeepaliveIfNecessary`).
+    #[must_use]
+    pub fn wal_sender_timeout(mut self, timeout: Duration) -> Builder {
+        self.wal_sender_timeout = timeout;
+        self
+    }
+
+    /// PostgreSQL's `authentication_timeout` (default 60 s): how long a client may take
+    /// to send its start-up packet, and then again to authenticate, before the server
+    /// closes the connection without a word.
+    #[must_use]
+    pub fn authentication_timeout(mut self, timeout: Duration) -> Builder {
+        self.authentication_timeout = timeout;
+        self
+    }
+
+    /// PostgreSQL's `max_wal_senders` (default 10): how many replication connections may
+    /// be open at once. One more gets FATAL 53300 after its start-up packet, as there.
+    #[must_use]
+    pub fn max_wal_senders(mut self, max: usize) -> Builder {
+        self.max_wal_senders = max;
         self
     }
 
@@ -232,59 +273,61 @@ impl Builder {
     ///
     /// # Errors
     ///
-    /// The I/O error when the listening socket cannot be bound.
+    /// `InvalidInput` when the settings or the script cannot be served (the script's
+    /// error names its line or event), else the I/O error when the listening socket cannot
+    /// be bound.
     pub fn start(self) -> io::Result<TestServer> {
+        let invalid = |text: String| io::Error::new(io::ErrorKind::InvalidInput, text);
         let major = major_version(&self.server_version).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "server_version {:?} has no major version",
-                    self.server_version
-                ),
-            )
+            invalid(format!(
+                "server_version {:?} has no major version",
+                self.server_version
+            ))
         })?;
         let mut publications = self.publications;
         if publications.is_empty() {
             publications.push(Publication::all_tables("demo"));
         }
-        let mut catalog = Catalog::new(publications);
+        let mut catalog = Catalog::new(publications).map_err(invalid)?;
+        for table in self.tables {
+            catalog.add_table(table);
+        }
         let mut script = self.script;
         for table in &script.tables {
             catalog.add_table(table.clone());
         }
-        let mut clock = Clock {
-            next_lsn: self.start_lsn,
-            next_xid: 750,
-        };
-        script.fill(&mut clock);
+        script.check(&catalog).map_err(|e| invalid(e.to_string()))?;
+        let mut wal = Wal::new(
+            self.start_lsn,
+            Clock {
+                next_lsn: self.start_lsn,
+                next_xid: 750,
+            },
+        );
+        let mut clock = wal.clock();
+        script
+            .fill(&mut clock)
+            .map_err(|e| invalid(e.to_string()))?;
+        wal.set_clock(clock);
+        for event in script.events {
+            wal.push(event);
+        }
         let listener = TcpListener::bind(self.listen)?;
         let addr = listener.local_addr()?;
-        let shared = Arc::new(Shared {
-            config: Config {
-                server_version: self.server_version,
-                major,
-                system_identifier: self.system_identifier,
-                database: self.database,
-                auth: self.auth,
-                keepalive_interval: self.keepalive_interval,
-                max_replication_slots: self.max_replication_slots,
-                logger: self.logger,
-            },
-            state: Mutex::new(State {
-                catalog,
-                events: script.events,
-                clock,
-                start_lsn: self.start_lsn,
-                slots: Vec::new(),
-                clients: Vec::new(),
-                sockets: Vec::new(),
-                log: Vec::new(),
-            }),
-            changed: Condvar::new(),
-            stop: AtomicBool::new(false),
-            next_client: AtomicUsize::new(1),
-            threads: Mutex::new(Vec::new()),
-        });
+        let config = Config {
+            server_version: self.server_version,
+            major,
+            system_identifier: self.system_identifier,
+            database: self.database,
+            auth: self.auth,
+            keepalive_interval: self.keepalive_interval,
+            wal_sender_timeout: Some(self.wal_sender_timeout).filter(|t| !t.is_zero()),
+            authentication_timeout: self.authentication_timeout,
+            max_wal_senders: self.max_wal_senders,
+            max_replication_slots: self.max_replication_slots,
+            logger: self.logger,
+        };
+        let shared = Arc::new(Shared::new(config, catalog, wal));
         let accept = {
             let shared = Arc::clone(&shared);
             std::thread::Builder::new()
@@ -305,17 +348,6 @@ fn major_version(version: &str) -> Option<u32> {
         .next()?
         .parse()
         .ok()
-}
-
-pub(crate) struct Config {
-    server_version: String,
-    major: u32,
-    system_identifier: u64,
-    database: String,
-    auth: Auth,
-    keepalive_interval: Duration,
-    max_replication_slots: usize,
-    logger: Option<Logger>,
 }
 
 /// A replication slot of the test server.
@@ -353,139 +385,66 @@ pub struct ClientInfo {
     pub connected: bool,
 }
 
-pub(crate) struct State {
-    catalog: Catalog,
-    events: Vec<Event>,
-    clock: Clock,
-    start_lsn: Lsn,
-    slots: Vec<SlotInfo>,
-    clients: Vec<ClientInfo>,
-    sockets: Vec<(usize, Socket)>,
-    log: Vec<String>,
-}
-
-impl State {
-    /// The end of the WAL: the end of the last event.
-    fn wal_end(&self) -> Lsn {
-        self.events
-            .iter()
-            .map(Event::end_lsn)
-            .max()
-            .unwrap_or(self.start_lsn)
-            .max(self.start_lsn)
-    }
-
-    /// Registers a new client, forgetting the oldest disconnected ones beyond the limit.
-    fn add_client(&mut self, client: ClientInfo) {
-        let disconnected = self.clients.iter().filter(|c| !c.connected).count();
-        if disconnected >= MAX_CLIENT_RECORDS {
-            let mut excess = disconnected - MAX_CLIENT_RECORDS + MAX_CLIENT_RECORDS / 10;
-            self.clients.retain(|c| {
-                let drop = !c.connected && excess > 0;
-                excess -= usize::from(drop);
-                !drop
-            });
-        }
-        self.clients.push(client);
-    }
-
-    /// Records a command of client `id`.
-    fn add_command(&mut self, id: usize, command: &str) {
-        push_bounded(
-            &mut self.client(id).commands,
-            command.to_owned(),
-            MAX_PER_CLIENT,
-        );
-    }
-
-    /// Records a standby status update of client `id`.
-    fn add_status_update(&mut self, id: usize, update: StandbyStatusUpdate) {
-        push_bounded(&mut self.client(id).status_updates, update, MAX_PER_CLIENT);
-    }
-
-    fn client(&mut self, id: usize) -> &mut ClientInfo {
-        self.clients
-            .iter_mut()
-            .find(|c| c.id == id)
-            .expect("registered at connection")
-    }
-}
-
-pub(crate) struct Shared {
-    config: Config,
-    state: Mutex<State>,
-    changed: Condvar,
-    stop: AtomicBool,
-    next_client: AtomicUsize,
-    /// The connection threads, joined at shutdown.
-    threads: Mutex<Vec<JoinHandle<()>>>,
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // A panicking client thread must not take the server down with it.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn log(&self, line: String) {
-        if let Some(logger) = &self.config.logger {
-            logger(&line);
-        }
-        let mut state = self.lock();
-        if state.log.len() >= MAX_LOG_LINES {
-            state.log.drain(..MAX_LOG_LINES / 10);
-        }
-        state.log.push(line);
-    }
-}
-
-/// How many log lines, disconnected clients' records, and commands and status updates
-/// per client the server keeps, dropping the oldest: a `pgoutput serve` that runs for
-/// days (or a fuzzer's millions of connections) must not grow without bound.
-const MAX_LOG_LINES: usize = 10_000;
-const MAX_CLIENT_RECORDS: usize = 1_000;
-const MAX_PER_CLIENT: usize = 10_000;
-
-/// Appends to a record list, dropping the oldest tenth when it is full.
-fn push_bounded<T>(list: &mut Vec<T>, item: T, max: usize) {
-    if list.len() >= max {
-        list.drain(..max / 10);
-    }
-    list.push(item);
+/// How many connections may be open at once, before any start-up packet: PostgreSQL's
+/// postmaster allows twice its backends (`MaxLivePostmasterChildren`), which with the
+/// default settings is 2 × (100 connections + 3 autovacuum workers + 1 launcher + 8
+/// worker processes), plus the walsenders.
+fn max_live_connections(max_wal_senders: usize) -> usize {
+    2 * (100 + 3 + 1 + 8 + max_wal_senders)
 }
 
 fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
     loop {
         let accepted = listener.accept();
         // Shutdown wakes the blocking accept with a connection of its own.
-        if shared.stop.load(Ordering::SeqCst) {
+        if shared.stopping() {
             return;
         }
         match accepted {
             Ok((stream, peer)) => {
-                let _ = stream.set_nodelay(true);
-                let id = shared.next_client.fetch_add(1, Ordering::SeqCst);
-                let socket = Socket::Tcp(stream);
-                if let Ok(clone) = socket.try_clone() {
-                    shared.lock().sockets.push((id, clone));
+                let live = shared.lock().connection_count();
+                if live >= max_live_connections(shared.config.max_wal_senders) {
+                    too_many_clients(stream);
+                    continue;
                 }
+                let id = shared.next_client_id();
+                // On failure the closure, and the socket in it, is dropped: closed.
                 let handle = std::thread::Builder::new()
                     .name(format!("pgoutput-test-client-{id}"))
                     .spawn({
                         let shared = Arc::clone(shared);
-                        move || session::serve(&shared, socket, id, peer)
+                        move || connection::serve_tcp(&shared, stream, id, peer)
                     });
-                if let Ok(handle) = handle {
-                    let mut threads = shared.threads.lock().unwrap_or_else(|e| e.into_inner());
-                    // Finished connections need no joining later.
-                    threads.retain(|t| !t.is_finished());
-                    threads.push(handle);
+                match handle {
+                    Ok(handle) => {
+                        let mut threads = shared.threads.lock().unwrap_or_else(|e| e.into_inner());
+                        // Finished connections need no joining later.
+                        threads.retain(|t| !t.is_finished());
+                        threads.push(handle);
+                    }
+                    Err(err) => shared.log(format!("client {id}: no thread to serve it: {err}")),
                 }
             }
             // Out of file descriptors and the like: try again shortly.
             Err(_) => std::thread::sleep(Duration::from_millis(10)),
         }
     }
+}
+
+/// What the postmaster tells a connection beyond its limit, without waiting on it.
+fn too_many_clients(mut stream: TcpStream) {
+    let mut out = Vec::new();
+    crate::wire::backend::error_or_notice(
+        &mut out,
+        b'E',
+        "FATAL",
+        error::sqlstate::TOO_MANY_CONNECTIONS,
+        "sorry, too many clients already",
+        None,
+        None,
+    );
+    let _ = stream.set_nonblocking(true);
+    let _ = stream.write_all(&out);
 }
 
 /// A running test server. Dropping it stops the server: it closes every connection and
@@ -534,9 +493,13 @@ impl TestServer {
             system_identifier: 7_400_000_000_000_000_001,
             database: "postgres".into(),
             publications: Vec::new(),
+            tables: Vec::new(),
             script: Script::new(),
             start_lsn: Lsn(0x0100_0000),
             keepalive_interval: Duration::from_secs(10),
+            wal_sender_timeout: Duration::from_secs(60),
+            authentication_timeout: Duration::from_secs(60),
+            max_wal_senders: 10,
             max_replication_slots: 100,
             logger: None,
         }
@@ -574,33 +537,39 @@ impl TestServer {
     /// The end of the WAL: the end of the script's last event.
     #[must_use]
     pub fn wal_end(&self) -> Lsn {
-        self.shared.lock().wal_end()
+        self.shared.wal_end()
     }
 
     /// Appends a transaction (or other event) to the stream; connected clients get it
     /// next. Its zero LSNs, xids and timestamps are filled in after the current end.
     /// Returns the new WAL end (appending is the point; the position is a convenience).
-    #[allow(clippy::must_use_candidate)]
-    pub fn append(&self, event: Event) -> Lsn {
-        let mut state = self.shared.lock();
-        let mut script = Script {
-            events: vec![event],
-            tables: Vec::new(),
-        };
-        let mut clock = state.clock;
-        script.fill(&mut clock);
-        state.clock = clock;
+    ///
+    /// # Errors
+    ///
+    /// [`ScriptError`] (with line 0: no line holds it) when the event cannot be placed
+    /// after the current end: positions that go backwards or past the end of the LSN
+    /// space, or a `COMMIT PREPARED` of a gid no transaction prepared.
+    pub fn append(&self, event: Event) -> Result<Lsn, ScriptError> {
+        let mut script = Script::new();
+        script.events.push(event);
+        let mut wal = self.shared.wal();
+        script.check_after(&self.shared.catalog, &wal)?;
+        let mut clock = wal.clock();
+        script.fill(&mut clock)?;
+        wal.set_clock(clock);
         let end = script.events[0].end_lsn();
-        state.events.extend(script.events);
-        drop(state);
-        self.shared.changed.notify_all();
-        end
+        for event in script.events {
+            wal.push(event);
+        }
+        drop(wal);
+        self.shared.lock().wake_all();
+        Ok(end)
     }
 
     /// The events of the stream, with every LSN, xid and timestamp filled in.
     #[must_use]
     pub fn events(&self) -> Vec<Event> {
-        self.shared.lock().events.clone()
+        self.shared.wal().events().cloned().collect()
     }
 
     /// What a client with `options` receives for the whole stream, frame by frame, when it
@@ -611,11 +580,20 @@ impl TestServer {
     /// [`RenderError`] when the script holds what those options cannot carry (a value a
     /// binary client cannot be sent, a message the protocol version lacks).
     pub fn render(&self, options: &StreamOptions) -> Result<Vec<Frame>, RenderError> {
-        let state = self.shared.lock();
-        let mut renderer = render::Renderer::new(&state.catalog, options);
+        let entries = {
+            let wal = self.shared.wal();
+            wal.entries(0, wal.len())
+        };
+        let catalog = &self.shared.catalog;
+        let mut renderer = Renderer::new(catalog, options, self.shared.config.major);
         let mut frames = Vec::new();
-        for index in 0..state.events.len() {
-            frames.extend(renderer.event(&state.events, index)?);
+        for entry in entries {
+            match renderer.event(&entry.event, entry.partner.as_deref(), &mut frames) {
+                Ok(()) => {}
+                Err(Failed::Render(err)) => return Err(err),
+                Err(Failed::Sql(err)) => return Err(RenderError(err.message)),
+                Err(Failed::Stopped) => unreachable!("a list of frames takes every frame"),
+            }
         }
         Ok(frames)
     }
@@ -707,24 +685,16 @@ impl TestServer {
     #[doc(hidden)]
     #[must_use]
     pub fn __serve_in_memory(&self, input: &[u8]) -> Vec<u8> {
-        let mut stream = MemoryStream {
-            input,
-            output: Vec::new(),
-        };
-        let id = self.shared.next_client.fetch_add(1, Ordering::SeqCst);
+        let mut output = Vec::new();
+        let id = self.shared.next_client_id();
         let log_len = self.shared.lock().log.len();
-        session::run(
-            &self.shared,
-            &mut stream,
-            id,
-            SocketAddr::from(([127, 0, 0, 1], 0)),
-        );
+        connection::serve_in_memory(&self.shared, input, &mut output, id);
         let mut state = self.shared.lock();
         state.clients.retain(|c| c.id != id);
         let keep = log_len.min(state.log.len());
         state.log.truncate(keep);
         drop(state);
-        stream.output
+        output
     }
 
     /// Stops accepting, closes every connection and waits for the listener thread.
@@ -733,8 +703,7 @@ impl TestServer {
     }
 
     fn stop(&mut self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        self.shared.changed.notify_all();
+        self.shared.stop();
         // Wake the accept loop, which blocks in accept().
         let mut wake = self.addr;
         if wake.ip().is_unspecified() {
@@ -747,7 +716,7 @@ impl TestServer {
         if let Some(accept) = self.accept.take() {
             let _ = accept.join();
         }
-        // Connections see the stop flag within a poll interval and say goodbye as
+        // Connections are woken by the stop and say goodbye as
         // PostgreSQL does (FATAL 57P01); give them a moment, then close whatever is still
         // open (a client that does not read), and wait for every thread.
         let threads = std::mem::take(
@@ -761,89 +730,15 @@ impl TestServer {
         while threads.iter().any(|t| !t.is_finished()) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
         }
-        for (_, socket) in self.shared.lock().sockets.drain(..) {
-            let _ = socket.shutdown();
-        }
+        self.shared.lock().shutdown_sockets();
         for thread in threads {
             let _ = thread.join();
         }
     }
 }
 
-/// A client connection in memory: reads come from `input` (then end of stream), writes
-/// collect in `output`.
-struct MemoryStream<'a> {
-    input: &'a [u8],
-    output: Vec<u8>,
-}
-
-impl io::Read for MemoryStream<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.input.read(buf)
-    }
-}
-
-impl io::Write for MemoryStream<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.output.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
 impl Drop for TestServer {
     fn drop(&mut self) {
         self.stop();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn client(id: usize, connected: bool) -> ClientInfo {
-        ClientInfo {
-            id,
-            user: "u".into(),
-            application_name: String::new(),
-            commands: Vec::new(),
-            stream_options: Vec::new(),
-            status_updates: Vec::new(),
-            connected,
-        }
-    }
-
-    #[test]
-    fn records_stay_bounded() {
-        let mut state = State {
-            catalog: Catalog::default(),
-            events: Vec::new(),
-            clock: Clock {
-                next_lsn: Lsn(1),
-                next_xid: 1,
-            },
-            start_lsn: Lsn(1),
-            slots: Vec::new(),
-            clients: Vec::new(),
-            sockets: Vec::new(),
-            log: Vec::new(),
-        };
-        state.add_client(client(0, true));
-        for id in 1..5_000 {
-            state.add_client(client(id, false));
-        }
-        assert!(state.clients.len() <= MAX_CLIENT_RECORDS + 1);
-        // The connected client is never forgotten, and the newest are kept.
-        assert_eq!(state.clients[0].id, 0);
-        assert_eq!(state.clients.last().unwrap().id, 4_999);
-        for n in 0..25_000 {
-            state.add_command(0, &format!("SELECT {n}"));
-        }
-        let commands = &state.clients[0].commands;
-        assert!(commands.len() <= MAX_PER_CLIENT);
-        assert_eq!(commands.last().unwrap(), "SELECT 24999");
     }
 }

@@ -416,6 +416,7 @@ mod tests {
                 .row([Some("1"), Some("a\tb")])
                 .row([Some("2"), None]),
         )])
+        .unwrap()
     }
 
     #[test]

@@ -12,6 +12,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use super::catalog::Catalog;
+use super::error::{error, sqlstate, SqlError};
 use super::script::{relations_of, End, Event, Step, Transaction};
 use super::values::{binary_to_text, text_to_binary};
 use super::StreamOptions;
@@ -29,6 +30,83 @@ pub struct Frame {
     pub lsn: Lsn,
     /// The pgoutput message.
     pub payload: Vec<u8>,
+}
+
+/// Where a renderer puts each message as soon as it is made: a connection's socket, or
+/// a list of frames.
+pub(crate) trait Sink {
+    /// One XLogData payload, with the WAL position its frame header carries.
+    /// `Err(Stopped)` ends the rendering (the connection is over, or the client said
+    /// CopyDone); the sink knows why.
+    fn frame(&mut self, lsn: Lsn, payload: &[u8]) -> Result<(), Stopped>;
+
+    /// A WARNING for the client (a NoticeResponse on a connection).
+    fn warning(&mut self, code: &'static str, text: &str, detail: &str, hint: &str);
+}
+
+/// The sink ended the rendering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stopped;
+
+/// Frames collected in a list (what [`TestServer::render`](super::TestServer::render)
+/// returns).
+impl Sink for Vec<Frame> {
+    fn frame(&mut self, lsn: Lsn, payload: &[u8]) -> Result<(), Stopped> {
+        self.push(Frame {
+            lsn,
+            payload: payload.to_vec(),
+        });
+        Ok(())
+    }
+
+    fn warning(&mut self, _: &'static str, _: &str, _: &str, _: &str) {}
+}
+
+/// Why rendering stopped before the event's end.
+#[derive(Debug)]
+pub(crate) enum Failed {
+    /// The event cannot be sent with this client's options.
+    Render(RenderError),
+    /// An ERROR PostgreSQL's pgoutput raises here (a publication that does not exist).
+    Sql(SqlError),
+    /// The sink stopped it.
+    Stopped,
+}
+
+impl From<RenderError> for Failed {
+    fn from(err: RenderError) -> Failed {
+        Failed::Render(err)
+    }
+}
+
+impl From<Stopped> for Failed {
+    fn from(_: Stopped) -> Failed {
+        Failed::Stopped
+    }
+}
+
+/// How a transaction sent whole ends (its own end, or the `COMMIT PREPARED` that sends
+/// a prepared transaction to a client without `two_phase`).
+#[derive(Debug, Clone, Copy)]
+struct Ending<'t> {
+    prepare_gid: Option<&'t str>,
+    commit_lsn: Lsn,
+    end_lsn: Lsn,
+    timestamp: crate::PgTimestamp,
+}
+
+impl<'t> Ending<'t> {
+    fn of(t: &'t Transaction) -> Ending<'t> {
+        Ending {
+            prepare_gid: match &t.end {
+                End::Prepare { gid } => Some(gid),
+                _ => None,
+            },
+            commit_lsn: t.commit_lsn,
+            end_lsn: t.end_lsn,
+            timestamp: t.timestamp,
+        }
+    }
 }
 
 /// Why a script event cannot be sent to a client with its options.
@@ -53,6 +131,15 @@ pub(crate) struct Renderer<'a> {
     relations_sent: HashSet<Oid>,
     /// Streamed transactions with blocks out but no end yet.
     streams: HashMap<Xid, StreamState>,
+    /// Publications the client named that do not exist, and whether pgoutput has looked
+    /// them up yet (it does at the first change, as `LoadPublications`).
+    missing_publications: Vec<String>,
+    publications_loaded: bool,
+    /// The server's major version: PostgreSQL 18 skips a missing publication with a
+    /// WARNING where older releases fail.
+    major: u32,
+    /// The message being encoded (one buffer for the whole stream).
+    scratch: Vec<u8>,
 }
 
 /// How far a streamed transaction has gone out to this client.
@@ -71,7 +158,17 @@ struct StreamState {
 }
 
 impl<'a> Renderer<'a> {
-    pub(crate) fn new(catalog: &'a Catalog, options: &'a StreamOptions) -> Renderer<'a> {
+    pub(crate) fn new(
+        catalog: &'a Catalog,
+        options: &'a StreamOptions,
+        major: u32,
+    ) -> Renderer<'a> {
+        let missing_publications = options
+            .publication_names
+            .iter()
+            .filter(|name| catalog.publication(name).is_none())
+            .cloned()
+            .collect();
         let published = catalog
             .published(&options.publication_names)
             .into_iter()
@@ -85,26 +182,57 @@ impl<'a> Renderer<'a> {
                 .expect("options were validated"),
             relations_sent: HashSet::new(),
             streams: HashMap::new(),
+            missing_publications,
+            publications_loaded: false,
+            major,
+            scratch: Vec::new(),
         }
     }
 
-    /// The frames for `events[index]` (earlier events are looked at for the transaction a
-    /// `COMMIT PREPARED` finishes).
+    /// pgoutput looks the client's publications up at the first change it decodes
+    /// (`get_rel_sync_entry`): one that does not exist is an ERROR before PostgreSQL 18
+    /// and a WARNING (then skipped) from 18 on.
+    fn load_publications(&mut self, sink: &mut dyn Sink) -> Result<(), Failed> {
+        if self.publications_loaded {
+            return Ok(());
+        }
+        self.publications_loaded = true;
+        for name in &self.missing_publications {
+            if self.major < 18 {
+                return Err(Failed::Sql(error(
+                    sqlstate::UNDEFINED_OBJECT,
+                    format!("publication \"{name}\" does not exist"),
+                )));
+            }
+            sink.warning(
+                sqlstate::OBJECT_NOT_IN_PREREQUISITE_STATE,
+                &format!("skipped loading publication \"{name}\""),
+                "The publication does not exist at this point in the WAL.",
+                "Create the publication if it does not exist.",
+            );
+        }
+        Ok(())
+    }
+
+    /// Renders one event into `sink`, message by message. `partner` is the transaction
+    /// the event needs: for stream progress the streamed transaction (`None` while it has
+    /// not ended: nothing is sent yet), for `COMMIT` / `ROLLBACK PREPARED` the prepared
+    /// one.
     pub(crate) fn event(
         &mut self,
-        events: &[Event],
-        index: usize,
-    ) -> Result<Vec<Frame>, RenderError> {
-        let mut out = Out::default();
-        match &events[index] {
-            Event::Transaction(t) => self.transaction(t, &mut out)?,
-            Event::StreamProgress { xid, steps, .. } => {
-                let later = events[index + 1..].iter().find_map(|e| match e {
-                    Event::Transaction(t) if t.xid == *xid => Some(t),
-                    _ => None,
-                });
-                if let Some(t) = later.filter(|t| self.streams(t)) {
-                    self.stream_steps(t, *steps, &mut out)?;
+        event: &Event,
+        partner: Option<&Event>,
+        sink: &mut dyn Sink,
+    ) -> Result<(), Failed> {
+        let partner = match partner {
+            Some(Event::Transaction(t)) => Some(t),
+            _ => None,
+        };
+        match event {
+            Event::Transaction(t) => self.transaction(t, sink)?,
+            Event::StreamProgress { steps, .. } => {
+                if let Some(t) = partner.filter(|t| self.streams(t)) {
+                    self.stream_steps(t, *steps, sink)?;
                 }
             }
             Event::CommitPrepared {
@@ -113,30 +241,30 @@ impl<'a> Renderer<'a> {
                 end_lsn,
                 timestamp,
             } => {
-                let prepared = find_prepared(&events[..index], gid)?;
+                let prepared = prepared(partner, gid)?;
                 if self.options.two_phase {
                     self.emit(
-                        &mut out,
+                        sink,
                         *end_lsn,
-                        PgOutputMessage::CommitPrepared(CommitPrepared {
+                        &PgOutputMessage::CommitPrepared(CommitPrepared {
                             flags: 0,
                             commit_lsn: *commit_lsn,
                             end_lsn: *end_lsn,
                             commit_timestamp: *timestamp,
                             xid: prepared.xid,
-                            gid: PgStr::from(gid.clone()),
+                            gid: PgStr::from(gid.as_str()),
                         }),
                     )?;
                 } else {
                     // Without two_phase, PostgreSQL decodes a prepared transaction only
                     // when it commits, as an ordinary one.
-                    let mut whole = prepared.clone();
-                    whole.end = End::Commit;
-                    whole.streamed = false;
-                    whole.commit_lsn = *commit_lsn;
-                    whole.end_lsn = *end_lsn;
-                    whole.timestamp = *timestamp;
-                    self.transaction(&whole, &mut out)?;
+                    let ending = Ending {
+                        prepare_gid: None,
+                        commit_lsn: *commit_lsn,
+                        end_lsn: *end_lsn,
+                        timestamp: *timestamp,
+                    };
+                    self.whole(prepared, ending, sink)?;
                 }
             }
             Event::RollbackPrepared {
@@ -144,19 +272,19 @@ impl<'a> Renderer<'a> {
                 end_lsn,
                 timestamp,
             } => {
-                let prepared = find_prepared(&events[..index], gid)?;
+                let prepared = prepared(partner, gid)?;
                 if self.options.two_phase {
                     self.emit(
-                        &mut out,
+                        sink,
                         *end_lsn,
-                        PgOutputMessage::RollbackPrepared(RollbackPrepared {
+                        &PgOutputMessage::RollbackPrepared(RollbackPrepared {
                             flags: 0,
                             prepare_end_lsn: prepared.end_lsn,
                             rollback_end_lsn: *end_lsn,
                             prepare_timestamp: prepared.timestamp,
                             rollback_timestamp: *timestamp,
                             xid: prepared.xid,
-                            gid: PgStr::from(gid.clone()),
+                            gid: PgStr::from(gid.as_str()),
                         }),
                     )?;
                 }
@@ -164,17 +292,17 @@ impl<'a> Renderer<'a> {
             Event::Message(message) => {
                 if self.options.messages {
                     self.emit(
-                        &mut out,
+                        sink,
                         message.lsn,
-                        PgOutputMessage::Message(message.clone()),
+                        &PgOutputMessage::Message(message.clone()),
                     )?;
                 }
             }
         }
-        Ok(out.frames)
+        Ok(())
     }
 
-    fn transaction(&mut self, t: &Transaction, out: &mut Out) -> Result<(), RenderError> {
+    fn transaction(&mut self, t: &Transaction, sink: &mut dyn Sink) -> Result<(), Failed> {
         if t.origin.is_some() && self.options.origin_none {
             return Ok(());
         }
@@ -184,11 +312,23 @@ impl<'a> Renderer<'a> {
             return Ok(());
         }
         if self.streams(t) {
-            return self.streamed(t, out);
+            return self.streamed(t, sink);
         }
         if t.end == End::Abort {
             return Ok(());
         }
+        self.whole(t, Ending::of(t), sink)
+    }
+
+    /// A transaction sent whole: Begin (or Begin Prepare), its changes that this client
+    /// gets, then Commit (or Prepare). Its changes are looked at twice (is there any, and
+    /// where is the first) rather than collected, so memory does not grow with it.
+    fn whole(
+        &mut self,
+        t: &Transaction,
+        ending: Ending<'_>,
+        sink: &mut dyn Sink,
+    ) -> Result<(), Failed> {
         // Changes of aborted subtransactions never reach a client that gets the
         // transaction whole.
         let aborted: HashSet<usize> = t
@@ -199,20 +339,27 @@ impl<'a> Renderer<'a> {
                 _ => None,
             })
             .collect();
-        let changes: Vec<(Lsn, PgOutputMessage<'static>)> = t
-            .steps
-            .iter()
-            .filter_map(|s| match s {
-                Step::Change {
-                    lsn,
-                    subtransaction,
-                    message,
-                } if !aborted.contains(subtransaction) => self.visible(message).map(|m| (*lsn, m)),
-                _ => None,
-            })
-            .collect();
-        let scripted_empty = !t.steps.iter().any(|s| matches!(s, Step::Change { .. }));
-        if changes.is_empty() && !prepared && !scripted_empty {
+        let mut first_change = None;
+        let mut scripted_empty = true;
+        for step in &t.steps {
+            if let Step::Change {
+                lsn,
+                subtransaction,
+                message,
+            } = step
+            {
+                scripted_empty = false;
+                if is_table_change(message) {
+                    self.load_publications(sink)?;
+                }
+                if !aborted.contains(subtransaction) && self.visible(message) {
+                    first_change = Some(*lsn);
+                    break;
+                }
+            }
+        }
+        let prepared = ending.prepare_gid.is_some();
+        if first_change.is_none() && !prepared && !scripted_empty {
             // PostgreSQL 15 and later skip transactions with nothing for this client. One
             // the script leaves empty is sent as it is (older servers send them, and a
             // replayed capture may hold one).
@@ -221,58 +368,53 @@ impl<'a> Renderer<'a> {
         // A Begin that an Origin follows carries 0/0, as PostgreSQL sends it.
         let first_lsn = match t.origin {
             Some(_) => Lsn(0),
-            None => changes.first().map_or(t.commit_lsn, |(lsn, _)| *lsn),
+            None => first_change.unwrap_or(ending.commit_lsn),
         };
-        match &t.end {
-            End::Prepare { gid } => self.emit(
-                out,
-                first_lsn,
-                PgOutputMessage::BeginPrepare(BeginPrepare {
-                    prepare_lsn: t.commit_lsn,
-                    end_lsn: t.end_lsn,
-                    prepare_timestamp: t.timestamp,
-                    xid: t.xid,
-                    gid: PgStr::from(gid.clone()),
-                }),
-            )?,
-            _ => self.emit(
-                out,
-                first_lsn,
-                PgOutputMessage::Begin(Begin {
-                    final_lsn: t.commit_lsn,
-                    commit_timestamp: t.timestamp,
-                    xid: t.xid,
-                }),
-            )?,
+        let begin = match ending.prepare_gid {
+            Some(gid) => PgOutputMessage::BeginPrepare(BeginPrepare {
+                prepare_lsn: ending.commit_lsn,
+                end_lsn: ending.end_lsn,
+                prepare_timestamp: ending.timestamp,
+                xid: t.xid,
+                gid: PgStr::from(gid),
+            }),
+            None => PgOutputMessage::Begin(Begin {
+                final_lsn: ending.commit_lsn,
+                commit_timestamp: ending.timestamp,
+                xid: t.xid,
+            }),
+        };
+        self.emit(sink, first_lsn, &begin)?;
+        self.origin(t, sink)?;
+        for step in &t.steps {
+            if let Step::Change {
+                lsn,
+                subtransaction,
+                message,
+            } = step
+            {
+                if !aborted.contains(subtransaction) && self.visible(message) {
+                    self.change(sink, *lsn, message, None, None)?;
+                }
+            }
         }
-        self.origin(t, out)?;
-        for (lsn, change) in changes {
-            self.change(out, lsn, change, None, None)?;
-        }
-        match &t.end {
-            End::Prepare { gid } => self.emit(
-                out,
-                t.end_lsn,
-                PgOutputMessage::Prepare(Prepare {
-                    flags: 0,
-                    prepare_lsn: t.commit_lsn,
-                    end_lsn: t.end_lsn,
-                    prepare_timestamp: t.timestamp,
-                    xid: t.xid,
-                    gid: PgStr::from(gid.clone()),
-                }),
-            ),
-            _ => self.emit(
-                out,
-                t.end_lsn,
-                PgOutputMessage::Commit(Commit {
-                    flags: 0,
-                    commit_lsn: t.commit_lsn,
-                    end_lsn: t.end_lsn,
-                    commit_timestamp: t.timestamp,
-                }),
-            ),
-        }
+        let end = match ending.prepare_gid {
+            Some(gid) => PgOutputMessage::Prepare(Prepare {
+                flags: 0,
+                prepare_lsn: ending.commit_lsn,
+                end_lsn: ending.end_lsn,
+                prepare_timestamp: ending.timestamp,
+                xid: t.xid,
+                gid: PgStr::from(gid),
+            }),
+            None => PgOutputMessage::Commit(Commit {
+                flags: 0,
+                commit_lsn: ending.commit_lsn,
+                end_lsn: ending.end_lsn,
+                commit_timestamp: ending.timestamp,
+            }),
+        };
+        self.emit(sink, ending.end_lsn, &end)
     }
 
     /// Whether this client gets `t` as stream blocks.
@@ -289,8 +431,8 @@ impl<'a> Renderer<'a> {
         &mut self,
         t: &Transaction,
         upto: usize,
-        out: &mut Out,
-    ) -> Result<(), RenderError> {
+        sink: &mut dyn Sink,
+    ) -> Result<(), Failed> {
         let parallel = self.options.streaming == Streaming::Parallel;
         let mut state = self.streams.remove(&t.xid).unwrap_or_default();
         let mut block_open = false;
@@ -302,9 +444,12 @@ impl<'a> Renderer<'a> {
                     subtransaction,
                     message,
                 } => {
-                    let Some(change) = self.visible(message) else {
+                    if is_table_change(message) {
+                        self.load_publications(sink)?;
+                    }
+                    if !self.visible(message) {
                         continue;
-                    };
+                    }
                     if !block_open {
                         let first = !state.block_sent && !state.streamed_before;
                         // A Stream Start that an Origin follows carries 0/0.
@@ -313,15 +458,15 @@ impl<'a> Renderer<'a> {
                             _ => *lsn,
                         };
                         self.emit(
-                            out,
+                            sink,
                             start_lsn,
-                            PgOutputMessage::StreamStart(StreamStart {
+                            &PgOutputMessage::StreamStart(StreamStart {
                                 xid: t.xid,
                                 first_segment: first,
                             }),
                         )?;
                         if !state.block_sent {
-                            self.origin(t, out)?;
+                            self.origin(t, sink)?;
                         }
                         state.block_sent = true;
                         block_open = true;
@@ -329,9 +474,9 @@ impl<'a> Renderer<'a> {
                     state.subtransactions.insert(*subtransaction);
                     last_lsn = *lsn;
                     self.change(
-                        out,
+                        sink,
                         *lsn,
-                        change,
+                        message,
                         Some(t.xid_of(*subtransaction)),
                         Some(&mut state.relations),
                     )?;
@@ -341,7 +486,7 @@ impl<'a> Renderer<'a> {
                     // not the transaction's first segment.
                     state.streamed_before = true;
                     if block_open {
-                        self.emit(out, last_lsn, PgOutputMessage::StreamStop(StreamStop))?;
+                        self.emit(sink, last_lsn, &PgOutputMessage::StreamStop(StreamStop))?;
                         block_open = false;
                     }
                 }
@@ -351,7 +496,7 @@ impl<'a> Renderer<'a> {
                     timestamp,
                 } => {
                     if block_open {
-                        self.emit(out, last_lsn, PgOutputMessage::StreamStop(StreamStop))?;
+                        self.emit(sink, last_lsn, &PgOutputMessage::StreamStop(StreamStop))?;
                         block_open = false;
                     }
                     // A subtransaction whose changes went out needs undoing; so does one
@@ -361,9 +506,9 @@ impl<'a> Renderer<'a> {
                     });
                     if state.subtransactions.contains(subtransaction) || scripted_bare {
                         self.emit(
-                            out,
+                            sink,
                             *lsn,
-                            PgOutputMessage::StreamAbort(StreamAbort {
+                            &PgOutputMessage::StreamAbort(StreamAbort {
                                 xid: t.xid,
                                 subtransaction_xid: t.xid_of(*subtransaction),
                                 abort_lsn: parallel.then_some(*lsn),
@@ -375,7 +520,7 @@ impl<'a> Renderer<'a> {
             }
         }
         if block_open {
-            self.emit(out, last_lsn, PgOutputMessage::StreamStop(StreamStop))?;
+            self.emit(sink, last_lsn, &PgOutputMessage::StreamStop(StreamStop))?;
         }
         state.steps_done = state.steps_done.max(upto);
         self.streams.insert(t.xid, state);
@@ -384,17 +529,15 @@ impl<'a> Renderer<'a> {
 
     /// A transaction as Stream Start/Stop blocks (those not sent at an earlier
     /// [`Event::StreamProgress`]), then its Stream Commit, Abort or Prepare.
-    fn streamed(&mut self, t: &Transaction, out: &mut Out) -> Result<(), RenderError> {
+    fn streamed(&mut self, t: &Transaction, sink: &mut dyn Sink) -> Result<(), Failed> {
         let parallel = self.options.streaming == Streaming::Parallel;
-        self.stream_steps(t, t.steps.len(), out)?;
+        self.stream_steps(t, t.steps.len(), sink)?;
         let state = self.streams.remove(&t.xid).unwrap_or_default();
         if !state.block_sent {
             // Nothing of it was streamed to this client: it ends like a whole one.
-            let mut whole = t.clone();
-            whole.streamed = false;
             return match t.end {
                 End::Abort => Ok(()),
-                _ => self.transaction(&whole, out),
+                _ => self.whole(t, Ending::of(t), sink),
             };
         }
         let end = match &t.end {
@@ -417,7 +560,7 @@ impl<'a> Renderer<'a> {
                 end_lsn: t.end_lsn,
                 prepare_timestamp: t.timestamp,
                 xid: t.xid,
-                gid: PgStr::from(gid.clone()),
+                gid: PgStr::from(gid.as_str()),
             }),
         };
         let lsn = if t.end == End::Abort {
@@ -425,93 +568,125 @@ impl<'a> Renderer<'a> {
         } else {
             t.end_lsn
         };
-        self.emit(out, lsn, end)
+        self.emit(sink, lsn, &end)
     }
 
-    fn origin(&mut self, t: &Transaction, out: &mut Out) -> Result<(), RenderError> {
+    fn origin(&mut self, t: &Transaction, sink: &mut dyn Sink) -> Result<(), Failed> {
         match &t.origin {
             Some((name, lsn)) => self.emit(
-                out,
+                sink,
                 Lsn(0),
-                PgOutputMessage::Origin(Origin {
+                &PgOutputMessage::Origin(Origin {
                     origin_lsn: *lsn,
-                    name: PgStr::from(name.clone()),
+                    name: PgStr::from(name.as_str()),
                 }),
             ),
             None => Ok(()),
         }
     }
 
-    /// The change as this client gets it (its tables filtered to the publications, values
-    /// in the client's form), or `None` if the client gets nothing of it.
-    fn visible(&self, message: &PgOutputMessage<'static>) -> Option<PgOutputMessage<'static>> {
-        let mut message = message.clone();
-        match &mut message {
-            PgOutputMessage::Truncate(truncate) => {
-                truncate
-                    .relation_oids
-                    .to_mut()
-                    .retain(|oid| self.published.contains(oid));
-                if truncate.relation_oids.is_empty() {
-                    return None;
-                }
-            }
-            PgOutputMessage::Message(_) if !self.options.messages => return None,
-            PgOutputMessage::Relation(relation) => {
-                if !self.published.contains(&relation.relation_oid) {
-                    return None;
-                }
-            }
-            other => {
-                let relations = relations_of(other);
-                if relations.iter().any(|oid| !self.published.contains(oid)) {
-                    return None;
-                }
-            }
+    /// Whether this client gets (some of) the change: its tables are in the client's
+    /// publications, a Message only with `messages`.
+    fn visible(&self, message: &PgOutputMessage<'_>) -> bool {
+        let published = |oid: &Oid| self.published.contains(oid);
+        match message {
+            PgOutputMessage::Insert(m) => published(&m.relation_oid),
+            PgOutputMessage::Update(m) => published(&m.relation_oid),
+            PgOutputMessage::Delete(m) => published(&m.relation_oid),
+            PgOutputMessage::Relation(m) => published(&m.relation_oid),
+            PgOutputMessage::Truncate(m) => m.relation_oids.iter().any(|oid| published(&oid)),
+            PgOutputMessage::Message(_) => self.options.messages,
+            _ => true,
         }
-        Some(message)
     }
 
-    /// A change, after the Relation messages of the tables it touches when this client
-    /// has not had them yet, with the streamed xid set.
+    /// A visible change, after the Relation messages of the tables it touches when this
+    /// client has not had them yet, with the streamed xid set and its values in the
+    /// client's form. The message is a view of the script's (its values borrowed), so a
+    /// change costs one small allocation, not a copy of the row.
     fn change(
         &mut self,
-        out: &mut Out,
+        sink: &mut dyn Sink,
         lsn: Lsn,
-        mut change: PgOutputMessage<'static>,
+        message: &PgOutputMessage<'_>,
         xid: Option<Xid>,
         relations_in_txn: Option<&mut HashSet<Oid>>,
-    ) -> Result<(), RenderError> {
+    ) -> Result<(), Failed> {
+        if is_table_change(message) {
+            self.load_publications(sink)?;
+        }
         let sent = match relations_in_txn {
             Some(set) => set,
             None => &mut self.relations_sent,
         };
-        if let PgOutputMessage::Relation(relation) = &change {
+        if let PgOutputMessage::Relation(relation) = message {
             // The script sends the schema again here.
             sent.insert(relation.relation_oid);
         }
         let mut relations = Vec::new();
-        for oid in relations_of(&change) {
-            if sent.insert(oid) {
+        for oid in relations_of(message) {
+            if self.published.contains(&oid) && sent.insert(oid) {
                 if let Some(table) = self.catalog.table(oid) {
                     relations.push(table.relation(xid));
                 }
             }
         }
         for relation in relations {
-            self.emit(out, Lsn(0), PgOutputMessage::Relation(relation))?;
+            self.emit(sink, Lsn(0), &PgOutputMessage::Relation(relation))?;
         }
-        self.convert_values(&mut change)?;
-        match &mut change {
-            PgOutputMessage::Insert(m) => m.xid = xid,
-            PgOutputMessage::Update(m) => m.xid = xid,
-            PgOutputMessage::Delete(m) => m.xid = xid,
-            PgOutputMessage::Truncate(m) => m.xid = xid,
-            PgOutputMessage::Message(m) => m.xid = xid,
-            PgOutputMessage::Type(m) => m.xid = xid,
-            PgOutputMessage::Relation(m) => m.xid = xid,
-            _ => {}
-        }
+        let change = match message {
+            PgOutputMessage::Insert(m) => PgOutputMessage::Insert(crate::Insert {
+                xid,
+                relation_oid: m.relation_oid,
+                new_tuple: self.tuple(m.relation_oid, &m.new_tuple)?,
+            }),
+            PgOutputMessage::Update(m) => PgOutputMessage::Update(crate::Update {
+                xid,
+                relation_oid: m.relation_oid,
+                old_tuple: match &m.old_tuple {
+                    Some(OldTuple::Key(t)) => Some(OldTuple::Key(self.tuple(m.relation_oid, t)?)),
+                    Some(OldTuple::Old(t)) => Some(OldTuple::Old(self.tuple(m.relation_oid, t)?)),
+                    None => None,
+                },
+                new_tuple: self.tuple(m.relation_oid, &m.new_tuple)?,
+            }),
+            PgOutputMessage::Delete(m) => PgOutputMessage::Delete(crate::Delete {
+                xid,
+                relation_oid: m.relation_oid,
+                old_tuple: match &m.old_tuple {
+                    OldTuple::Key(t) => OldTuple::Key(self.tuple(m.relation_oid, t)?),
+                    OldTuple::Old(t) => OldTuple::Old(self.tuple(m.relation_oid, t)?),
+                },
+            }),
+            PgOutputMessage::Truncate(m) => PgOutputMessage::Truncate(crate::Truncate {
+                xid,
+                options: m.options,
+                relation_oids: m
+                    .relation_oids
+                    .iter()
+                    .filter(|oid| self.published.contains(oid))
+                    .collect(),
+            }),
+            PgOutputMessage::Message(m) => PgOutputMessage::Message(crate::Message {
+                xid,
+                flags: m.flags,
+                lsn: m.lsn,
+                prefix: PgStr::from(m.prefix.as_bytes()),
+                content: crate::PgBytes::from(m.content.as_bytes()),
+            }),
+            PgOutputMessage::Type(m) => {
+                let mut m = m.clone();
+                m.xid = xid;
+                PgOutputMessage::Type(m)
+            }
+            PgOutputMessage::Relation(m) => {
+                let mut m = m.clone();
+                m.xid = xid;
+                PgOutputMessage::Relation(m)
+            }
+            other => other.clone(),
+        };
+        // Relation and Type frames carry 0/0, as PostgreSQL sends them.
         let lsn = if matches!(
             change,
             PgOutputMessage::Type(_) | PgOutputMessage::Relation(_)
@@ -520,87 +695,90 @@ impl<'a> Renderer<'a> {
         } else {
             lsn
         };
-        self.emit(out, lsn, change)
+        self.emit(sink, lsn, &change)
     }
 
-    /// Puts every column value of `change` in the form the client asked for.
-    fn convert_values(&self, change: &mut PgOutputMessage<'static>) -> Result<(), RenderError> {
-        let (oid, tuples): (Oid, Vec<&mut TupleData<'static>>) = match change {
-            PgOutputMessage::Insert(m) => (m.relation_oid, vec![&mut m.new_tuple]),
-            PgOutputMessage::Update(m) => {
-                let mut tuples = vec![&mut m.new_tuple];
-                if let Some(OldTuple::Key(t) | OldTuple::Old(t)) = &mut m.old_tuple {
-                    tuples.push(t);
-                }
-                (m.relation_oid, tuples)
+    /// A view of `tuple` of table `oid` with every value in the form the client asked
+    /// for (borrowed where it is already in that form).
+    fn tuple<'t>(&self, oid: Oid, tuple: &'t TupleData<'_>) -> Result<TupleData<'t>, Failed> {
+        let table = self.catalog.table(oid);
+        let mut values = Vec::with_capacity(tuple.columns.len());
+        let owned;
+        let columns: &[ColumnValue<'_>] = match tuple.columns.as_slice() {
+            Some(columns) => columns,
+            None => {
+                owned = tuple.columns.to_vec();
+                // A tuple decoded from the wire, not built: rare in a script; copied.
+                return Ok(TupleData::new(
+                    owned
+                        .into_iter()
+                        .map(crate::IntoOwned::into_owned)
+                        .collect::<Vec<_>>(),
+                ));
             }
-            PgOutputMessage::Delete(m) => match &mut m.old_tuple {
-                OldTuple::Key(t) | OldTuple::Old(t) => (m.relation_oid, vec![t]),
-            },
-            _ => return Ok(()),
         };
-        let Some(table) = self.catalog.table(oid) else {
-            return Ok(());
-        };
-        for tuple in tuples {
-            for (column, value) in table.columns.iter().zip(tuple.columns.to_mut().iter_mut()) {
-                match value {
-                    ColumnValue::Binary(bytes) if !self.options.binary => {
-                        let text = binary_to_text(column.type_oid, bytes).ok_or_else(|| {
-                            RenderError(format!(
-                                "column \"{}\" of table {} holds a binary value of type {} that has no text form here, and the client did not ask for binary values",
-                                column.name,
-                                table.qualified_name(),
-                                column.type_oid.0
-                            ))
-                        })?;
-                        *value = ColumnValue::Text(text.into());
-                    }
-                    ColumnValue::Text(text) if self.options.binary => {
-                        if let Some(binary) = text_to_binary(column.type_oid, text) {
-                            *value = ColumnValue::Binary(binary.into());
-                        }
-                    }
-                    _ => {}
+        for (index, value) in columns.iter().enumerate() {
+            let column = table.and_then(|t| t.columns.get(index));
+            let value = match (value, column) {
+                (ColumnValue::Binary(bytes), Some(column)) if !self.options.binary => {
+                    let text = binary_to_text(column.type_oid, bytes).ok_or_else(|| {
+                        let table = table.map(|t| t.qualified_name()).unwrap_or_default();
+                        RenderError(format!(
+                            "column \"{}\" of table {table} holds a binary value of type {} that has no text form here, and the client did not ask for binary values",
+                            column.name,
+                            column.type_oid.0
+                        ))
+                    })?;
+                    ColumnValue::Text(text.into())
                 }
-            }
+                (ColumnValue::Text(text), Some(column)) if self.options.binary => {
+                    match text_to_binary(column.type_oid, text) {
+                        Some(binary) => ColumnValue::Binary(binary.into()),
+                        None => ColumnValue::Text(text.as_bytes().into()),
+                    }
+                }
+                (ColumnValue::Text(bytes), _) => ColumnValue::Text(bytes.as_bytes().into()),
+                (ColumnValue::Binary(bytes), _) => ColumnValue::Binary(bytes.as_bytes().into()),
+                (ColumnValue::Null, _) => ColumnValue::Null,
+                (ColumnValue::UnchangedToast, _) => ColumnValue::UnchangedToast,
+            };
+            values.push(value);
         }
-        Ok(())
+        Ok(TupleData::new(values))
     }
 
+    /// Encodes `message` with this client's session state and hands it to the sink.
     fn emit(
         &mut self,
-        out: &mut Out,
+        sink: &mut dyn Sink,
         lsn: Lsn,
-        message: PgOutputMessage<'_>,
-    ) -> Result<(), RenderError> {
-        let payload = self
-            .encoder
-            .encode(&message)
+        message: &PgOutputMessage<'_>,
+    ) -> Result<(), Failed> {
+        self.scratch.clear();
+        self.encoder
+            .encode_into(message, &mut self.scratch)
             .map_err(|e| RenderError(format!("cannot encode {message:?} for this client: {e}")))?;
-        out.frames.push(Frame { lsn, payload });
+        sink.frame(lsn, &self.scratch)?;
         Ok(())
     }
 }
 
-#[derive(Debug, Default)]
-struct Out {
-    frames: Vec<Frame>,
+/// Whether pgoutput's change callbacks see it (where it loads the publications).
+fn is_table_change(message: &PgOutputMessage<'_>) -> bool {
+    matches!(
+        message,
+        PgOutputMessage::Insert(_)
+            | PgOutputMessage::Update(_)
+            | PgOutputMessage::Delete(_)
+            | PgOutputMessage::Truncate(_)
+    )
 }
 
-fn find_prepared<'e>(events: &'e [Event], gid: &str) -> Result<&'e Transaction, RenderError> {
-    events
-        .iter()
-        .rev()
-        .find_map(|e| match e {
-            Event::Transaction(t) if matches!(&t.end, End::Prepare { gid: g } if g == gid) => {
-                Some(t)
-            }
-            _ => None,
-        })
-        .ok_or_else(|| {
-            RenderError(format!(
-                "no prepared transaction with gid {gid:?} before its COMMIT/ROLLBACK PREPARED"
-            ))
-        })
+/// The prepared transaction a `COMMIT` / `ROLLBACK PREPARED` finishes.
+fn prepared<'e>(partner: Option<&'e Transaction>, gid: &str) -> Result<&'e Transaction, Failed> {
+    partner.ok_or_else(|| {
+        Failed::Render(RenderError(format!(
+            "no prepared transaction with gid {gid:?} before its COMMIT/ROLLBACK PREPARED"
+        )))
+    })
 }

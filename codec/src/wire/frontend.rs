@@ -56,6 +56,22 @@ pub(crate) enum Frontend {
     Other(u8),
 }
 
+impl Frontend {
+    /// The message's type byte (`'S'` for Sync and Flush alike).
+    pub(crate) fn type_byte(&self) -> u8 {
+        match self {
+            Frontend::Query(_) => b'Q',
+            Frontend::CopyData(_) => b'd',
+            Frontend::CopyDone => b'c',
+            Frontend::CopyFail(_) => b'f',
+            Frontend::Terminate => b'X',
+            Frontend::Password(_) => b'p',
+            Frontend::Sync => b'S',
+            Frontend::Other(tag) => *tag,
+        }
+    }
+}
+
 /// Why no message could be read.
 #[derive(Debug)]
 pub(crate) enum ReadError {

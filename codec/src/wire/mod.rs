@@ -13,7 +13,7 @@ pub(crate) mod backend;
 pub(crate) mod frontend;
 #[cfg(feature = "server")]
 pub(crate) mod scram;
-mod socket;
+pub(crate) mod socket;
 
 pub(crate) use socket::is_timeout as socket_timeout;
 pub use socket::Socket;

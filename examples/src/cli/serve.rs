@@ -23,13 +23,19 @@ new transaction every second. Logs each client, its options and confirmed positi
 --config names a JSON file with any of these keys (options given on the command line win):
   {"server_version": "15.20", "database": "app", "system_identifier": 7400000000000000001,
    "start_lsn": "0/1000000", "keepalive_interval_ms": 10000,
+   "wal_sender_timeout": "60s", "authentication_timeout": "1min", "max_wal_senders": 10,
    "auth": {"method": "scram", "user": "rep", "password": "pw"},
    "publications": [{"name": "p", "tables": [{"oid": 16385, "schema": "public",
      "name": "t", "replica_identity": "default",
      "columns": [{"name": "id", "type_oid": 23, "key": true}, {"name": "v", "type_oid": 25}],
      "rows": [["1", "a"], ["2", null]]}]}]}
   auth methods: trust; password (user, password); scram (user, and password or verifier).
-  A publication with "all_tables": true publishes every table, the script's included.
+  A publication with "all_tables": true publishes every table, the script's included;
+  "tables" (same form as a publication's) declares tables no publication has.
+  Timeouts are PostgreSQL's settings, with its units (ms, s, min, h, d); a bare number
+  is milliseconds for wal_sender_timeout and seconds for authentication_timeout, as in
+  postgresql.conf. wal_sender_timeout 0 turns it off. keepalive_interval_ms is ours: how
+  long a streaming connection may go without a message before it gets a keepalive.
 
 Example:
   pgoutput serve --listen 127.0.0.1:5433 &
@@ -61,6 +67,18 @@ pub struct ServeArgs {
     /// The password for --user.
     #[arg(long, requires = "user")]
     password: Option<String>,
+    /// PostgreSQL's wal_sender_timeout: a streaming client silent this long is
+    /// disconnected (`60s`, `500ms`; 0 turns it off) [default: 60s].
+    #[arg(long, value_name = "TIME")]
+    wal_sender_timeout: Option<String>,
+    /// PostgreSQL's authentication_timeout: the time allowed for the start-up packet,
+    /// then for authentication [default: 1min].
+    #[arg(long, value_name = "TIME")]
+    authentication_timeout: Option<String>,
+    /// PostgreSQL's max_wal_senders: replication connections open at once; one more
+    /// gets FATAL 53300 [default: 10].
+    #[arg(long, value_name = "N")]
+    max_wal_senders: Option<usize>,
 }
 
 /// The `--config` file.
@@ -72,9 +90,66 @@ struct Config {
     system_identifier: Option<u64>,
     start_lsn: Option<String>,
     keepalive_interval_ms: Option<u64>,
+    wal_sender_timeout: Option<Setting>,
+    authentication_timeout: Option<Setting>,
+    max_wal_senders: Option<usize>,
     auth: Option<AuthConfig>,
     #[serde(default)]
     publications: Vec<Publication>,
+    #[serde(default)]
+    tables: Vec<Table>,
+}
+
+/// A time setting in the config: a number in the setting's own unit, or text with a unit.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Setting {
+    Number(u64),
+    Text(String),
+}
+
+impl Setting {
+    fn duration(&self, unit: Unit) -> Result<Duration, String> {
+        match self {
+            Setting::Number(n) => pg_duration(&n.to_string(), unit),
+            Setting::Text(text) => pg_duration(text, unit),
+        }
+    }
+}
+
+/// The unit of a bare number, as each setting has its own in postgresql.conf.
+#[derive(Debug, Clone, Copy)]
+enum Unit {
+    Milliseconds,
+    Seconds,
+}
+
+/// A time as PostgreSQL reads one (`60s`, `500 ms`, `1min`; a bare number in `unit`).
+fn pg_duration(text: &str, unit: Unit) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, suffix) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("invalid time {text:?}: expected a number and a unit such as 60s"))?;
+    let millis_per = match (suffix.trim(), unit) {
+        ("", Unit::Milliseconds) | ("ms", _) => 1,
+        ("", Unit::Seconds) | ("s", _) => 1_000,
+        ("min", _) => 60_000,
+        ("h", _) => 3_600_000,
+        ("d", _) => 86_400_000,
+        (other, _) => {
+            return Err(format!(
+                "invalid unit {other:?} in {text:?}: valid units are ms, s, min, h and d"
+            ))
+        }
+    };
+    number
+        .checked_mul(millis_per)
+        .map(Duration::from_millis)
+        .ok_or_else(|| format!("time {text:?} is out of range"))
 }
 
 #[derive(Debug, Deserialize)]
@@ -180,20 +255,20 @@ fn demo_script(accounts: &Table, events: &Table) -> Script {
 }
 
 pub fn serve(args: &ServeArgs) -> Result<ExitCode, String> {
-    let config = match &args.config {
+    let mut config = match &args.config {
         Some(path) => read_config(path)?,
         None => Config::default(),
     };
     let (accounts, events) = demo_tables();
-    let mut publications = config.publications;
+    let mut publications = std::mem::take(&mut config.publications);
     let script = match &args.script {
         Some(path) => {
-            let text =
-                std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
             if publications.is_empty() {
                 publications.push(Publication::all_tables(&args.publication));
             }
-            Script::from_json_lines(&text).map_err(|e| format!("{}: {e}", path.display()))?
+            Script::from_json_reader(std::io::BufReader::new(file))
+                .map_err(|e| format!("{}: {e}", path.display()))?
         }
         None => {
             if publications.is_empty() {
@@ -212,6 +287,38 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode, String> {
         .logger(|line| eprintln!("pgoutput serve: {line}"));
     for publication in publications {
         builder = builder.publication(publication);
+    }
+    for table in config.tables {
+        builder = builder.table(table);
+    }
+    let wal_sender_timeout = match (&args.wal_sender_timeout, &config.wal_sender_timeout) {
+        (Some(text), _) => Some(pg_duration(text, Unit::Milliseconds)),
+        (None, Some(setting)) => Some(setting.duration(Unit::Milliseconds)),
+        (None, None) => None,
+    };
+    if let Some(timeout) = wal_sender_timeout {
+        let timeout = timeout.map_err(|e| format!("wal_sender_timeout: {e}"))?;
+        builder = builder.wal_sender_timeout(timeout);
+    }
+    let authentication_timeout =
+        match (&args.authentication_timeout, &config.authentication_timeout) {
+            (Some(text), _) => Some(pg_duration(text, Unit::Seconds)),
+            (None, Some(setting)) => Some(setting.duration(Unit::Seconds)),
+            (None, None) => None,
+        };
+    if let Some(timeout) = authentication_timeout {
+        let timeout = timeout.map_err(|e| format!("authentication_timeout: {e}"))?;
+        // PostgreSQL allows 1 s to 600 s.
+        if !(Duration::from_secs(1)..=Duration::from_secs(600)).contains(&timeout) {
+            return Err(format!(
+                "authentication_timeout: {} s is outside the valid range for parameter \"authentication_timeout\" (1 s .. 600 s)",
+                timeout.as_secs_f64()
+            ));
+        }
+        builder = builder.authentication_timeout(timeout);
+    }
+    if let Some(max) = args.max_wal_senders.or(config.max_wal_senders) {
+        builder = builder.max_wal_senders(max);
     }
     if let Some(version) = args
         .server_version
@@ -239,9 +346,13 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode, String> {
     if let (Some(user), Some(password)) = (&args.user, &args.password) {
         builder = builder.auth(Auth::scram(user, password));
     }
-    let server = builder
-        .start()
-        .map_err(|e| format!("{}: {e}", args.listen))?;
+    let server = builder.start().map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidInput => match &args.script {
+            Some(path) => format!("{}: {e}", path.display()),
+            None => e.to_string(),
+        },
+        _ => format!("{}: {e}", args.listen),
+    })?;
     eprintln!(
         "pgoutput serve: listening on {}; connect with '{}'",
         server.addr(),
@@ -259,12 +370,35 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode, String> {
         if args.script.is_none() {
             next_id += 1;
             let id = next_id.to_string();
-            server.append(Event::Transaction(
-                Transaction::new().insert(&events, [id.as_str(), "tick", "\\x00"]),
-            ));
+            server
+                .append(Event::Transaction(
+                    Transaction::new().insert(&events, [id.as_str(), "tick", "\\x00"]),
+                ))
+                .map_err(|e| format!("demo: {e}"))?;
         }
     }
     eprintln!("pgoutput serve: stopping");
     server.shutdown();
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_read_as_postgresql_reads_them() {
+        let ms = |text, unit| pg_duration(text, unit).map(|d| d.as_millis());
+        assert_eq!(ms("60s", Unit::Milliseconds), Ok(60_000));
+        assert_eq!(ms("500 ms", Unit::Seconds), Ok(500));
+        assert_eq!(ms("1min", Unit::Seconds), Ok(60_000));
+        assert_eq!(ms("250", Unit::Milliseconds), Ok(250));
+        assert_eq!(ms("30", Unit::Seconds), Ok(30_000));
+        assert_eq!(ms("0", Unit::Milliseconds), Ok(0));
+        assert!(ms("5 weeks", Unit::Seconds)
+            .unwrap_err()
+            .contains("valid units are ms, s, min, h and d"));
+        assert!(ms("soon", Unit::Seconds).is_err());
+        assert!(ms("99999999999999999999d", Unit::Seconds).is_err());
+    }
 }

@@ -107,7 +107,13 @@ impl Server {
     /// Creates a cluster in a new temporary directory and starts it with logical
     /// replication, prepared transactions, and streaming of small transactions.
     pub fn start(binaries: &ServerBinaries) -> io::Result<Server> {
-        Server::start_with(binaries, false)
+        Server::start_with(binaries, false, &[])
+    }
+
+    /// Like [`Server::start`], with more `postgresql.conf` lines (`"max_wal_senders = 2"`),
+    /// which win over the defaults above them.
+    pub fn start_with_settings(binaries: &ServerBinaries, settings: &[&str]) -> io::Result<Server> {
+        Server::start_with(binaries, false, settings)
     }
 
     /// Whether this installation was built with TLS support.
@@ -125,10 +131,10 @@ impl Server {
     /// `ssl = on`, where `pg_hba.conf` has `hostssl` lines only: TCP logins without TLS are
     /// refused, [`CERT_USER`] logs in by client certificate, everyone else by password.
     pub fn start_tls(binaries: &ServerBinaries) -> io::Result<Server> {
-        Server::start_with(binaries, true)
+        Server::start_with(binaries, true, &[])
     }
 
-    fn start_with(binaries: &ServerBinaries, tls: bool) -> io::Result<Server> {
+    fn start_with(binaries: &ServerBinaries, tls: bool, settings: &[&str]) -> io::Result<Server> {
         let bin = binaries.bin.clone();
         let version = String::from_utf8_lossy(
             &command_output(Command::new(bin.join("postgres")).arg("--version"))?.stdout,
@@ -167,6 +173,14 @@ impl Server {
         let mut server = server;
         server.initdb()?;
         server.configure()?;
+        if !settings.is_empty() {
+            let mut conf = fs::OpenOptions::new()
+                .append(true)
+                .open(server.data().join("postgresql.conf"))?;
+            for line in settings {
+                writeln!(conf, "{line}")?;
+            }
+        }
         if tls {
             server.tls = Some(server.configure_tls()?);
         }

@@ -320,9 +320,11 @@ fn appended_transactions_reach_connected_clients() {
         .unwrap();
     let options = StreamOptions::new(ProtocolVersion::V1, &["p"]);
     let before = stream(&mut conn, "live", &options, server.wal_end());
-    let end = server.append(pgoutput_codec::server::Event::Transaction(
-        pgoutput_codec::server::Transaction::new().insert(&super::t1(), ["30", "live"]),
-    ));
+    let end = server
+        .append(pgoutput_codec::server::Event::Transaction(
+            pgoutput_codec::server::Transaction::new().insert(&super::t1(), ["30", "live"]),
+        ))
+        .unwrap();
     let after = stream_more(&mut conn, end);
     assert_eq!(
         after.len(),

@@ -2,29 +2,42 @@
 //! when the server takes it, increasing, with each transaction's records before its
 //! commit.
 
+use std::collections::HashMap;
+
 use super::model::{Event, Script, Step};
+use super::ScriptError;
 use crate::{Lsn, PgOutputMessage, PgTimestamp, Xid};
 
 impl Script {
     /// Gives every zero LSN, xid and timestamp a value, continuing from `clock`.
-    pub(crate) fn fill(&mut self, clock: &mut Clock) {
-        for event in &mut self.events {
-            clock.fill_event(event);
+    ///
+    /// # Errors
+    ///
+    /// [`ScriptError`] naming the line (or event) whose positions go backwards (a
+    /// record before the end of the events before it) or past the end of the LSN space.
+    pub(crate) fn fill(&mut self, clock: &mut Clock) -> Result<(), ScriptError> {
+        for index in 0..self.events.len() {
+            clock
+                .fill_event(&mut self.events[index])
+                .map_err(|message| self.error_at(index, None, message))?;
         }
-        // Stream progress takes its transaction's end, known now.
-        for i in 0..self.events.len() {
-            if let Event::StreamProgress { xid, .. } = self.events[i] {
-                let end = self.events[i + 1..].iter().find_map(|e| match e {
-                    Event::Transaction(t) if t.xid == xid => Some(t.end_lsn),
-                    _ => None,
-                });
-                if let (Some(end), Event::StreamProgress { end_lsn, .. }) =
-                    (end, &mut self.events[i])
-                {
-                    *end_lsn = end;
+        // Stream progress takes its transaction's end, known now (the first transaction
+        // of that xid after it).
+        let mut ends: HashMap<Xid, Lsn> = HashMap::new();
+        for event in self.events.iter_mut().rev() {
+            match event {
+                Event::Transaction(t) => {
+                    ends.insert(t.xid, t.end_lsn);
                 }
+                Event::StreamProgress { xid, end_lsn, .. } => {
+                    if let Some(end) = ends.get(xid) {
+                        *end_lsn = *end;
+                    }
+                }
+                _ => {}
             }
         }
+        Ok(())
     }
 }
 
@@ -41,10 +54,26 @@ pub(super) const RECORD: u64 = 0x48;
 impl Clock {
     /// The position of a record: `given` if set (and the clock moves past it), else the
     /// next one.
-    fn lsn(&mut self, given: Lsn) -> Lsn {
+    fn lsn(&mut self, given: Lsn) -> Result<Lsn, String> {
         let lsn = if given.0 != 0 { given } else { self.next_lsn };
-        self.next_lsn = Lsn(self.next_lsn.0.max(lsn.0 + RECORD));
-        lsn
+        let after = lsn
+            .0
+            .checked_add(RECORD)
+            .ok_or_else(|| format!("LSN {lsn} leaves no room for its record before the end of the LSN space (FFFFFFFF/FFFFFFFF)"))?;
+        self.next_lsn = Lsn(self.next_lsn.0.max(after));
+        Ok(lsn)
+    }
+
+    /// A record that ends an event (a commit, a message): at or after the end of
+    /// everything before it.
+    fn ending_lsn(&mut self, given: Lsn, what: &str) -> Result<Lsn, String> {
+        if given.0 != 0 && given < self.next_lsn {
+            return Err(format!(
+                "{what} {given} is before the end of the events before it ({}): LSNs go backwards",
+                self.next_lsn
+            ));
+        }
+        self.lsn(given)
     }
 
     fn xid(&mut self, given: Xid) -> Xid {
@@ -57,7 +86,7 @@ impl Clock {
         xid
     }
 
-    fn fill_event(&mut self, event: &mut Event) {
+    fn fill_event(&mut self, event: &mut Event) -> Result<(), String> {
         let now = PgTimestamp::now();
         let time = |t: &mut PgTimestamp| {
             if t.0 == 0 {
@@ -70,23 +99,71 @@ impl Clock {
                 for sub in &mut t.subtransaction_xids {
                     *sub = self.xid(*sub);
                 }
+                // Records left at zero go between the clock and a given commit: a large
+                // transaction's changes are spaced closer rather than passing its commit.
+                let unset = t
+                    .steps
+                    .iter()
+                    .filter(|s| match s {
+                        Step::Change { lsn, .. } | Step::SubtransactionAbort { lsn, .. } => {
+                            lsn.0 == 0
+                        }
+                        Step::StreamBoundary => false,
+                    })
+                    .count() as u64;
+                let spacing = match t.commit_lsn.0 {
+                    0 => RECORD,
+                    commit => {
+                        let room = commit.saturating_sub(self.next_lsn.0);
+                        RECORD.min(room / (unset + 1))
+                    }
+                };
+                let mut next = self.next_lsn;
+                let mut last = Lsn(0);
                 for step in &mut t.steps {
-                    match step {
-                        Step::Change { lsn, message, .. } => {
-                            *lsn = self.lsn(*lsn);
-                            if let PgOutputMessage::Message(m) = message {
-                                m.lsn = *lsn;
-                            }
-                        }
-                        Step::SubtransactionAbort { lsn, timestamp, .. } => {
-                            *lsn = self.lsn(*lsn);
-                            time(timestamp);
-                        }
-                        Step::StreamBoundary => {}
+                    let lsn = match step {
+                        Step::Change { lsn, .. } | Step::SubtransactionAbort { lsn, .. } => lsn,
+                        Step::StreamBoundary => continue,
+                    };
+                    if lsn.0 == 0 {
+                        *lsn = next;
+                        next = Lsn(next.0.saturating_add(spacing));
+                        continue;
+                    }
+                    // Given positions are the WAL's: they only go forward.
+                    if *lsn < last {
+                        return Err(format!(
+                            "a change at {lsn} comes after one at {last}: LSNs go backwards"
+                        ));
+                    }
+                    last = *lsn;
+                    next = Lsn(next.0.max(lsn.0.saturating_add(spacing)));
+                    if t.commit_lsn.0 != 0 && *lsn >= t.commit_lsn {
+                        return Err(format!(
+                            "a change at {lsn} is not before its transaction's commit at {}",
+                            t.commit_lsn
+                        ));
                     }
                 }
-                t.commit_lsn = self.lsn(t.commit_lsn);
-                t.end_lsn = self.end(t.commit_lsn, t.end_lsn);
+                for step in &mut t.steps {
+                    match step {
+                        Step::Change {
+                            lsn,
+                            message: PgOutputMessage::Message(m),
+                            ..
+                        } => m.lsn = *lsn,
+                        Step::SubtransactionAbort { timestamp, .. } => time(timestamp),
+                        _ => {}
+                    }
+                }
+                // The changes stay below a given commit, however close.
+                let after_changes = match t.commit_lsn.0 {
+                    0 => next,
+                    _ => next.min(t.commit_lsn),
+                };
+                self.next_lsn = self.next_lsn.max(after_changes);
+                t.commit_lsn = self.ending_lsn(t.commit_lsn, "commit LSN")?;
+                t.end_lsn = self.end(t.commit_lsn, t.end_lsn)?;
                 time(&mut t.timestamp);
             }
             Event::CommitPrepared {
@@ -95,32 +172,40 @@ impl Clock {
                 timestamp,
                 ..
             } => {
-                *commit_lsn = self.lsn(*commit_lsn);
-                *end_lsn = self.end(*commit_lsn, *end_lsn);
+                *commit_lsn = self.ending_lsn(*commit_lsn, "COMMIT PREPARED's LSN")?;
+                *end_lsn = self.end(*commit_lsn, *end_lsn)?;
                 time(timestamp);
             }
             Event::RollbackPrepared {
                 end_lsn, timestamp, ..
             } => {
-                let record = self.lsn(Lsn(0));
-                *end_lsn = self.end(record, *end_lsn);
+                let record = self.lsn(Lsn(0))?;
+                *end_lsn = self.end(record, *end_lsn)?;
                 time(timestamp);
             }
             Event::Message(m) => {
-                m.lsn = self.lsn(m.lsn);
+                m.lsn = self.ending_lsn(m.lsn, "message LSN")?;
             }
             Event::StreamProgress { .. } => {}
         }
+        Ok(())
     }
 
     /// The end of the record at `record`: `given` if set, else a record length on.
-    fn end(&mut self, record: Lsn, given: Lsn) -> Lsn {
+    fn end(&mut self, record: Lsn, given: Lsn) -> Result<Lsn, String> {
         let end = if given.0 != 0 {
+            if given <= record {
+                return Err(format!(
+                    "end LSN {given} is not after its record at {record}"
+                ));
+            }
             given
         } else {
-            Lsn(record.0 + RECORD)
+            Lsn(record.0.checked_add(RECORD).ok_or_else(|| {
+                format!("LSN {record} leaves no room for its record before the end of the LSN space (FFFFFFFF/FFFFFFFF)")
+            })?)
         };
         self.next_lsn = Lsn(self.next_lsn.0.max(end.0));
-        end
+        Ok(end)
     }
 }

@@ -1,7 +1,9 @@
 //! The script's JSON reader: lines in the form `pgoutput decode` and `pgoutput tail`
 //! print, grouped back into transactions, so a captured stream replays as it is.
 
+use std::collections::HashMap;
 use std::fmt;
+use std::io::{BufRead, Read};
 
 use serde_json::Value;
 
@@ -12,7 +14,8 @@ use crate::{Lsn, PgOutputMessage, PgTimestamp, Xid};
 /// A JSON script line that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScriptError {
-    /// The line number, counting from 1.
+    /// The line number, counting from 1 (0 for a script built in Rust, whose message
+    /// names the event instead).
     pub line: usize,
     /// What is wrong with it.
     pub message: String,
@@ -20,7 +23,11 @@ pub struct ScriptError {
 
 impl fmt::Display for ScriptError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "script line {}: {}", self.line, self.message)
+        match self.line {
+            // A script built in Rust, or an appended event: the message says where.
+            0 => write!(f, "script {}", self.message),
+            line => write!(f, "script line {line}: {}", self.message),
+        }
     }
 }
 
@@ -41,23 +48,61 @@ impl Script {
     ///
     /// [`ScriptError`] naming the line and what is wrong with it.
     pub fn from_json_lines(text: &str) -> Result<Script, ScriptError> {
+        Script::from_json_reader(text.as_bytes())
+    }
+
+    /// [`Script::from_json_lines`] reading from `reader` line by line, so a large capture
+    /// is never held whole as text. A line longer than [`MAX_LINE_LEN`] is an error.
+    ///
+    /// # Errors
+    ///
+    /// [`ScriptError`] naming the line and what is wrong with it (or that it cannot be
+    /// read).
+    pub fn from_json_reader(mut reader: impl BufRead) -> Result<Script, ScriptError> {
         let mut parser = JsonScript::default();
-        for (index, line) in text.lines().enumerate() {
+        let mut buf = Vec::new();
+        let mut number = 0;
+        loop {
+            buf.clear();
+            let read = (&mut reader)
+                .take(MAX_LINE_LEN as u64 + 1)
+                .read_until(b'\n', &mut buf);
+            let error = |message: String| ScriptError {
+                line: number + 1,
+                message,
+            };
+            match read {
+                Ok(0) => break,
+                Ok(_) => number += 1,
+                Err(err) => return Err(error(format!("cannot read it: {err}"))),
+            }
+            if buf.len() > MAX_LINE_LEN {
+                return Err(ScriptError {
+                    line: number,
+                    message: format!("the line is longer than {MAX_LINE_LEN} bytes"),
+                });
+            }
+            let line = std::str::from_utf8(&buf).map_err(|_| ScriptError {
+                line: number,
+                message: "the line is not UTF-8".into(),
+            })?;
             let trimmed = line.trim();
             if trimmed.is_empty() || trimmed.starts_with('#') {
                 continue;
             }
-            parser.line(trimmed).map_err(|message| ScriptError {
-                line: index + 1,
-                message,
-            })?;
+            parser.read_line(trimmed, number)?;
         }
         parser.finish().map_err(|message| ScriptError {
-            line: text.lines().count(),
+            line: number,
             message,
         })
     }
 }
+
+/// The longest line a JSON script may have: 256 MiB, room for PostgreSQL's largest value
+/// (1 GB in the database, but a row that large is not a test's), and a bound on what one
+/// line makes the reader allocate.
+pub const MAX_LINE_LEN: usize = 256 << 20;
 
 /// Grouping JSON message lines back into events.
 #[derive(Debug, Default)]
@@ -69,6 +114,9 @@ struct JsonScript {
     /// we are in.
     streamed: Vec<Transaction>,
     in_block: Option<Xid>,
+    /// The line of each step of the open transaction, and of each streamed one.
+    open_lines: Vec<usize>,
+    streamed_lines: HashMap<Xid, Vec<usize>>,
 }
 
 /// Fields every message of a type needs, with the value that means "fill in".
@@ -132,6 +180,39 @@ fn defaults(kind: &str) -> &'static [(&'static str, &'static str)] {
 }
 
 impl JsonScript {
+    /// One line, numbered `number`, recording which line each new step and event came
+    /// from.
+    fn read_line(&mut self, line: &str, number: usize) -> Result<(), ScriptError> {
+        let events_before = self.script.events.len();
+        let open_before = self.open.is_some();
+        self.line(line).map_err(|message| ScriptError {
+            line: number,
+            message,
+        })?;
+        if let Some(t) = &self.open {
+            if !open_before {
+                self.open_lines.clear();
+            }
+            self.open_lines.resize(t.steps.len(), number);
+        }
+        for t in &self.streamed {
+            let lines = self.streamed_lines.entry(t.xid).or_default();
+            lines.resize(t.steps.len(), number);
+        }
+        for index in events_before..self.script.events.len() {
+            let steps = match &self.script.events[index] {
+                Event::Transaction(_) if open_before && self.open.is_none() => {
+                    std::mem::take(&mut self.open_lines)
+                }
+                Event::Transaction(t) => self.streamed_lines.remove(&t.xid).unwrap_or_default(),
+                _ => Vec::new(),
+            };
+            self.script.source.events.push(number);
+            self.script.source.steps.push(steps);
+        }
+        Ok(())
+    }
+
     fn line(&mut self, line: &str) -> Result<(), String> {
         let mut value: Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
         let object = value
@@ -431,7 +512,7 @@ mod tests {
             next_lsn: Lsn(0x1000),
             next_xid: 10,
         };
-        script.fill(&mut clock);
+        script.fill(&mut clock).unwrap();
         let Event::Transaction(first) = &script.events[0] else {
             panic!("{:?}", script.events[0])
         };

@@ -9,6 +9,7 @@
 
 use super::super::catalog::Table;
 use super::clock::RECORD;
+use super::ScriptError;
 use crate::{
     ColumnValue, Lsn, Message, MessageFlags, Oid, PgBytes, PgOutputMessage, PgStr, PgTimestamp,
     Truncate, TruncateOptions, TupleData, Xid,
@@ -369,9 +370,51 @@ pub struct Script {
     pub events: Vec<Event>,
     /// Tables defined by Relation messages in a JSON script.
     pub tables: Vec<Table>,
+    /// Where a JSON script's events came from, for errors that name the line.
+    pub(crate) source: Source,
+}
+
+/// The lines a JSON script's events came from: the line that ended each event, and the
+/// line of each of its steps. Empty for a script built in Rust.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Source {
+    pub events: Vec<usize>,
+    pub steps: Vec<Vec<usize>>,
+}
+
+/// Where a script came from is not part of what it says.
+impl PartialEq for Source {
+    fn eq(&self, _: &Source) -> bool {
+        true
+    }
 }
 
 impl Script {
+    /// An error about event `index` (and its step `step`), naming the line it came from,
+    /// or the event for a script built in Rust.
+    pub(crate) fn error_at(
+        &self,
+        index: usize,
+        step: Option<usize>,
+        message: String,
+    ) -> ScriptError {
+        match self.source.events.get(index) {
+            Some(&line) => ScriptError {
+                line: step
+                    .and_then(|s| self.source.steps.get(index)?.get(s).copied())
+                    .unwrap_or(line),
+                message,
+            },
+            None => ScriptError {
+                line: 0,
+                message: match step {
+                    Some(s) => format!("event {}, step {}: {message}", index + 1, s + 1),
+                    None => format!("event {}: {message}", index + 1),
+                },
+            },
+        }
+    }
+
     /// An empty script.
     #[must_use]
     pub fn new() -> Script {

@@ -1,17 +1,27 @@
-//! Authentication: trust, a cleartext password, or SCRAM-SHA-256 against a stored
+//! The authentication state: trust, a cleartext password, or SCRAM-SHA-256 against a stored
 //! verifier, as the start-up packet's user asks.
 
-use std::io::{Read, Write};
+use std::io::Write;
+use std::time::Instant;
 
-use super::{Closed, Session};
+use super::startup::Login;
+use super::{Closed, Connection};
 use crate::server::error::sqlstate;
 use crate::server::AuthKind;
 use crate::wire::backend;
 use crate::wire::frontend::Frontend;
 use crate::wire::scram;
 
-impl<S: Read + Write> Session<'_, S> {
-    pub(super) fn authenticate(&mut self, user: &str) -> Result<(), Closed> {
+impl<W: Write> Connection<'_, W> {
+    /// The authentication state, within a fresh `authentication_timeout` (PostgreSQL
+    /// closes without a word when it passes), then the welcome.
+    pub(super) fn authenticate(&mut self, login: &Login) -> Result<(), Closed> {
+        self.deadline = Some(Instant::now() + self.shared.config.authentication_timeout);
+        self.exchange(&login.user)?;
+        self.welcome(login)
+    }
+
+    fn exchange(&mut self, user: &str) -> Result<(), Closed> {
         let auth = self.shared.config.auth.clone();
         let failed = |session: &mut Self| {
             session.fatal(

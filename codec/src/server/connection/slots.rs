@@ -1,16 +1,17 @@
 //! CREATE_REPLICATION_SLOT and DROP_REPLICATION_SLOT: slots live in the server and
 //! survive reconnects with their confirmed position.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::time::{Duration, Instant};
 
-use super::Session;
+use super::Connection;
 use crate::server::command;
 use crate::server::error::{error, sqlstate, SqlError};
+use crate::server::state::in_use;
 use crate::server::SlotInfo;
 use crate::wire::backend::{self, Column};
 
-impl<S: Read + Write> Session<'_, S> {
+impl<W: Write> Connection<'_, W> {
     pub(super) fn create_slot(
         &mut self,
         name: String,
@@ -69,6 +70,7 @@ impl<S: Read + Write> Session<'_, S> {
                 format!("replication slot name \"{name}\" is too long"),
             ));
         }
+        let consistent_point = self.shared.wal().start_lsn();
         let mut state = self.shared.lock();
         if state.slots.iter().any(|s| s.name == name) {
             return Err(error(
@@ -91,7 +93,6 @@ impl<S: Read + Write> Session<'_, S> {
             }
             _ => {}
         }
-        let consistent_point = state.start_lsn;
         state.slots.push(SlotInfo {
             name: name.clone(),
             confirmed_flush_lsn: consistent_point,
@@ -134,16 +135,12 @@ impl<S: Read + Write> Session<'_, S> {
                     format!("replication slot \"{name}\" does not exist"),
                 ));
             };
-            match state.slots[index].active_client {
+            let slot = &state.slots[index];
+            // A TEMPORARY slot is its creator's for as long as it is connected.
+            match slot.active_client.or(slot.temporary_owner) {
                 Some(client) if client != self.id => {
-                    if !wait || Instant::now() >= deadline || self.stopping() {
-                        return Err(error(
-                            sqlstate::OBJECT_IN_USE,
-                            format!(
-                                "replication slot \"{name}\" is active for PID {}",
-                                10_000 + client
-                            ),
-                        ));
+                    if !wait || Instant::now() >= deadline || self.shared.stopping() {
+                        return Err(in_use(name, client));
                     }
                     state = self
                         .shared

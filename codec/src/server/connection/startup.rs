@@ -1,0 +1,137 @@
+//! The start-up state: SSL and GSS requests (refused), the start-up packet, and the
+//! checks PostgreSQL makes before authentication; then, once authenticated, the welcome
+//! (parameters, key data, ReadyForQuery).
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use super::{Closed, Connection};
+use crate::server::error::sqlstate;
+use crate::server::state::pid;
+use crate::server::ClientInfo;
+use crate::wire::backend;
+use crate::wire::frontend::Startup;
+
+/// Who the start-up packet says the client is.
+pub(super) struct Login {
+    pub user: String,
+    pub application_name: String,
+    pub database: String,
+}
+
+impl<W: Write> Connection<'_, W> {
+    /// The start-up packet, within `authentication_timeout` (PostgreSQL times it on its
+    /// own, then authentication afresh). `None`: the client went away, or cancelled.
+    pub(super) fn startup(&mut self, peer: SocketAddr) -> Result<Option<Login>, Closed> {
+        self.deadline = Some(Instant::now() + self.shared.config.authentication_timeout);
+        let params = loop {
+            match self.next_startup() {
+                // PostgreSQL closes without a word when the packet does not come in time.
+                Err(Closed::Silently(_)) => {
+                    return Err(Closed::Silently("no start-up packet in time".into()))
+                }
+                Err(closed) => return Err(closed),
+                Ok(None) | Ok(Some(Startup::CancelRequest)) => return Ok(None),
+                Ok(Some(Startup::SslRequest | Startup::GssEncRequest)) => {
+                    self.out.push(b'N');
+                    self.flush()?;
+                }
+                Ok(Some(Startup::Params { params, .. })) => break params,
+            }
+        };
+        let param = |name: &str| {
+            params
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
+        let user = param("user").unwrap_or_default();
+        let application_name = param("application_name").unwrap_or_default();
+        self.shared.lock().add_client(ClientInfo {
+            id: self.id,
+            user: user.clone(),
+            application_name: application_name.clone(),
+            commands: Vec::new(),
+            stream_options: Vec::new(),
+            status_updates: Vec::new(),
+            connected: true,
+        });
+        self.shared.log(format!(
+            "client {}: connected from {peer} as {user:?}, application_name {application_name:?}",
+            self.id
+        ));
+        if user.is_empty() {
+            return Err(self.fatal(
+                sqlstate::INVALID_AUTHORIZATION_SPECIFICATION,
+                "no PostgreSQL user name specified in startup packet",
+            ));
+        }
+        if param("replication").as_deref() != Some("database") {
+            return Err(self.fatal(
+                sqlstate::FEATURE_NOT_SUPPORTED,
+                "this test server serves logical replication connections only: connect with replication=database",
+            ));
+        }
+        // A walsender takes one of max_wal_senders' places before it authenticates
+        // (InitProcess), for as long as it is connected.
+        let max = self.shared.config.max_wal_senders;
+        if !self.shared.lock().add_walsender(max) {
+            return Err(self.fatal(
+                sqlstate::TOO_MANY_CONNECTIONS,
+                &format!(
+                    "number of requested standby connections exceeds max_wal_senders (currently {max})"
+                ),
+            ));
+        }
+        self.walsender = true;
+        let database = param("database").unwrap_or_else(|| user.clone());
+        Ok(Some(Login {
+            user,
+            application_name,
+            database,
+        }))
+    }
+
+    /// After authentication: the database must exist (PostgreSQL tells a stranger
+    /// nothing about database names before the password), then the welcome.
+    pub(super) fn welcome(&mut self, login: &Login) -> Result<(), Closed> {
+        self.deadline = None;
+        let config = &self.shared.config;
+        if login.database != config.database {
+            return Err(self.fatal(
+                sqlstate::INVALID_CATALOG_NAME,
+                &format!("database \"{}\" does not exist", login.database),
+            ));
+        }
+        backend::authentication(&mut self.out, backend::AUTH_OK, &[]);
+        let mut status = vec![
+            ("in_hot_standby", "off"),
+            ("integer_datetimes", "on"),
+            ("TimeZone", "Etc/UTC"),
+            ("IntervalStyle", "postgres"),
+            ("is_superuser", "on"),
+            ("application_name", login.application_name.as_str()),
+            ("default_transaction_read_only", "off"),
+            ("DateStyle", "ISO, MDY"),
+            ("standard_conforming_strings", "on"),
+            ("session_authorization", login.user.as_str()),
+            ("client_encoding", "UTF8"),
+            ("server_version", config.server_version.as_str()),
+            ("server_encoding", "UTF8"),
+        ];
+        if config.major >= 18 {
+            status.push(("search_path", "\"$user\", public"));
+            status.push(("scram_iterations", "4096"));
+        }
+        for (name, value) in status {
+            backend::parameter_status(&mut self.out, name, value);
+        }
+        backend::backend_key_data(
+            &mut self.out,
+            pid(self.id) as u32,
+            0x5eed_0000 ^ self.id as u32,
+        );
+        self.ready()
+    }
+}

@@ -1,0 +1,442 @@
+//! The streaming state: START_REPLICATION's checks, then copy-both streaming as
+//! PostgreSQL's walsender does it (`WalSndLoop`, `XLogSendLogical`, `WalSndWaitForWal`):
+//! messages written as fast as the client's socket takes them, rendered one at a time from
+//! the shared WAL, the client's replies read all the while, keepalives with a reply
+//! request once half of `wal_sender_timeout` has passed since the client's last reply,
+//! and the client dropped without a word once all of it has.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::inbox::{Incoming, Wait};
+use super::{envelope, Closed, Connection, Failure};
+use crate::server::command;
+use crate::server::error::{error, sqlstate, SqlError};
+use crate::server::render::{Failed, Renderer, Sink, Stopped};
+use crate::server::{Event, StreamOptions};
+use crate::wire::backend;
+use crate::wire::frontend::Frontend;
+use crate::{
+    decode, encode, ClientMessage, Lsn, PgTimestamp, PrimaryKeepalive, ServerMessage,
+    StandbyStatusUpdate,
+};
+
+/// Output is written to the socket once this much is buffered (and when the WAL is
+/// read to its end): large enough for few system calls, small enough that memory does
+/// not follow the size of a transaction.
+const FLUSH_AT: usize = 64 * 1024;
+/// How many WAL events a connection takes from the shared WAL per lock.
+const BATCH: usize = 64;
+/// A standby status update's length: type, three positions, a time, the reply flag.
+const STATUS_UPDATE_LEN: usize = 1 + 8 * 4 + 1;
+/// Hot standby feedback's: type, a time, xmin and epoch, catalog xmin and epoch.
+const HOT_STANDBY_FEEDBACK_LEN: usize = 1 + 8 + 4 * 4;
+
+/// A streaming connection's walsender state (walsender.c's statics of the same names).
+#[derive(Debug)]
+pub(super) struct WalSnd {
+    slot: String,
+    /// `sentPtr`: how far the WAL has been read for this client (what keepalives say).
+    sent: Lsn,
+    /// Transactions that end at or before this are not sent (the slot's confirmed
+    /// position, or the client's requested start if later).
+    from: Lsn,
+    /// The positions the client last reported as written and flushed.
+    client_write: Lsn,
+    client_flush: Lsn,
+    /// `last_reply_timestamp`: when the client last sent a reply (or streaming began).
+    last_reply: Instant,
+    /// `waiting_for_ping_response`: a reply request is out and unanswered.
+    waiting_for_ping: bool,
+    /// When anything was last sent (for our idle keepalive).
+    last_sent: Instant,
+    /// The client sent CopyDone.
+    done: bool,
+    /// Why streaming must stop, found where it could not stop at once (inside the
+    /// sink, or while a write waited).
+    pub(super) stopped: Option<Failure>,
+}
+
+impl<W: Write> Connection<'_, W> {
+    /// START_REPLICATION: checks, then streaming until CopyDone (then back to commands).
+    pub(super) fn start(
+        &mut self,
+        slot: &str,
+        lsn: Lsn,
+        options: &command::Options,
+    ) -> Result<(), Failure> {
+        if self.in_transaction {
+            return Err(error(
+                sqlstate::ACTIVE_SQL_TRANSACTION,
+                "START_REPLICATION cannot run inside a transaction block",
+            )
+            .into());
+        }
+        let major = self.shared.config.major;
+        let (confirmed, options) = {
+            let mut state = self.shared.lock();
+            let info = state.acquire(slot, self.id)?;
+            let confirmed = info.confirmed_flush_lsn;
+            let two_phase = info.two_phase;
+            match StreamOptions::parse(options, major) {
+                Ok(mut options) => {
+                    // A slot created with TWO_PHASE decodes prepared transactions
+                    // whatever the client asks (logical.c), which is how a subscriber
+                    // whose two-phase state is already enabled gets them without
+                    // sending `two_phase`.
+                    options.two_phase |= two_phase;
+                    if let Some(client) = state.client(self.id) {
+                        client.stream_options.push(options.clone());
+                    }
+                    (confirmed, options)
+                }
+                Err(err) => {
+                    state.release(slot, self.id);
+                    return Err(err.into());
+                }
+            }
+        };
+        // CreateDecodingContext: an earlier start is forwarded to the confirmed position;
+        // a later one only skips what commits before it.
+        let from = confirmed.max(lsn);
+        self.shared.log(format!(
+            "client {}: streaming slot {slot} from {from} with {options:?}",
+            self.id
+        ));
+        let result = self.stream(slot, confirmed, from, &options);
+        self.shared.lock().release(slot, self.id);
+        self.shared.notify();
+        result?;
+        backend::command_complete(&mut self.out, "START_REPLICATION");
+        Ok(())
+    }
+
+    fn stream(
+        &mut self,
+        slot: &str,
+        confirmed: Lsn,
+        from: Lsn,
+        options: &StreamOptions,
+    ) -> Result<(), Failure> {
+        let catalog = Arc::clone(&self.shared.catalog);
+        let mut renderer = Renderer::new(&catalog, options, self.shared.config.major);
+        backend::copy_response(&mut self.out, b'W', 0, false);
+        let now = Instant::now();
+        self.walsnd = Some(WalSnd {
+            slot: slot.to_owned(),
+            // StartLogicalReplication: "sentPtr = MyReplicationSlot->data.confirmed_flush".
+            sent: confirmed,
+            from,
+            client_write: Lsn(0),
+            client_flush: Lsn(0),
+            last_reply: now,
+            waiting_for_ping: false,
+            last_sent: now,
+            done: false,
+            stopped: None,
+        });
+        let result = self
+            .keepalive(false)
+            .map_err(Failure::from)
+            .and_then(|()| self.stream_loop(&mut renderer));
+        self.walsnd = None;
+        result
+    }
+
+    fn walsnd(&mut self) -> &mut WalSnd {
+        self.walsnd.as_mut().expect("streaming")
+    }
+
+    fn stream_loop(&mut self, renderer: &mut Renderer<'_>) -> Result<(), Failure> {
+        let mut cursor = 0;
+        loop {
+            self.receive_pending()?;
+            if let Some(failure) = self.walsnd().stopped.take() {
+                return Err(failure);
+            }
+            if self.walsnd().done {
+                return self.end_copy();
+            }
+            self.check_timeout()?;
+            self.keepalive_if_necessary()?;
+            let batch = self.shared.wal().entries(cursor, BATCH);
+            if batch.is_empty() {
+                self.wait_for_wal()?;
+                continue;
+            }
+            for entry in batch {
+                cursor += 1;
+                let end = entry.event.end_lsn();
+                if end > self.walsnd().from {
+                    match renderer.event(&entry.event, entry.partner.as_deref(), self) {
+                        Ok(()) => {}
+                        Err(Failed::Stopped) => {
+                            return match self.walsnd().stopped.take() {
+                                Some(failure) => Err(failure),
+                                None => self.end_copy(),
+                            };
+                        }
+                        Err(Failed::Render(err)) => {
+                            self.shared
+                                .log(format!("client {}: cannot stream: {err}", self.id));
+                            return Err(error(sqlstate::FEATURE_NOT_SUPPORTED, err.0).into());
+                        }
+                        Err(Failed::Sql(err)) => return Err(err.into()),
+                    }
+                }
+                // Blocks of a transaction still in progress move no position.
+                if !matches!(*entry.event, Event::StreamProgress { .. }) {
+                    let walsnd = self.walsnd();
+                    walsnd.sent = walsnd.sent.max(end);
+                }
+                if self.walsnd().done {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Caught up with the WAL: what `WalSndWaitForWal` does. A keepalive tells a client
+    /// that has not confirmed everything where the WAL stands; then the connection sleeps
+    /// until the client sends something, new WAL comes, or a timer is due.
+    fn wait_for_wal(&mut self) -> Result<(), Failure> {
+        let walsnd = self.walsnd();
+        if walsnd.client_flush < walsnd.sent
+            && walsnd.client_write < walsnd.sent
+            && !walsnd.waiting_for_ping
+        {
+            self.keepalive(false)?;
+        }
+        self.flush()?;
+        let deadline = self.next_timer();
+        match self.inbox.wait(Some(deadline)) {
+            Wait::Incoming(item) => self.receive(item),
+            Wait::Woken if self.shared.stopping() => Err(Closed::Shutdown.into()),
+            Wait::Woken => Ok(()),
+            Wait::TimedOut => {
+                let interval = self.shared.config.keepalive_interval;
+                if self.walsnd().last_sent.elapsed() >= interval {
+                    self.keepalive(false)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// When the next timer is due: the reply request, the timeout, or our idle
+    /// keepalive (`WalSndComputeSleeptime`, plus ours).
+    fn next_timer(&mut self) -> Instant {
+        let interval = self.shared.config.keepalive_interval;
+        let timeout = self.shared.config.wal_sender_timeout;
+        let walsnd = self.walsnd();
+        let idle = walsnd.last_sent + interval;
+        match timeout {
+            Some(timeout) if walsnd.waiting_for_ping => idle.min(walsnd.last_reply + timeout),
+            Some(timeout) => idle.min(walsnd.last_reply + timeout / 2),
+            None => idle,
+        }
+    }
+
+    /// `WalSndCheckTimeOut`: a client silent for `wal_sender_timeout` is dropped, with
+    /// nothing sent ("we don't send the error message to the standby").
+    pub(super) fn check_timeout(&mut self) -> Result<(), Closed> {
+        let Some(timeout) = self.shared.config.wal_sender_timeout else {
+            return Ok(());
+        };
+        let Some(walsnd) = &self.walsnd else {
+            return Ok(());
+        };
+        if walsnd.last_reply.elapsed() >= timeout {
+            return Err(Closed::Silently(
+                "terminating walsender process due to replication timeout".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `WalSndKeepaliveIfNecessary`: once half of `wal_sender_timeout` has passed since
+    /// the client's last reply, one keepalive asks for a reply.
+    fn keepalive_if_necessary(&mut self) -> Result<(), Closed> {
+        let Some(timeout) = self.shared.config.wal_sender_timeout else {
+            return Ok(());
+        };
+        let walsnd = self.walsnd();
+        if !walsnd.waiting_for_ping && walsnd.last_reply.elapsed() >= timeout / 2 {
+            self.keepalive(true)?;
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// A keepalive reporting how far the WAL has been read for this client.
+    fn keepalive(&mut self, reply_requested: bool) -> Result<(), Closed> {
+        let walsnd = self.walsnd();
+        walsnd.last_sent = Instant::now();
+        if reply_requested {
+            walsnd.waiting_for_ping = true;
+        }
+        let keepalive = ServerMessage::PrimaryKeepalive(PrimaryKeepalive {
+            wal_end: walsnd.sent,
+            send_time: PgTimestamp::now(),
+            reply_requested,
+        });
+        let payload = encode(&keepalive, envelope()).expect("a keepalive always encodes");
+        backend::copy_data(&mut self.out, &payload);
+        if self.out.len() >= FLUSH_AT {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// The client's CopyDone is answered with ours and the copy's CommandComplete.
+    fn end_copy(&mut self) -> Result<(), Failure> {
+        backend::copy_done(&mut self.out);
+        backend::command_complete(&mut self.out, "COPY 0");
+        Ok(())
+    }
+
+    /// `ProcessRepliesIfAny`: everything the client has sent, without waiting; after its
+    /// CopyDone, what follows belongs to the next command and stays in the inbox.
+    pub(super) fn receive_pending(&mut self) -> Result<(), Failure> {
+        while !self.walsnd().done {
+            match self.inbox.try_next() {
+                Some(item) => self.receive(item)?,
+                None => break,
+            }
+        }
+        Ok(())
+    }
+
+    fn receive(&mut self, item: Incoming) -> Result<(), Failure> {
+        let message = match item {
+            Incoming::Message(message) => message,
+            Incoming::End(err) => return Err(self.read_failed(err).into()),
+            Incoming::Startup(_) => {
+                return Err(self
+                    .fatal(sqlstate::PROTOCOL_VIOLATION, "unexpected start-up packet")
+                    .into())
+            }
+        };
+        match message {
+            Frontend::CopyData(data) => self.standby_message(&data)?,
+            Frontend::CopyDone => self.walsnd().done = true,
+            Frontend::Terminate => return Err(Closed::ByClient.into()),
+            other => {
+                let text = format!(
+                    "invalid standby message type \"{}\"",
+                    char::from(other.type_byte())
+                );
+                return Err(self.fatal(sqlstate::PROTOCOL_VIOLATION, &text).into());
+            }
+        }
+        let walsnd = self.walsnd();
+        walsnd.last_reply = Instant::now();
+        walsnd.waiting_for_ping = false;
+        Ok(())
+    }
+
+    /// `ProcessStandbyMessage`: a status update (recorded; its flush position advances
+    /// the slot) or hot standby feedback. Like PostgreSQL, bytes after the fields are
+    /// ignored, too few are an ERROR, and an unknown type closes the connection.
+    fn standby_message(&mut self, data: &[u8]) -> Result<(), Failure> {
+        let Some(&kind) = data.first() else {
+            return Err(short("no data left in message").into());
+        };
+        let len = match kind {
+            b'r' => STATUS_UPDATE_LEN,
+            b'h' => HOT_STANDBY_FEEDBACK_LEN,
+            other => {
+                return Err(Closed::Silently(format!(
+                    "unexpected message type \"{}\"",
+                    char::from(other)
+                ))
+                .into())
+            }
+        };
+        let Some(fields) = data.get(..len) else {
+            return Err(short("insufficient data left in message").into());
+        };
+        match decode::<ClientMessage>(fields, envelope()) {
+            Ok(ClientMessage::StandbyStatusUpdate(update)) => self.status_update(update),
+            Ok(ClientMessage::HotStandbyFeedback(_)) => Ok(()),
+            Err(err) => Err(short(&format!("invalid standby message: {err}")).into()),
+        }
+    }
+
+    fn status_update(&mut self, update: StandbyStatusUpdate) -> Result<(), Failure> {
+        let walsnd = self.walsnd();
+        walsnd.client_write = update.write_lsn;
+        walsnd.client_flush = update.flush_lsn;
+        let slot = walsnd.slot.clone();
+        let advanced = {
+            let mut state = self.shared.lock();
+            state.add_status_update(self.id, update);
+            state.confirm(&slot, update.flush_lsn)
+        };
+        self.shared.notify();
+        if let Some(lsn) = advanced {
+            self.shared.log(format!(
+                "client {}: slot {slot} confirmed at {lsn}",
+                self.id
+            ));
+        }
+        if update.reply_requested {
+            self.keepalive(false)?;
+        }
+        Ok(())
+    }
+}
+
+fn short(text: &str) -> SqlError {
+    error(sqlstate::PROTOCOL_VIOLATION, text)
+}
+
+/// Rendered messages go straight into the connection's output, each in its CopyData
+/// and XLogData frame, and out to the socket every [`FLUSH_AT`] bytes; between writes the
+/// client's replies are read, so a long transaction neither waits for its end nor
+/// starves the client's feedback.
+impl<W: Write> Sink for Connection<'_, W> {
+    fn frame(&mut self, lsn: Lsn, payload: &[u8]) -> Result<(), Stopped> {
+        // CopyData 'd', its Int32 length, then XLogData 'w': dataStart, walEnd, sendTime.
+        let len = 4 + 1 + 8 + 8 + 8 + payload.len();
+        self.out.push(b'd');
+        self.out.extend_from_slice(&(len as u32).to_be_bytes());
+        self.out.push(b'w');
+        self.out.extend_from_slice(&lsn.0.to_be_bytes());
+        self.out.extend_from_slice(&lsn.0.to_be_bytes());
+        self.out
+            .extend_from_slice(&PgTimestamp::now().0.to_be_bytes());
+        self.out.extend_from_slice(payload);
+        self.walsnd().last_sent = Instant::now();
+        if self.out.len() < FLUSH_AT {
+            return Ok(());
+        }
+        let result = self
+            .flush()
+            .map_err(Failure::from)
+            .and_then(|()| self.receive_pending())
+            .and_then(|()| self.check_timeout().map_err(Failure::from))
+            .and_then(|()| self.keepalive_if_necessary().map_err(Failure::from));
+        match result {
+            Err(failure) => {
+                self.walsnd().stopped = Some(failure);
+                Err(Stopped)
+            }
+            Ok(()) if self.walsnd().done || self.walsnd().stopped.is_some() => Err(Stopped),
+            Ok(()) => Ok(()),
+        }
+    }
+
+    fn warning(&mut self, code: &'static str, text: &str, detail: &str, hint: &str) {
+        backend::error_or_notice(
+            &mut self.out,
+            b'N',
+            "WARNING",
+            code,
+            text,
+            Some(detail),
+            Some(hint),
+        );
+    }
+}
