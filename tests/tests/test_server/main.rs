@@ -9,6 +9,7 @@ mod recvlogical;
 mod replay;
 mod rust_client;
 mod subscriber;
+mod twins;
 
 use pgoutput_codec::server::{Publication, Script, Table, Transaction};
 use pgoutput_codec::{ColumnValue, TruncateOptions};

@@ -1,0 +1,688 @@
+//! The same bytes to a real PostgreSQL 15 walsender and to the test server announcing
+//! 15: what each answers (message types, severities, SQLSTATEs, messages) must be the
+//! same, for the timeouts and limits a walsender enforces and for the edge cases where the
+//! test server used to differ (copy messages after the copy, a status update with extra
+//! bytes, a start position past the WAL end, another session's temporary slot, a
+//! publication that does not exist).
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use pgoutput_codec::server::{Auth, Publication, Script, Table, TestServer, Transaction};
+use pgoutput_codec::Lsn;
+use pgoutput_tests::pg::Server;
+
+/// How long each server waits, in both: short, so the test is quick.
+const WAL_SENDER_TIMEOUT: Duration = Duration::from_millis(1000);
+const AUTHENTICATION_TIMEOUT: Duration = Duration::from_secs(1);
+const MAX_WAL_SENDERS: usize = 3;
+
+/// Where to connect.
+#[derive(Clone)]
+enum Target {
+    Postgres(PathBuf),
+    Ours(SocketAddr),
+}
+
+trait Socket: Read + Write + Send {}
+impl<T: Read + Write + Send> Socket for T {}
+
+/// A client that speaks the protocol by hand, to send exactly the bytes a test wants.
+struct Raw {
+    socket: Box<dyn Socket>,
+    buf: Vec<u8>,
+}
+
+/// A message from the server.
+#[derive(Debug, Clone)]
+struct Msg {
+    tag: u8,
+    body: Vec<u8>,
+}
+
+/// How a read ended.
+#[derive(Debug, PartialEq)]
+enum Read1 {
+    Msg(u8, Vec<u8>),
+    TimedOut,
+    Closed,
+}
+
+impl Msg {
+    /// The ErrorResponse/NoticeResponse field `code`.
+    fn field(&self, code: u8) -> String {
+        let mut rest = &self.body[..];
+        while let Some((&c, tail)) = rest.split_first() {
+            if c == 0 {
+                break;
+            }
+            let end = tail.iter().position(|&b| b == 0).unwrap_or(tail.len());
+            if c == code {
+                return String::from_utf8_lossy(&tail[..end]).into_owned();
+            }
+            rest = &tail[(end + 1).min(tail.len())..];
+        }
+        String::new()
+    }
+
+    /// What is compared: the type, and for errors and notices severity, SQLSTATE and
+    /// the message with its numbers (process ids) left out.
+    fn summary(&self) -> String {
+        match self.tag {
+            b'E' | b'N' => {
+                let message: String = self
+                    .field(b'M')
+                    .chars()
+                    .map(|c| if c.is_ascii_digit() { '#' } else { c })
+                    .collect();
+                format!(
+                    "{} {} {} {message}",
+                    char::from(self.tag),
+                    self.field(b'V'),
+                    self.field(b'C')
+                )
+            }
+            tag => char::from(tag).to_string(),
+        }
+    }
+}
+
+fn message(tag: u8, body: &[u8]) -> Vec<u8> {
+    let mut out = vec![tag];
+    out.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+fn startup_packet(user: &str) -> Vec<u8> {
+    let mut body = 196_608u32.to_be_bytes().to_vec();
+    for (k, v) in [
+        ("user", user),
+        ("database", "postgres"),
+        ("replication", "database"),
+    ] {
+        body.extend_from_slice(k.as_bytes());
+        body.push(0);
+        body.extend_from_slice(v.as_bytes());
+        body.push(0);
+    }
+    body.push(0);
+    let mut out = (body.len() as u32 + 4).to_be_bytes().to_vec();
+    out.extend_from_slice(&body);
+    out
+}
+
+fn query(text: &str) -> Vec<u8> {
+    let mut body = text.as_bytes().to_vec();
+    body.push(0);
+    message(b'Q', &body)
+}
+
+/// A standby status update confirming `lsn`, with `extra` bytes after its fields.
+fn status_update(lsn: Lsn, extra: usize) -> Vec<u8> {
+    let mut body = vec![b'r'];
+    for _ in 0..3 {
+        body.extend_from_slice(&lsn.0.to_be_bytes());
+    }
+    body.extend_from_slice(&0i64.to_be_bytes());
+    body.push(0);
+    body.extend(std::iter::repeat_n(0xAB, extra));
+    message(b'd', &body)
+}
+
+impl Raw {
+    fn connect(target: &Target) -> Raw {
+        let socket: Box<dyn Socket> = match target {
+            Target::Postgres(path) => {
+                let s = UnixStream::connect(path).unwrap();
+                s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+                Box::new(s)
+            }
+            Target::Ours(addr) => {
+                let s = TcpStream::connect(addr).unwrap();
+                s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+                Box::new(s)
+            }
+        };
+        Raw {
+            socket,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Connected and logged in (trust) as `user`.
+    fn login(target: &Target, user: &str) -> Raw {
+        let mut raw = Raw::connect(target);
+        raw.send(&startup_packet(user));
+        let answer = raw.until_ready(Duration::from_secs(10));
+        assert!(
+            answer.iter().all(|m| m.tag != b'E'),
+            "login failed: {answer:?}"
+        );
+        raw
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        // A closed connection shows in what is read next.
+        let _ = self.socket.write_all(bytes);
+    }
+
+    /// The next message, waiting at most `timeout`.
+    fn read(&mut self, timeout: Duration) -> Read1 {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.buf.len() >= 5 {
+                let len = u32::from_be_bytes(self.buf[1..5].try_into().unwrap()) as usize;
+                if self.buf.len() > len {
+                    let tag = self.buf[0];
+                    let body = self.buf[5..=len].to_vec();
+                    self.buf.drain(..=len);
+                    return Read1::Msg(tag, body);
+                }
+            }
+            if Instant::now() >= deadline {
+                return Read1::TimedOut;
+            }
+            let mut chunk = [0; 65536];
+            match self.socket.read(&mut chunk) {
+                Ok(0) => return Read1::Closed,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return Read1::Closed,
+            }
+        }
+    }
+
+    /// Messages up to ReadyForQuery (or until the connection closes, then `X`), without
+    /// the start-up's ParameterStatus, BackendKeyData and AuthenticationOk, and without
+    /// CopyData.
+    fn until_ready(&mut self, timeout: Duration) -> Vec<Msg> {
+        let deadline = Instant::now() + timeout;
+        let mut out = Vec::new();
+        loop {
+            match self.read(deadline.saturating_duration_since(Instant::now())) {
+                Read1::Msg(tag, body) => {
+                    let done = tag == b'Z';
+                    if !matches!(tag, b'S' | b'K' | b'R' | b'd') {
+                        out.push(Msg { tag, body });
+                    }
+                    if done {
+                        return out;
+                    }
+                }
+                Read1::Closed => {
+                    out.push(Msg {
+                        tag: b'X',
+                        body: Vec::new(),
+                    });
+                    return out;
+                }
+                Read1::TimedOut => panic!("no ReadyForQuery in {timeout:?}: {out:?}"),
+            }
+        }
+    }
+
+    fn query(&mut self, text: &str) -> Vec<Msg> {
+        self.send(&query(text));
+        self.until_ready(Duration::from_secs(10))
+    }
+
+    /// START_REPLICATION, up to the CopyBothResponse (or the error).
+    fn start(&mut self, slot: &str, lsn: &str, publications: &str) -> Vec<Msg> {
+        self.send(&query(&format!(
+            "START_REPLICATION SLOT {slot} LOGICAL {lsn} (proto_version '1', publication_names '{publications}')"
+        )));
+        let mut out = Vec::new();
+        loop {
+            match self.read(Duration::from_secs(10)) {
+                Read1::Msg(tag, body) => {
+                    out.push(Msg { tag, body });
+                    if matches!(tag, b'W' | b'Z') {
+                        return out;
+                    }
+                }
+                other => panic!("START_REPLICATION: {other:?} after {out:?}"),
+            }
+        }
+    }
+
+    /// Everything until the connection closes or `timeout` passes: the messages other
+    /// than CopyData, whether a keepalive asked for a reply, and whether it closed.
+    fn drain(&mut self, timeout: Duration) -> Drained {
+        let deadline = Instant::now() + timeout;
+        let mut drained = Drained::default();
+        loop {
+            match self.read(deadline.saturating_duration_since(Instant::now())) {
+                Read1::Msg(b'd', body) => drained.copy_data(&body),
+                Read1::Msg(tag, body) => drained.messages.push(Msg { tag, body }),
+                Read1::Closed => {
+                    drained.closed = true;
+                    return drained;
+                }
+                Read1::TimedOut => return drained,
+            }
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Drained {
+    messages: Vec<Msg>,
+    reply_requested: bool,
+    keepalive_ends: Vec<Lsn>,
+    begins: usize,
+    closed: bool,
+}
+
+impl Drained {
+    fn copy_data(&mut self, body: &[u8]) {
+        match body.first() {
+            Some(b'k') if body.len() >= 18 => {
+                self.keepalive_ends
+                    .push(Lsn(u64::from_be_bytes(body[1..9].try_into().unwrap())));
+                self.reply_requested |= body[17] == 1;
+            }
+            Some(b'w') if body.get(25) == Some(&b'B') => self.begins += 1,
+            _ => {}
+        }
+    }
+
+    fn summary(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.messages.iter().map(Msg::summary).collect();
+        if self.closed {
+            out.push("closed".into());
+        }
+        out
+    }
+}
+
+fn summaries(messages: &[Msg]) -> Vec<String> {
+    messages.iter().map(Msg::summary).collect()
+}
+
+/// A scenario run against one target: what it saw, as lines to compare.
+type Scenario = fn(&Twin, &Target) -> Vec<String>;
+
+/// What a scenario needs of each side besides the address.
+struct Twin {
+    pg: Option<Server>,
+    ours: Option<TestServer>,
+}
+
+impl Twin {
+    /// Makes a change the slot created before it will decode.
+    fn write(&self, target: &Target) {
+        match target {
+            Target::Postgres(_) => {
+                let pg = self.pg.as_ref().unwrap();
+                pg.psql("INSERT INTO t VALUES ((SELECT coalesce(max(id), 0) + 1 FROM t), 'x');")
+                    .unwrap();
+            }
+            Target::Ours(_) => {
+                let ours = self.ours.as_ref().unwrap();
+                ours.append(pgoutput_codec::server::Event::Transaction(
+                    Transaction::new().insert(&table(), ["1000", "x"]),
+                ))
+                .unwrap();
+            }
+        }
+    }
+
+    fn confirmed(&self, target: &Target, slot: &str) -> Lsn {
+        match target {
+            Target::Postgres(_) => self
+                .pg
+                .as_ref()
+                .unwrap()
+                .query_one(&format!(
+                    "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '{slot}';"
+                ))
+                .unwrap()
+                .parse()
+                .unwrap(),
+            Target::Ours(_) => self
+                .ours
+                .as_ref()
+                .unwrap()
+                .confirmed_flush_lsn(slot)
+                .unwrap(),
+        }
+    }
+}
+
+fn table() -> Table {
+    Table::new(16385, "public", "t")
+        .key_column("id", 23)
+        .column("v", 25)
+}
+
+fn create_slot(raw: &mut Raw, slot: &str) -> Vec<String> {
+    summaries(&raw.query(&format!("CREATE_REPLICATION_SLOT {slot} LOGICAL pgoutput")))
+}
+
+fn copy_messages_after_the_copy_are_ignored(twin: &Twin, target: &Target) -> Vec<String> {
+    let mut raw = Raw::login(target, "postgres");
+    let mut out = create_slot(&mut raw, "after_copy");
+    out.extend(summaries(&raw.start("after_copy", "0/0", "p")));
+    raw.send(&message(b'c', &[]));
+    out.extend(raw.drain(Duration::from_millis(500)).summary());
+    // What postgres.js sends on sql.end(): CopyDone, then CopyFail.
+    raw.send(&message(b'c', &[]));
+    raw.send(&message(b'f', b"done\0"));
+    raw.send(&message(b'd', b"r"));
+    out.extend(summaries(&raw.query("IDENTIFY_SYSTEM")));
+    out.extend(create_slot(&mut raw, "unused_after_copy"));
+    let _ = twin;
+    out
+}
+
+fn a_status_update_with_extra_bytes_is_accepted(twin: &Twin, target: &Target) -> Vec<String> {
+    let mut raw = Raw::login(target, "postgres");
+    let mut out = create_slot(&mut raw, "extra");
+    twin.write(target);
+    out.extend(summaries(&raw.start("extra", "0/0", "p")));
+    let drained = raw.drain(Duration::from_millis(500));
+    let end = *drained.keepalive_ends.iter().max().unwrap();
+    raw.send(&status_update(end, 16));
+    raw.send(&message(b'c', &[]));
+    out.extend(raw.drain(Duration::from_millis(500)).summary());
+    out.push(format!(
+        "confirmed the keepalive's position: {}",
+        twin.confirmed(target, "extra") == end
+    ));
+    out
+}
+
+fn a_short_status_update_is_an_error(_: &Twin, target: &Target) -> Vec<String> {
+    let mut raw = Raw::login(target, "postgres");
+    let mut out = create_slot(&mut raw, "short");
+    out.extend(summaries(&raw.start("short", "0/0", "p")));
+    raw.send(&message(b'd', b"r\0\0\0\0\0\0\0\x01\0\0"));
+    out.extend(raw.drain(Duration::from_millis(500)).summary());
+    out.extend(summaries(&raw.query("IDENTIFY_SYSTEM")));
+    out
+}
+
+fn an_unknown_standby_message_closes_silently(_: &Twin, target: &Target) -> Vec<String> {
+    let mut raw = Raw::login(target, "postgres");
+    let mut out = create_slot(&mut raw, "unknown_kind");
+    out.extend(summaries(&raw.start("unknown_kind", "0/0", "p")));
+    raw.send(&message(b'd', b"z123"));
+    out.extend(raw.drain(Duration::from_secs(3)).summary());
+    out
+}
+
+fn copy_fail_while_streaming_is_fatal(_: &Twin, target: &Target) -> Vec<String> {
+    let mut raw = Raw::login(target, "postgres");
+    let mut out = create_slot(&mut raw, "copy_fail");
+    out.extend(summaries(&raw.start("copy_fail", "0/0", "p")));
+    raw.send(&message(b'f', b"no\0"));
+    out.extend(raw.drain(Duration::from_secs(3)).summary());
+    out
+}
+
+fn another_sessions_temporary_slot_is_in_use(_: &Twin, target: &Target) -> Vec<String> {
+    let mut owner = Raw::login(target, "postgres");
+    let mut out = summaries(&owner.query("CREATE_REPLICATION_SLOT tmp TEMPORARY LOGICAL pgoutput"));
+    let mut other = Raw::login(target, "postgres");
+    out.extend(summaries(&other.start("tmp", "0/0", "p")));
+    out.extend(summaries(&other.query("DROP_REPLICATION_SLOT tmp")));
+    // The owner streams it.
+    out.extend(summaries(&owner.start("tmp", "0/0", "p")));
+    out
+}
+
+fn a_missing_publication_is_refused_at_the_first_change(
+    twin: &Twin,
+    target: &Target,
+) -> Vec<String> {
+    let mut raw = Raw::login(target, "postgres");
+    let mut out = create_slot(&mut raw, "missing_pub");
+    twin.write(target);
+    out.extend(summaries(&raw.start("missing_pub", "0/0", "nope")));
+    out.extend(summaries(&raw.until_ready(Duration::from_secs(10))));
+    out
+}
+
+fn a_start_past_the_wal_end_reports_the_real_position(twin: &Twin, target: &Target) -> Vec<String> {
+    let mut raw = Raw::login(target, "postgres");
+    let mut out = create_slot(&mut raw, "future");
+    let far = Lsn(0x100_0000_0000);
+    out.extend(summaries(&raw.start("future", &far.to_string(), "p")));
+    let drained = raw.drain(Duration::from_millis(500));
+    let reported = *drained.keepalive_ends.iter().max().unwrap();
+    out.push(format!(
+        "keepalives below the requested start: {}",
+        reported < far
+    ));
+    // A client that confirms what it was told, as clients do.
+    raw.send(&status_update(reported, 0));
+    raw.send(&message(b'c', &[]));
+    out.extend(raw.drain(Duration::from_millis(500)).summary());
+    twin.write(target);
+    let mut again = Raw::login(target, "postgres");
+    out.extend(summaries(&again.start("future", "0/0", "p")));
+    let later = again.drain(Duration::from_millis(1000));
+    out.push(format!(
+        "a later change still reaches the slot: {}",
+        later.begins > 0
+    ));
+    out
+}
+
+fn a_client_that_never_replies_is_dropped(_: &Twin, target: &Target) -> Vec<String> {
+    let mut raw = Raw::login(target, "postgres");
+    let mut out = create_slot(&mut raw, "silent");
+    out.extend(summaries(&raw.start("silent", "0/0", "p")));
+    let drained = raw.drain(WAL_SENDER_TIMEOUT * 5);
+    out.push(format!("asked for a reply: {}", drained.reply_requested));
+    out.extend(drained.summary());
+    out
+}
+
+fn a_client_that_replies_when_asked_stays(twin: &Twin, target: &Target) -> Vec<String> {
+    let mut raw = Raw::login(target, "postgres");
+    let mut out = create_slot(&mut raw, "asked");
+    let before = twin.confirmed(target, "asked");
+    twin.write(target);
+    out.extend(summaries(&raw.start("asked", "0/0", "p")));
+    // Like postgres.js: a status update only when a keepalive asks for one, confirming
+    // the position it reports.
+    let until = Instant::now() + WAL_SENDER_TIMEOUT * 3;
+    let mut closed = false;
+    let mut replies = 0;
+    while Instant::now() < until && !closed {
+        match raw.read(Duration::from_millis(50)) {
+            Read1::Msg(b'd', body) if body.first() == Some(&b'k') && body[17] == 1 => {
+                let end = Lsn(u64::from_be_bytes(body[1..9].try_into().unwrap()));
+                raw.send(&status_update(end, 0));
+                replies += 1;
+            }
+            Read1::Closed => closed = true,
+            _ => {}
+        }
+    }
+    out.push(format!("still connected: {}", !closed));
+    out.push(format!("asked more than once: {}", replies > 1));
+    out.push(format!(
+        "the slot advanced: {}",
+        twin.confirmed(target, "asked") > before
+    ));
+    raw.send(&message(b'c', &[]));
+    out.extend(raw.drain(Duration::from_millis(500)).summary());
+    out
+}
+
+fn too_many_walsenders(_: &Twin, target: &Target) -> Vec<String> {
+    // The walsenders of the scenarios before are gone by now.
+    std::thread::sleep(Duration::from_millis(500));
+    let held: Vec<Raw> = (0..MAX_WAL_SENDERS)
+        .map(|_| Raw::login(target, "postgres"))
+        .collect();
+    let mut extra = Raw::connect(target);
+    extra.send(&startup_packet("postgres"));
+    let mut out = summaries(&extra.until_ready(Duration::from_secs(10)));
+    drop(held);
+    // The places come back once the walsenders are gone.
+    std::thread::sleep(Duration::from_millis(500));
+    let mut again = Raw::connect(target);
+    again.send(&startup_packet("postgres"));
+    out.extend(summaries(&again.until_ready(Duration::from_secs(10))));
+    out
+}
+
+fn silent_after_the_password_request(_: &Twin, target: &Target) -> Vec<String> {
+    let mut raw = Raw::connect(target);
+    raw.send(&startup_packet("tailer"));
+    let mut out = Vec::new();
+    if let Read1::Msg(tag, body) = raw.read(Duration::from_secs(5)) {
+        out.push(format!(
+            "{} {}",
+            char::from(tag),
+            u32::from_be_bytes(body[..4].try_into().unwrap())
+        ));
+    }
+    out.extend(raw.drain(AUTHENTICATION_TIMEOUT * 5).summary());
+    out
+}
+
+fn a_trickled_start_up_packet(_: &Twin, target: &Target) -> Vec<String> {
+    let mut raw = Raw::connect(target);
+    let packet = startup_packet("postgres");
+    let started = Instant::now();
+    // One byte every 50 ms: the whole packet would take longer than the timeout.
+    let mut sent = 0;
+    while sent < packet.len() && started.elapsed() < AUTHENTICATION_TIMEOUT * 3 {
+        raw.send(&packet[sent..=sent]);
+        sent += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut out = vec![format!("sent it all: {}", sent == packet.len())];
+    out.extend(raw.drain(AUTHENTICATION_TIMEOUT * 3).summary());
+    out
+}
+
+#[test]
+fn the_test_server_answers_as_postgresql_15_does() {
+    let Some(binaries) = super::binaries("15") else {
+        return;
+    };
+    let settings = [
+        format!("wal_sender_timeout = {}ms", WAL_SENDER_TIMEOUT.as_millis()),
+        format!(
+            "authentication_timeout = {}s",
+            AUTHENTICATION_TIMEOUT.as_secs()
+        ),
+        format!("max_wal_senders = {MAX_WAL_SENDERS}"),
+    ];
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    let pg = Server::start_with_settings(&binaries, &settings).unwrap();
+    pg.psql(
+        "CREATE TABLE t (id int PRIMARY KEY, v text); CREATE PUBLICATION p FOR TABLE t;\
+         CREATE ROLE tailer LOGIN PASSWORD 'pw';",
+    )
+    .unwrap();
+    let postgres = Target::Postgres(pg.socket_dir().join(format!(".s.PGSQL.{}", pg.port())));
+    let builder = || {
+        TestServer::builder()
+            .server_version("15.15")
+            .wal_sender_timeout(WAL_SENDER_TIMEOUT)
+            .authentication_timeout(AUTHENTICATION_TIMEOUT)
+            .max_wal_senders(MAX_WAL_SENDERS)
+            .publication(Publication::new("p").table(table()))
+            .script(Script::new())
+    };
+    let mut twin = Twin {
+        pg: Some(pg),
+        ours: None,
+    };
+    let scenarios: [(&str, Scenario, bool); 13] = [
+        (
+            "copy after copy",
+            copy_messages_after_the_copy_are_ignored,
+            false,
+        ),
+        (
+            "extra bytes",
+            a_status_update_with_extra_bytes_is_accepted,
+            false,
+        ),
+        (
+            "short status update",
+            a_short_status_update_is_an_error,
+            false,
+        ),
+        (
+            "unknown standby message",
+            an_unknown_standby_message_closes_silently,
+            false,
+        ),
+        (
+            "CopyFail while streaming",
+            copy_fail_while_streaming_is_fatal,
+            false,
+        ),
+        (
+            "temporary slot",
+            another_sessions_temporary_slot_is_in_use,
+            false,
+        ),
+        (
+            "missing publication",
+            a_missing_publication_is_refused_at_the_first_change,
+            false,
+        ),
+        (
+            "start past the WAL end",
+            a_start_past_the_wal_end_reports_the_real_position,
+            false,
+        ),
+        (
+            "never replies",
+            a_client_that_never_replies_is_dropped,
+            false,
+        ),
+        (
+            "replies when asked",
+            a_client_that_replies_when_asked_stays,
+            false,
+        ),
+        ("max_wal_senders", too_many_walsenders, false),
+        (
+            "silent after the password request",
+            silent_after_the_password_request,
+            true,
+        ),
+        (
+            "trickled start-up packet",
+            a_trickled_start_up_packet,
+            false,
+        ),
+    ];
+    let mut differences = Vec::new();
+    for (name, scenario, scram) in scenarios {
+        let theirs = scenario(&twin, &postgres);
+        // A fresh test server for each scenario, as the real server's state does not
+        // matter to any of them.
+        let mut ours_builder = builder();
+        if scram {
+            ours_builder = ours_builder.auth(Auth::scram("tailer", "pw"));
+        }
+        twin.ours = Some(ours_builder.start().unwrap());
+        let ours = Target::Ours(twin.ours.as_ref().unwrap().addr());
+        let mine = scenario(&twin, &ours);
+        if theirs != mine {
+            differences.push(format!(
+                "{name}:\n  PostgreSQL 15: {theirs:?}\n  test server:   {mine:?}"
+            ));
+        } else {
+            eprintln!("{name}: {theirs:?}");
+        }
+        twin.ours = None;
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+}
