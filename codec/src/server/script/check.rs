@@ -134,3 +134,133 @@ fn known(oid: Oid, widths: &HashMap<Oid, usize>, what: &str) -> Result<usize, St
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::server::catalog::{Catalog, Publication, Table};
+    use crate::server::script::{Clock, Script};
+    use crate::Lsn;
+
+    const RELATION: &str = r#"{"type":"relation","relation_oid":16385,"namespace":"public","relation_name":"t","replica_identity":"default","columns":[{"flags":1,"name":"id","type_oid":23,"type_modifier":-1}]}"#;
+
+    /// What the server says when it loads `lines`: the check, then the clock.
+    fn load(lines: &[&str]) -> Result<(), String> {
+        let mut script = Script::from_json_lines(&lines.join("\n")).map_err(|e| e.to_string())?;
+        let mut catalog = Catalog::new(vec![Publication::all_tables("p")])?;
+        for table in &script.tables {
+            catalog.add_table(table.clone());
+        }
+        script.check(&catalog).map_err(|e| e.to_string())?;
+        let mut clock = Clock {
+            next_lsn: Lsn(0x0100_0000),
+            next_xid: 750,
+        };
+        script.fill(&mut clock).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn what_a_script_cannot_mean_is_refused_naming_its_line() {
+        for (lines, expected) in [
+            (
+                &[RELATION, r#"{"type":"begin"}"#, r#"{"type":"insert","relation_oid":16390,"new_tuple":[{"text":"1"}]}"#, r#"{"type":"commit"}"#][..],
+                "script line 3: an Insert of relation 16390, which no Relation line or configured table defines",
+            ),
+            (
+                &[RELATION, r#"{"type":"begin"}"#, r#"{"type":"insert","relation_oid":16385,"new_tuple":[{"text":"1"},{"text":"2"}]}"#, r#"{"type":"commit"}"#],
+                "script line 3: an Insert with 2 values, but table public.t has 1 columns",
+            ),
+            (
+                &[r#"{"type":"commit_prepared","gid":"g"}"#],
+                "script line 1: COMMIT PREPARED of gid \"g\", which no transaction before it prepared",
+            ),
+            (
+                &[RELATION, r#"{"type":"begin","final_lsn":"0/2000000"}"#, r#"{"type":"commit","commit_lsn":"0/2000000","end_lsn":"0/2000048"}"#, r#"{"type":"begin","final_lsn":"0/1800000"}"#, r#"{"type":"commit","commit_lsn":"0/1800000","end_lsn":"0/1800048"}"#],
+                "script line 5: commit LSN 0/1800000 is before the end of the events before it (0/2000048): LSNs go backwards",
+            ),
+            (
+                &[r#"{"type":"begin"}"#, r#"{"type":"commit","commit_lsn":"FFFFFFFF/FFFFFFF0"}"#],
+                "script line 2: LSN FFFFFFFF/FFFFFFF0 leaves no room for its record",
+            ),
+            (
+                &[r#"{"type":"message","flags":"non_transactional","lsn":"FFFFFFFF/FFFFFFFF","prefix":"p","content":""}"#],
+                "script line 1: LSN FFFFFFFF/FFFFFFFF leaves no room for its record",
+            ),
+        ] {
+            let err = load(lines).unwrap_err();
+            assert!(err.starts_with(expected), "{err}\nexpected: {expected}");
+        }
+    }
+
+    #[test]
+    fn a_script_built_in_rust_is_refused_naming_its_event() {
+        let unknown = Table::new(16390, "public", "u").key_column("id", 23);
+        let script = Script::new()
+            .transaction(crate::server::Transaction::new())
+            .transaction(crate::server::Transaction::new().insert(&unknown, ["1"]));
+        let err = script.check(&Catalog::default()).unwrap_err();
+        assert_eq!(err.line, 0);
+        assert!(
+            err.to_string()
+                .starts_with("script event 2, step 1: an Insert of relation 16390"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_large_transaction_keeps_its_changes_below_its_commit() {
+        let mut lines = vec![RELATION.to_owned(), r#"{"type":"begin"}"#.to_owned()];
+        for id in 0..100_000 {
+            lines.push(format!(
+                r#"{{"type":"insert","relation_oid":16385,"new_tuple":[{{"text":"{id}"}}]}}"#
+            ));
+        }
+        // 100,000 records 0x48 apart would pass this commit by 7 MB.
+        lines.push(r#"{"type":"commit","commit_lsn":"0/1100000","end_lsn":"0/1100048"}"#.into());
+        let mut script = Script::from_json_lines(&lines.join("\n")).unwrap();
+        let mut clock = Clock {
+            next_lsn: Lsn(0x0100_0000),
+            next_xid: 750,
+        };
+        script.fill(&mut clock).unwrap();
+        let crate::server::Event::Transaction(t) = &script.events[0] else {
+            panic!()
+        };
+        let lsns: Vec<Lsn> = t
+            .steps
+            .iter()
+            .map(|s| match s {
+                crate::server::Step::Change { lsn, .. } => *lsn,
+                _ => panic!(),
+            })
+            .collect();
+        assert!(lsns.windows(2).all(|w| w[0] < w[1]));
+        assert!(*lsns.last().unwrap() < Lsn(0x0110_0000));
+        assert_eq!(t.commit_lsn, Lsn(0x0110_0000));
+    }
+
+    #[test]
+    fn configured_tables_are_checked_by_key() {
+        let t = Table::new(16385, "public", "t").key_column("id", 23);
+        let other = Table::new(16385, "public", "other").key_column("id", 23);
+        let err = Catalog::new(vec![
+            Publication::new("a").table(t.clone()),
+            Publication::new("b").table(other),
+        ])
+        .unwrap_err();
+        assert_eq!(
+            err,
+            "publications[1].tables[0]: table public.other has OID 16385, which publications[0].tables[0] gives to public.t"
+        );
+        // The same table in two publications is one table.
+        assert!(Catalog::new(vec![
+            Publication::new("a").table(t.clone()),
+            Publication::new("b").table(t.clone())
+        ])
+        .is_ok());
+        let wide = t.row([Some("1"), Some("2")]);
+        assert_eq!(
+            Catalog::new(vec![Publication::new("a").table(wide)]).unwrap_err(),
+            "publications[0].tables[0].rows[0]: 2 values, but table public.t has 1 columns"
+        );
+    }
+}

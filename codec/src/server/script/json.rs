@@ -58,45 +58,50 @@ impl Script {
     ///
     /// [`ScriptError`] naming the line and what is wrong with it (or that it cannot be
     /// read).
-    pub fn from_json_reader(mut reader: impl BufRead) -> Result<Script, ScriptError> {
-        let mut parser = JsonScript::default();
-        let mut buf = Vec::new();
-        let mut number = 0;
-        loop {
-            buf.clear();
-            let read = (&mut reader)
-                .take(MAX_LINE_LEN as u64 + 1)
-                .read_until(b'\n', &mut buf);
-            let error = |message: String| ScriptError {
-                line: number + 1,
-                message,
-            };
-            match read {
-                Ok(0) => break,
-                Ok(_) => number += 1,
-                Err(err) => return Err(error(format!("cannot read it: {err}"))),
-            }
-            if buf.len() > MAX_LINE_LEN {
-                return Err(ScriptError {
-                    line: number,
-                    message: format!("the line is longer than {MAX_LINE_LEN} bytes"),
-                });
-            }
-            let line = std::str::from_utf8(&buf).map_err(|_| ScriptError {
-                line: number,
-                message: "the line is not UTF-8".into(),
-            })?;
-            let trimmed = line.trim();
-            if trimmed.is_empty() || trimmed.starts_with('#') {
-                continue;
-            }
-            parser.read_line(trimmed, number)?;
-        }
-        parser.finish().map_err(|message| ScriptError {
-            line: number,
-            message,
-        })
+    pub fn from_json_reader(reader: impl BufRead) -> Result<Script, ScriptError> {
+        read_lines(reader, MAX_LINE_LEN)
     }
+}
+
+/// JSON lines from `reader`, each at most `max_line` bytes.
+fn read_lines(mut reader: impl BufRead, max_line: usize) -> Result<Script, ScriptError> {
+    let mut parser = JsonScript::default();
+    let mut buf = Vec::new();
+    let mut number = 0;
+    loop {
+        buf.clear();
+        let read = (&mut reader)
+            .take(max_line as u64 + 1)
+            .read_until(b'\n', &mut buf);
+        let error = |message: String| ScriptError {
+            line: number + 1,
+            message,
+        };
+        match read {
+            Ok(0) => break,
+            Ok(_) => number += 1,
+            Err(err) => return Err(error(format!("cannot read it: {err}"))),
+        }
+        if buf.len() > max_line && !buf.ends_with(b"\n") {
+            return Err(ScriptError {
+                line: number,
+                message: format!("the line is longer than {max_line} bytes"),
+            });
+        }
+        let line = std::str::from_utf8(&buf).map_err(|_| ScriptError {
+            line: number,
+            message: "the line is not UTF-8".into(),
+        })?;
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        parser.read_line(trimmed, number)?;
+    }
+    parser.finish().map_err(|message| ScriptError {
+        line: number,
+        message,
+    })
 }
 
 /// The longest line a JSON script may have: 256 MiB, room for PostgreSQL's largest value
@@ -613,5 +618,16 @@ mod tests {
             let err = Script::from_json_lines(text).unwrap_err();
             assert_eq!((err.line, err.message.as_str()), (line, message), "{text}");
         }
+    }
+
+    #[test]
+    fn a_line_too_long_is_refused_with_its_number() {
+        let text = "{\"type\":\"begin\"}\n{\"type\":\"commit\"}\n# 01234567890123456789\n";
+        let err = read_lines(text.as_bytes(), 20).unwrap_err();
+        assert_eq!(
+            (err.line, err.message.as_str()),
+            (3, "the line is longer than 20 bytes")
+        );
+        assert!(read_lines(text.as_bytes(), 22).is_ok());
     }
 }
