@@ -518,8 +518,9 @@ fn a_client_that_replies_when_asked_stays(twin: &Twin, target: &Target) -> Vec<S
 }
 
 fn too_many_walsenders(_: &Twin, target: &Target) -> Vec<String> {
-    // The walsenders of the scenarios before are gone by now.
-    std::thread::sleep(Duration::from_millis(500));
+    // The walsenders of the scenarios before are gone by now (a loaded machine takes
+    // its time to end backends).
+    std::thread::sleep(Duration::from_millis(2000));
     let held: Vec<Raw> = (0..MAX_WAL_SENDERS)
         .map(|_| Raw::login(target, "postgres"))
         .collect();
@@ -528,7 +529,7 @@ fn too_many_walsenders(_: &Twin, target: &Target) -> Vec<String> {
     let mut out = summaries(&extra.until_ready(Duration::from_secs(10)));
     drop(held);
     // The places come back once the walsenders are gone.
-    std::thread::sleep(Duration::from_millis(500));
+    std::thread::sleep(Duration::from_millis(2000));
     let mut again = Raw::connect(target);
     again.send(&startup_packet("postgres"));
     out.extend(summaries(&again.until_ready(Duration::from_secs(10))));
