@@ -11,7 +11,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
-use super::catalog::Catalog;
+use super::catalog::{Catalog, Column, Table};
 use super::error::{error, sqlstate, SqlError};
 use super::script::{relations_of, End, Event, Step, Transaction};
 use super::values::{binary_to_text, text_to_binary};
@@ -339,25 +339,27 @@ impl<'a> Renderer<'a> {
                 _ => None,
             })
             .collect();
-        let mut first_change = None;
-        let mut scripted_empty = true;
-        for step in &t.steps {
-            if let Step::Change {
-                lsn,
-                subtransaction,
-                message,
-            } = step
-            {
-                scripted_empty = false;
-                if is_table_change(message) {
-                    self.load_publications(sink)?;
-                }
-                if !aborted.contains(subtransaction) && self.visible(message) {
-                    first_change = Some(*lsn);
-                    break;
-                }
-            }
+        // The changes a client that gets the transaction whole may see, in order.
+        let kept = || {
+            t.steps.iter().filter_map(|step| match step {
+                Step::Change {
+                    lsn,
+                    subtransaction,
+                    message,
+                } if !aborted.contains(subtransaction) => Some((*lsn, message)),
+                _ => None,
+            })
+        };
+        let scripted_empty = !t.steps.iter().any(|s| matches!(s, Step::Change { .. }));
+        if t.steps
+            .iter()
+            .any(|s| matches!(s, Step::Change { message, .. } if is_table_change(message)))
+        {
+            self.load_publications(sink)?;
         }
+        let first_change = kept()
+            .find(|(_, message)| self.visible(message))
+            .map(|(lsn, _)| lsn);
         let prepared = ending.prepare_gid.is_some();
         if first_change.is_none() && !prepared && !scripted_empty {
             // PostgreSQL 15 and later skip transactions with nothing for this client. One
@@ -386,16 +388,9 @@ impl<'a> Renderer<'a> {
         };
         self.emit(sink, first_lsn, &begin)?;
         self.origin(t, sink)?;
-        for step in &t.steps {
-            if let Step::Change {
-                lsn,
-                subtransaction,
-                message,
-            } = step
-            {
-                if !aborted.contains(subtransaction) && self.visible(message) {
-                    self.change(sink, *lsn, message, None, None)?;
-                }
+        for (lsn, message) in kept() {
+            if self.visible(message) {
+                self.change(sink, lsn, message, None, None)?;
             }
         }
         let end = match ending.prepare_gid {
@@ -702,49 +697,58 @@ impl<'a> Renderer<'a> {
     /// for (borrowed where it is already in that form).
     fn tuple<'t>(&self, oid: Oid, tuple: &'t TupleData<'_>) -> Result<TupleData<'t>, Failed> {
         let table = self.catalog.table(oid);
-        let mut values = Vec::with_capacity(tuple.columns.len());
-        let owned;
-        let columns: &[ColumnValue<'_>] = match tuple.columns.as_slice() {
-            Some(columns) => columns,
-            None => {
-                owned = tuple.columns.to_vec();
-                // A tuple decoded from the wire, not built: rare in a script; copied.
-                return Ok(TupleData::new(
-                    owned
-                        .into_iter()
+        let column = |index: usize| table.and_then(|t| t.columns.get(index));
+        let values = match tuple.columns.as_slice() {
+            Some(columns) => columns
+                .iter()
+                .enumerate()
+                .map(|(index, value)| self.value(value, column(index), table))
+                .collect::<Result<Vec<_>, _>>()?,
+            // A tuple decoded from the wire, not built: rare in a script; its values are
+            // converted alike, then copied (they borrow from the iteration).
+            None => tuple
+                .columns
+                .iter()
+                .enumerate()
+                .map(|(index, value)| {
+                    self.value(&value, column(index), table)
                         .map(crate::IntoOwned::into_owned)
-                        .collect::<Vec<_>>(),
-                ));
-            }
+                })
+                .collect::<Result<Vec<_>, _>>()?,
         };
-        for (index, value) in columns.iter().enumerate() {
-            let column = table.and_then(|t| t.columns.get(index));
-            let value = match (value, column) {
-                (ColumnValue::Binary(bytes), Some(column)) if !self.options.binary => {
-                    let text = binary_to_text(column.type_oid, bytes).ok_or_else(|| {
-                        let table = table.map(|t| t.qualified_name()).unwrap_or_default();
-                        RenderError(format!(
-                            "column \"{}\" of table {table} holds a binary value of type {} that has no text form here, and the client did not ask for binary values",
-                            column.name,
-                            column.type_oid.0
-                        ))
-                    })?;
-                    ColumnValue::Text(text.into())
-                }
-                (ColumnValue::Text(text), Some(column)) if self.options.binary => {
-                    match text_to_binary(column.type_oid, text) {
-                        Some(binary) => ColumnValue::Binary(binary.into()),
-                        None => ColumnValue::Text(text.as_bytes().into()),
-                    }
-                }
-                (ColumnValue::Text(bytes), _) => ColumnValue::Text(bytes.as_bytes().into()),
-                (ColumnValue::Binary(bytes), _) => ColumnValue::Binary(bytes.as_bytes().into()),
-                (ColumnValue::Null, _) => ColumnValue::Null,
-                (ColumnValue::UnchangedToast, _) => ColumnValue::UnchangedToast,
-            };
-            values.push(value);
-        }
         Ok(TupleData::new(values))
+    }
+
+    /// A view of `value` in the form the client asked for (borrowed where it already is).
+    fn value<'v>(
+        &self,
+        value: &'v ColumnValue<'_>,
+        column: Option<&Column>,
+        table: Option<&Table>,
+    ) -> Result<ColumnValue<'v>, Failed> {
+        Ok(match (value, column) {
+            (ColumnValue::Binary(bytes), Some(column)) if !self.options.binary => {
+                let text = binary_to_text(column.type_oid, bytes).ok_or_else(|| {
+                    let table = table.map(Table::qualified_name).unwrap_or_default();
+                    RenderError(format!(
+                        "column \"{}\" of table {table} holds a binary value of type {} that has no text form here, and the client did not ask for binary values",
+                        column.name,
+                        column.type_oid.0
+                    ))
+                })?;
+                ColumnValue::Text(text.into())
+            }
+            (ColumnValue::Text(text), Some(column)) if self.options.binary => {
+                match text_to_binary(column.type_oid, text) {
+                    Some(binary) => ColumnValue::Binary(binary.into()),
+                    None => ColumnValue::Text(text.as_bytes().into()),
+                }
+            }
+            (ColumnValue::Text(bytes), _) => ColumnValue::Text(bytes.as_bytes().into()),
+            (ColumnValue::Binary(bytes), _) => ColumnValue::Binary(bytes.as_bytes().into()),
+            (ColumnValue::Null, _) => ColumnValue::Null,
+            (ColumnValue::UnchangedToast, _) => ColumnValue::UnchangedToast,
+        })
     }
 
     /// Encodes `message` with this client's session state and hands it to the sink.

@@ -220,6 +220,12 @@ impl<W: Write> Connection<'_, W> {
                 Err(err) => break Err(Closed::Io(format!("write failed: {err}"))),
             }
         };
+        if written > 0 {
+            // One clock read per write, not per message.
+            if let Some(walsnd) = &mut self.walsnd {
+                walsnd.last_sent = Instant::now();
+            }
+        }
         self.out.clear();
         result
     }

@@ -49,8 +49,8 @@ pub(super) struct WalSnd {
     last_reply: Instant,
     /// `waiting_for_ping_response`: a reply request is out and unanswered.
     waiting_for_ping: bool,
-    /// When anything was last sent (for our idle keepalive).
-    last_sent: Instant,
+    /// When anything was last written to the socket (for our idle keepalive).
+    pub(super) last_sent: Instant,
     /// The client sent CopyDone.
     done: bool,
     /// Why streaming must stop, found where it could not stop at once (inside the
@@ -408,7 +408,6 @@ impl<W: Write> Sink for Connection<'_, W> {
         self.out
             .extend_from_slice(&PgTimestamp::now().0.to_be_bytes());
         self.out.extend_from_slice(payload);
-        self.walsnd().last_sent = Instant::now();
         if self.out.len() < FLUSH_AT {
             return Ok(());
         }
