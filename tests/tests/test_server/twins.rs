@@ -364,10 +364,17 @@ fn create_slot(raw: &mut Raw, slot: &str) -> Vec<String> {
     summaries(&raw.query(&format!("CREATE_REPLICATION_SLOT {slot} LOGICAL pgoutput")))
 }
 
-fn copy_messages_after_the_copy_are_ignored(twin: &Twin, target: &Target) -> Vec<String> {
+/// A session streaming from a new slot `slot` with publication `p`, and what it was
+/// answered so far.
+fn streaming(target: &Target, slot: &str) -> (Raw, Vec<String>) {
     let mut raw = Raw::login(target, "postgres");
-    let mut out = create_slot(&mut raw, "after_copy");
-    out.extend(summaries(&raw.start("after_copy", "0/0", "p")));
+    let mut out = create_slot(&mut raw, slot);
+    out.extend(summaries(&raw.start(slot, "0/0", "p")));
+    (raw, out)
+}
+
+fn copy_messages_after_the_copy_are_ignored(twin: &Twin, target: &Target) -> Vec<String> {
+    let (mut raw, mut out) = streaming(target, "after_copy");
     raw.send(&message(b'c', &[]));
     out.extend(raw.drain(Duration::from_millis(500)).summary());
     // What postgres.js sends on sql.end(): CopyDone, then CopyFail.
@@ -398,9 +405,7 @@ fn a_status_update_with_extra_bytes_is_accepted(twin: &Twin, target: &Target) ->
 }
 
 fn a_short_status_update_is_an_error(_: &Twin, target: &Target) -> Vec<String> {
-    let mut raw = Raw::login(target, "postgres");
-    let mut out = create_slot(&mut raw, "short");
-    out.extend(summaries(&raw.start("short", "0/0", "p")));
+    let (mut raw, mut out) = streaming(target, "short");
     raw.send(&message(b'd', b"r\0\0\0\0\0\0\0\x01\0\0"));
     out.extend(raw.drain(Duration::from_millis(500)).summary());
     out.extend(summaries(&raw.query("IDENTIFY_SYSTEM")));
@@ -408,18 +413,14 @@ fn a_short_status_update_is_an_error(_: &Twin, target: &Target) -> Vec<String> {
 }
 
 fn an_unknown_standby_message_closes_silently(_: &Twin, target: &Target) -> Vec<String> {
-    let mut raw = Raw::login(target, "postgres");
-    let mut out = create_slot(&mut raw, "unknown_kind");
-    out.extend(summaries(&raw.start("unknown_kind", "0/0", "p")));
+    let (mut raw, mut out) = streaming(target, "unknown_kind");
     raw.send(&message(b'd', b"z123"));
     out.extend(raw.drain(Duration::from_secs(3)).summary());
     out
 }
 
 fn copy_fail_while_streaming_is_fatal(_: &Twin, target: &Target) -> Vec<String> {
-    let mut raw = Raw::login(target, "postgres");
-    let mut out = create_slot(&mut raw, "copy_fail");
-    out.extend(summaries(&raw.start("copy_fail", "0/0", "p")));
+    let (mut raw, mut out) = streaming(target, "copy_fail");
     raw.send(&message(b'f', b"no\0"));
     out.extend(raw.drain(Duration::from_secs(3)).summary());
     out
@@ -475,9 +476,7 @@ fn a_start_past_the_wal_end_reports_the_real_position(twin: &Twin, target: &Targ
 }
 
 fn a_client_that_never_replies_is_dropped(_: &Twin, target: &Target) -> Vec<String> {
-    let mut raw = Raw::login(target, "postgres");
-    let mut out = create_slot(&mut raw, "silent");
-    out.extend(summaries(&raw.start("silent", "0/0", "p")));
+    let (mut raw, mut out) = streaming(target, "silent");
     let drained = raw.drain(WAL_SENDER_TIMEOUT * 5);
     out.push(format!("asked for a reply: {}", drained.reply_requested));
     out.extend(drained.summary());
