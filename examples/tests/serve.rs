@@ -219,3 +219,55 @@ fn serve_with_a_config_file_and_a_script() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("unknown field `server_versoin`"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn serve_takes_postgresql_limits_from_flags_and_the_config() {
+    let dir = std::env::temp_dir().join(format!("pgoutput-serve-limits-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("config.json");
+    std::fs::write(&config, r#"{"max_replication_slots": 1}"#).unwrap();
+    let port = free_port();
+    let conninfo = format!("host=127.0.0.1 port={port} user=anyone dbname=postgres");
+    let (mut child, mut conn) = spawn_serve(
+        &[
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--config",
+            config.to_str().unwrap(),
+            "--max-wal-senders",
+            "1",
+            "--wal-sender-timeout",
+            "300ms",
+        ],
+        &conninfo,
+    );
+    conn.simple_query("CREATE_REPLICATION_SLOT one LOGICAL pgoutput")
+        .unwrap();
+    let err = conn
+        .simple_query("CREATE_REPLICATION_SLOT two LOGICAL pgoutput")
+        .unwrap_err();
+    let err = err.server_error().unwrap();
+    assert_eq!(
+        (err.code.as_str(), err.message.as_str()),
+        ("53400", "all replication slots are in use")
+    );
+    let info = ConnInfo::parse(Some(&conninfo), |_| None).unwrap();
+    let err = Connection::connect(&info).unwrap_err();
+    assert_eq!(err.server_error().unwrap().code, "53300");
+    // A client that never replies is dropped after the timeout.
+    conn.start_replication(
+        "START_REPLICATION SLOT one LOGICAL 0/0 (proto_version '1', publication_names 'demo')",
+    )
+    .unwrap();
+    let started = Instant::now();
+    let ended = loop {
+        match conn.poll_copy_data(Duration::from_millis(100)) {
+            Ok(_) if started.elapsed() < Duration::from_secs(10) => {}
+            other => break other,
+        }
+    };
+    assert!(ended.is_err(), "still streaming after 10 s: {ended:?}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

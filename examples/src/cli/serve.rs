@@ -24,6 +24,7 @@ new transaction every second. Logs each client, its options and confirmed positi
   {"server_version": "15.20", "database": "app", "system_identifier": 7400000000000000001,
    "start_lsn": "0/1000000", "keepalive_interval_ms": 10000,
    "wal_sender_timeout": "60s", "authentication_timeout": "1min", "max_wal_senders": 10,
+   "max_replication_slots": 100,
    "auth": {"method": "scram", "user": "rep", "password": "pw"},
    "publications": [{"name": "p", "tables": [{"oid": 16385, "schema": "public",
      "name": "t", "replica_identity": "default",
@@ -79,6 +80,10 @@ pub struct ServeArgs {
     /// gets FATAL 53300 [default: 10].
     #[arg(long, value_name = "N")]
     max_wal_senders: Option<usize>,
+    /// PostgreSQL's max_replication_slots: slots that may exist at once; one more
+    /// gets ERROR 53400 [default: 100].
+    #[arg(long, value_name = "N")]
+    max_replication_slots: Option<usize>,
 }
 
 /// The `--config` file.
@@ -93,6 +98,7 @@ struct Config {
     wal_sender_timeout: Option<Setting>,
     authentication_timeout: Option<Setting>,
     max_wal_senders: Option<usize>,
+    max_replication_slots: Option<usize>,
     auth: Option<AuthConfig>,
     #[serde(default)]
     publications: Vec<Publication>,
@@ -319,6 +325,9 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode, String> {
     }
     if let Some(max) = args.max_wal_senders.or(config.max_wal_senders) {
         builder = builder.max_wal_senders(max);
+    }
+    if let Some(max) = args.max_replication_slots.or(config.max_replication_slots) {
+        builder = builder.max_replication_slots(max);
     }
     if let Some(version) = args
         .server_version
