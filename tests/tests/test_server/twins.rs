@@ -3,12 +3,15 @@
 //! same, for the timeouts and limits a walsender enforces and for the edge cases where the
 //! test server used to differ (copy messages after the copy, a status update with extra
 //! bytes, a start position past the WAL end, another session's temporary slot, a
-//! publication that does not exist).
+//! publication that does not exist), and for real clients (pg_recvlogical and psycopg2
+//! answering reply requests under a short `wal_sender_timeout`, a stopped pg_recvlogical
+//! dropped while another client is served).
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use pgoutput_codec::server::{Auth, Publication, Script, Table, TestServer, Transaction};
@@ -73,11 +76,15 @@ impl Msg {
     fn summary(&self) -> String {
         match self.tag {
             b'E' | b'N' => {
-                let message: String = self
-                    .field(b'M')
-                    .chars()
-                    .map(|c| if c.is_ascii_digit() { '#' } else { c })
-                    .collect();
+                // Each number (a process id's digits vary) as one '#'.
+                let mut message = String::new();
+                for c in self.field(b'M').chars() {
+                    if !c.is_ascii_digit() {
+                        message.push(c);
+                    } else if !message.ends_with('#') {
+                        message.push('#');
+                    }
+                }
                 format!(
                     "{} {} {} {message}",
                     char::from(self.tag),
@@ -311,9 +318,80 @@ type Scenario = fn(&Twin, &Target) -> Vec<String>;
 struct Twin {
     pg: Option<Server>,
     ours: Option<TestServer>,
+    /// PostgreSQL 15's programs (pg_recvlogical).
+    bin: PathBuf,
 }
 
 impl Twin {
+    /// A libpq connection string for the target, as user postgres.
+    fn dsn(&self, target: &Target) -> String {
+        match target {
+            Target::Postgres(_) => self.pg.as_ref().unwrap().conninfo("postgres", None),
+            Target::Ours(_) => self.ours.as_ref().unwrap().connection_string(),
+        }
+    }
+
+    /// Whether a client is streaming from `slot`.
+    fn active(&self, target: &Target, slot: &str) -> bool {
+        match target {
+            Target::Postgres(_) => {
+                self.pg
+                    .as_ref()
+                    .unwrap()
+                    .query_one(&format!(
+                        "SELECT active FROM pg_replication_slots WHERE slot_name = '{slot}';"
+                    ))
+                    .unwrap()
+                    == "t"
+            }
+            Target::Ours(_) => self
+                .ours
+                .as_ref()
+                .unwrap()
+                .slots()
+                .iter()
+                .any(|s| s.name == slot && s.active_client.is_some()),
+        }
+    }
+
+    /// Waits until a client streams from `slot` (false after 10 s).
+    fn until_active(&self, target: &Target, slot: &str) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.active(target, slot) {
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        true
+    }
+
+    /// Makes one transaction of `rows` inserts of 200-byte values: more than a socket
+    /// buffers when `rows` is large.
+    fn write_many(&self, target: &Target, rows: usize) {
+        match target {
+            Target::Postgres(_) => {
+                let pg = self.pg.as_ref().unwrap();
+                pg.psql(&format!(
+                    "INSERT INTO t SELECT (SELECT coalesce(max(id), 0) FROM t) + g, repeat('x', 200) \
+                     FROM generate_series(1, {rows}) g;"
+                ))
+                .unwrap();
+            }
+            Target::Ours(_) => {
+                let ours = self.ours.as_ref().unwrap();
+                let value = "x".repeat(200);
+                let mut transaction = Transaction::new();
+                for i in 0..rows {
+                    transaction =
+                        transaction.insert(&table(), [(2000 + i).to_string(), value.clone()]);
+                }
+                ours.append(pgoutput_codec::server::Event::Transaction(transaction))
+                    .unwrap();
+            }
+        }
+    }
+
     /// Makes a change the slot created before it will decode.
     fn write(&self, target: &Target) {
         match target {
@@ -516,6 +594,180 @@ fn a_client_that_replies_when_asked_stays(twin: &Twin, target: &Target) -> Vec<S
     out
 }
 
+/// pg_recvlogical 15 streaming `slot` to /dev/null with further `args`.
+fn pg_recvlogical(twin: &Twin, target: &Target, slot: &str, args: &[&str]) -> Child {
+    Command::new(twin.bin.join("pg_recvlogical"))
+        .args([
+            "-d",
+            &twin.dsn(target),
+            "--slot",
+            slot,
+            "--start",
+            "-f",
+            "-",
+        ])
+        .args([
+            "-o",
+            "proto_version=1",
+            "-o",
+            "publication_names=p",
+            "--no-loop",
+        ])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("pg_recvlogical runs")
+}
+
+fn signal(child: &Child, name: &str) {
+    let status = Command::new("kill")
+        .args([name, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill {name}");
+}
+
+/// How the child ended, waiting at most 10 s (then it is killed: "hung").
+fn ended(mut child: Child) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return match status.code() {
+                Some(0) => "exit 0".into(),
+                Some(_) => "exit failure".into(),
+                None => "killed by a signal".into(),
+            };
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return "hung".into();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// pg_recvlogical with no status interval (`-s 0`) sends a status update only when a
+/// keepalive asks for one: that alone keeps it connected, and its flush position reaches
+/// the slot. Interrupted, it ends cleanly.
+fn pg_recvlogical_answering_reply_requests_stays(twin: &Twin, target: &Target) -> Vec<String> {
+    let mut raw = Raw::login(target, "postgres");
+    let mut out = create_slot(&mut raw, "rl");
+    drop(raw);
+    let before = twin.confirmed(target, "rl");
+    let mut child = pg_recvlogical(twin, target, "rl", &["-s", "0"]);
+    out.push(format!("streaming: {}", twin.until_active(target, "rl")));
+    twin.write(target);
+    std::thread::sleep(WAL_SENDER_TIMEOUT * 3);
+    out.push(format!(
+        "still running: {}",
+        child.try_wait().unwrap().is_none()
+    ));
+    out.push(format!(
+        "the slot advanced: {}",
+        twin.confirmed(target, "rl") > before
+    ));
+    signal(&child, "-INT");
+    out.push(ended(child));
+    out
+}
+
+/// psycopg2's `read_message` loop with a 10 s status interval: only its answers to the
+/// server's reply requests keep it connected through three timeouts.
+const PSYCOPG2_CLIENT: &str = r#"
+import select, sys, time, psycopg2, psycopg2.extras
+dsn, slot, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+conn = psycopg2.connect(dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection)
+cur = conn.cursor()
+cur.start_replication(slot_name=slot, decode=False, status_interval=10,
+                      options={"proto_version": "1", "publication_names": "p"})
+print("streaming", flush=True)
+messages, deadline = 0, time.monotonic() + seconds
+try:
+    while time.monotonic() < deadline:
+        msg = cur.read_message()
+        if msg is None:
+            select.select([cur], [], [], 0.05)
+        else:
+            messages += 1
+    print("still connected: True")
+except psycopg2.Error as e:
+    print("still connected: False")
+print("messages:", messages)
+"#;
+
+fn psycopg2_answering_reply_requests_stays(twin: &Twin, target: &Target) -> Vec<String> {
+    let mut raw = Raw::login(target, "postgres");
+    let mut out = create_slot(&mut raw, "psy");
+    drop(raw);
+    let seconds = (WAL_SENDER_TIMEOUT * 3).as_secs_f64().to_string();
+    let child = Command::new("python3")
+        .args(["-c", PSYCOPG2_CLIENT, &twin.dsn(target), "psy", &seconds])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    out.push(format!("streaming: {}", twin.until_active(target, "psy")));
+    twin.write(target);
+    let output = child.wait_with_output().unwrap();
+    out.extend(
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter(|l| *l != "streaming")
+            .map(str::to_owned),
+    );
+    if !output.status.success() {
+        out.push(String::from_utf8_lossy(&output.stderr).into_owned());
+    }
+    out
+}
+
+/// A stopped pg_recvlogical (SIGSTOP: it neither reads nor answers, its socket full of
+/// a large transaction) is dropped after `wal_sender_timeout`, and another client is
+/// served meanwhile.
+fn a_stopped_client_is_dropped_while_others_are_served(
+    twin: &Twin,
+    target: &Target,
+) -> Vec<String> {
+    let mut raw = Raw::login(target, "postgres");
+    let mut out = create_slot(&mut raw, "stopped");
+    drop(raw);
+    let child = pg_recvlogical(twin, target, "stopped", &[]);
+    out.push(format!(
+        "streaming: {}",
+        twin.until_active(target, "stopped")
+    ));
+    signal(&child, "-STOP");
+    twin.write_many(target, 100_000);
+    let started = Instant::now();
+    let mut raw = Raw::login(target, "postgres");
+    out.extend(create_slot(&mut raw, "other"));
+    drop(raw);
+    let other = pg_recvlogical(twin, target, "other", &["-s", "0"]);
+    let served = twin.until_active(target, "other");
+    out.push(format!(
+        "another client served within two seconds: {}",
+        served && started.elapsed() < Duration::from_secs(2)
+    ));
+    std::thread::sleep(WAL_SENDER_TIMEOUT * 3);
+    out.push(format!(
+        "the stopped client's slot still active: {}",
+        twin.active(target, "stopped")
+    ));
+    out.push(format!(
+        "the other client still streaming: {}",
+        twin.active(target, "other")
+    ));
+    signal(&other, "-INT");
+    out.push(ended(other));
+    signal(&child, "-CONT");
+    out.push(ended(child));
+    out
+}
+
 fn too_many_walsenders(_: &Twin, target: &Target) -> Vec<String> {
     // The walsenders of the scenarios before are gone by now (a loaded machine takes
     // its time to end backends).
@@ -599,8 +851,9 @@ fn the_test_server_answers_as_postgresql_15_does() {
     let mut twin = Twin {
         pg: Some(pg),
         ours: None,
+        bin: binaries.bin.clone(),
     };
-    let scenarios: [(&str, Scenario, bool); 13] = [
+    let scenarios: [(&str, Scenario, bool); 16] = [
         (
             "copy after copy",
             copy_messages_after_the_copy_are_ignored,
@@ -651,6 +904,21 @@ fn the_test_server_answers_as_postgresql_15_does() {
             a_client_that_replies_when_asked_stays,
             false,
         ),
+        (
+            "pg_recvlogical answering reply requests",
+            pg_recvlogical_answering_reply_requests_stays,
+            false,
+        ),
+        (
+            "psycopg2 answering reply requests",
+            psycopg2_answering_reply_requests_stays,
+            false,
+        ),
+        (
+            "a stopped client",
+            a_stopped_client_is_dropped_while_others_are_served,
+            false,
+        ),
         ("max_wal_senders", too_many_walsenders, false),
         (
             "silent after the password request",
@@ -663,8 +931,43 @@ fn the_test_server_answers_as_postgresql_15_does() {
             false,
         ),
     ];
+    // Beyond being alike: what each real-client scenario is there to show.
+    let required: [(&str, &[&str]); 3] = [
+        (
+            "pg_recvlogical answering reply requests",
+            &["still running: true", "the slot advanced: true", "exit 0"],
+        ),
+        (
+            "psycopg2 answering reply requests",
+            &["still connected: True", "messages: 4"],
+        ),
+        (
+            "a stopped client",
+            &[
+                "another client served within two seconds: true",
+                "the stopped client's slot still active: false",
+                "the other client still streaming: true",
+                "exit 0",
+                "exit failure",
+            ],
+        ),
+    ];
+    let psycopg2 = Command::new("python3")
+        .args(["-c", "import psycopg2"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !psycopg2 {
+        assert!(
+            std::env::var_os("PGOUTPUT_REQUIRE_LIVE").is_none(),
+            "psycopg2 is required (PGOUTPUT_REQUIRE_LIVE=1): pip install psycopg2-binary"
+        );
+        eprintln!("psycopg2 not found: its scenario is skipped");
+    }
     let mut differences = Vec::new();
     for (name, scenario, scram) in scenarios {
+        if name.starts_with("psycopg2") && !psycopg2 {
+            continue;
+        }
         let theirs = scenario(&twin, &postgres);
         // A fresh test server for each scenario, as the real server's state does not
         // matter to any of them.
@@ -681,6 +984,13 @@ fn the_test_server_answers_as_postgresql_15_does() {
             ));
         } else {
             eprintln!("{name}: {theirs:?}");
+        }
+        for (_, lines) in required.iter().filter(|(n, _)| *n == name) {
+            for line in *lines {
+                if !theirs.iter().any(|l| l == line) || !mine.iter().any(|l| l == line) {
+                    differences.push(format!("{name}: not both said {line:?}"));
+                }
+            }
         }
         twin.ours = None;
     }
