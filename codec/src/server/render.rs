@@ -629,6 +629,9 @@ impl<'a> Renderer<'a> {
         for relation in relations {
             self.emit(sink, Lsn(0), &PgOutputMessage::Relation(relation))?;
         }
+        if self.sent_as_scripted(message, xid) {
+            return self.emit(sink, lsn, message);
+        }
         let change = match message {
             PgOutputMessage::Insert(m) => PgOutputMessage::Insert(crate::Insert {
                 xid,
@@ -693,17 +696,60 @@ impl<'a> Renderer<'a> {
         self.emit(sink, lsn, &change)
     }
 
+    /// Whether a row change goes out exactly as the script holds it: the xid this client
+    /// gets is the message's own and every value is in the client's form already. Most
+    /// changes are (a text capture to a text client), and they are encoded straight from
+    /// the script, with no view built.
+    fn sent_as_scripted(&self, message: &PgOutputMessage<'_>, xid: Option<Xid>) -> bool {
+        let in_form = |oid: Oid, tuple: &TupleData<'_>| {
+            let Some(values) = tuple.columns.as_slice() else {
+                return false;
+            };
+            let table = self.catalog.table(oid);
+            values.iter().enumerate().all(|(index, value)| {
+                !self.converts(value, table.and_then(|t| t.columns.get(index)))
+            })
+        };
+        let old_in_form = |oid: Oid, old: &OldTuple<'_>| match old {
+            OldTuple::Key(t) | OldTuple::Old(t) => in_form(oid, t),
+        };
+        match message {
+            PgOutputMessage::Insert(m) => m.xid == xid && in_form(m.relation_oid, &m.new_tuple),
+            PgOutputMessage::Update(m) => {
+                m.xid == xid
+                    && in_form(m.relation_oid, &m.new_tuple)
+                    && m.old_tuple
+                        .as_ref()
+                        .is_none_or(|old| old_in_form(m.relation_oid, old))
+            }
+            PgOutputMessage::Delete(m) => m.xid == xid && old_in_form(m.relation_oid, &m.old_tuple),
+            _ => false,
+        }
+    }
+
+    /// Whether `value` of `column` goes to this client in the other form: binary to a
+    /// text client, text to a binary one (where the type has a binary form here).
+    fn converts(&self, value: &ColumnValue<'_>, column: Option<&Column>) -> bool {
+        match (value, column) {
+            (ColumnValue::Binary(_), Some(_)) => !self.options.binary,
+            (ColumnValue::Text(_), Some(_)) => self.options.binary,
+            _ => false,
+        }
+    }
+
     /// A view of `tuple` of table `oid` with every value in the form the client asked
     /// for (borrowed where it is already in that form).
     fn tuple<'t>(&self, oid: Oid, tuple: &'t TupleData<'_>) -> Result<TupleData<'t>, Failed> {
         let table = self.catalog.table(oid);
         let column = |index: usize| table.and_then(|t| t.columns.get(index));
         let values = match tuple.columns.as_slice() {
-            Some(columns) => columns
-                .iter()
-                .enumerate()
-                .map(|(index, value)| self.value(value, column(index), table))
-                .collect::<Result<Vec<_>, _>>()?,
+            Some(columns) => {
+                let mut values = Vec::with_capacity(columns.len());
+                for (index, value) in columns.iter().enumerate() {
+                    values.push(self.value(value, column(index), table)?);
+                }
+                values
+            }
             // A tuple decoded from the wire, not built: rare in a script; its values are
             // converted alike, then copied (they borrow from the iteration).
             None => tuple
@@ -727,7 +773,7 @@ impl<'a> Renderer<'a> {
         table: Option<&Table>,
     ) -> Result<ColumnValue<'v>, Failed> {
         Ok(match (value, column) {
-            (ColumnValue::Binary(bytes), Some(column)) if !self.options.binary => {
+            (ColumnValue::Binary(bytes), Some(column)) if self.converts(value, Some(column)) => {
                 let text = binary_to_text(column.type_oid, bytes).ok_or_else(|| {
                     let table = table.map(Table::qualified_name).unwrap_or_default();
                     RenderError(format!(
@@ -738,7 +784,7 @@ impl<'a> Renderer<'a> {
                 })?;
                 ColumnValue::Text(text.into())
             }
-            (ColumnValue::Text(text), Some(column)) if self.options.binary => {
+            (ColumnValue::Text(text), Some(column)) if self.converts(value, Some(column)) => {
                 match text_to_binary(column.type_oid, text) {
                     Some(binary) => ColumnValue::Binary(binary.into()),
                     None => ColumnValue::Text(text.as_bytes().into()),

@@ -32,16 +32,7 @@ print("\n".join(out))
 
 #[test]
 fn psycopg2_streams_and_confirms() {
-    let found = Command::new("python3")
-        .args(["-c", "import psycopg2"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        assert!(
-            std::env::var_os("PGOUTPUT_REQUIRE_LIVE").is_none(),
-            "psycopg2 is required (PGOUTPUT_REQUIRE_LIVE=1): pip install psycopg2-binary"
-        );
-        eprintln!("psycopg2 not found: skipping");
+    if !super::psycopg2_found() {
         return;
     }
     let server = TestServer::builder()

@@ -952,17 +952,7 @@ fn the_test_server_answers_as_postgresql_15_does() {
             ],
         ),
     ];
-    let psycopg2 = Command::new("python3")
-        .args(["-c", "import psycopg2"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !psycopg2 {
-        assert!(
-            std::env::var_os("PGOUTPUT_REQUIRE_LIVE").is_none(),
-            "psycopg2 is required (PGOUTPUT_REQUIRE_LIVE=1): pip install psycopg2-binary"
-        );
-        eprintln!("psycopg2 not found: its scenario is skipped");
-    }
+    let psycopg2 = super::psycopg2_found();
     let mut differences = Vec::new();
     for (name, scenario, scram) in scenarios {
         if name.starts_with("psycopg2") && !psycopg2 {
