@@ -1,19 +1,33 @@
 //! The one error type of the server's answers, and the SQLSTATEs it uses, named as
 //! PostgreSQL's `errcodes.txt` names them, so that every code has one home.
 
+use std::borrow::Cow;
+
 /// An error the server reports to a client: its SQLSTATE and message, worded as
 /// PostgreSQL words it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SqlError {
-    pub code: &'static str,
+    /// The SQLSTATE (one of [`sqlstate`]'s, or a fault rule's own).
+    pub code: Cow<'static, str>,
     pub message: String,
+    /// The DETAIL field, where PostgreSQL sends one.
+    pub detail: Option<String>,
 }
 
 /// An [`SqlError`] with `code` and `message`.
 pub(crate) fn error(code: &'static str, message: impl Into<String>) -> SqlError {
     SqlError {
-        code,
+        code: Cow::Borrowed(code),
         message: message.into(),
+        detail: None,
+    }
+}
+
+impl SqlError {
+    /// The error with a DETAIL field.
+    pub(crate) fn with_detail(mut self, detail: impl Into<String>) -> SqlError {
+        self.detail = Some(detail.into());
+        self
     }
 }
 
@@ -33,6 +47,7 @@ pub(crate) mod sqlstate {
     pub const DUPLICATE_OBJECT: &str = "42710";
     pub const UNDEFINED_TABLE: &str = "42P01";
     pub const TOO_MANY_CONNECTIONS: &str = "53300";
+    pub const DISK_FULL: &str = "53100";
     pub const CONFIGURATION_LIMIT_EXCEEDED: &str = "53400";
     pub const OBJECT_NOT_IN_PREREQUISITE_STATE: &str = "55000";
     pub const OBJECT_IN_USE: &str = "55006";

@@ -27,6 +27,7 @@ mod catalog;
 mod command;
 mod connection;
 mod error;
+mod faults;
 mod options;
 mod queries;
 mod render;
@@ -43,6 +44,7 @@ use std::time::{Duration, Instant};
 
 pub use crate::client::StreamOptions;
 pub use catalog::{Column, Publication, Table};
+pub use faults::{Action, Fault, FaultError, MessageKind, Trigger};
 pub use render::{Frame, RenderError};
 pub use script::{End, Event, Script, ScriptError, Step, Transaction, MAX_LINE_LEN};
 
@@ -136,6 +138,8 @@ pub struct Builder {
     authentication_timeout: Duration,
     max_wal_senders: usize,
     max_replication_slots: usize,
+    checkpoint_interval: Duration,
+    faults: Vec<Fault>,
     logger: Option<Logger>,
 }
 
@@ -262,6 +266,24 @@ impl Builder {
         self
     }
 
+    /// How often a checkpoint persists every slot's confirmed position (default 5 min;
+    /// PostgreSQL's `checkpoint_timeout`): a crash ([`Action::Crash`],
+    /// [`TestServer::crash`]) takes each slot back to its last persisted position.
+    #[must_use]
+    pub fn checkpoint_interval(mut self, interval: Duration) -> Builder {
+        self.checkpoint_interval = interval;
+        self
+    }
+
+    /// A fault rule, armed from the start (see [`Fault`]; more can be added while the
+    /// server runs with [`TestServer::add_fault`]). A rule that cannot work makes
+    /// [`Builder::start`] fail.
+    #[must_use]
+    pub fn fault(mut self, fault: Fault) -> Builder {
+        self.faults.push(fault);
+        self
+    }
+
     /// Where log lines go (each client, its options, the positions it confirms, errors).
     #[must_use]
     pub fn logger(mut self, log: impl Fn(&str) + Send + Sync + 'static) -> Builder {
@@ -284,6 +306,11 @@ impl Builder {
                 self.server_version
             ))
         })?;
+        for fault in &self.faults {
+            fault
+                .check()
+                .map_err(|e| invalid(format!("fault {fault:?}: {e}")))?;
+        }
         let mut publications = self.publications;
         if publications.is_empty() {
             publications.push(Publication::all_tables("demo"));
@@ -325,9 +352,24 @@ impl Builder {
             authentication_timeout: self.authentication_timeout,
             max_wal_senders: self.max_wal_senders,
             max_replication_slots: self.max_replication_slots,
+            checkpoint_interval: self.checkpoint_interval,
             logger: self.logger,
         };
         let shared = Arc::new(Shared::new(config, catalog, wal));
+        for fault in self.faults {
+            shared.faults.add(fault);
+        }
+        let checkpointer = {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("pgoutput-test-checkpointer".into())
+                .spawn(move || checkpointer(&shared))?
+        };
+        shared
+            .threads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(checkpointer);
         let accept = {
             let shared = Arc::clone(&shared);
             std::thread::Builder::new()
@@ -361,8 +403,19 @@ pub struct SlotInfo {
     pub two_phase: bool,
     /// The client streaming from it, if any.
     pub active_client: Option<usize>,
+    /// The confirmed position the last checkpoint wrote to disk: where a crash takes the
+    /// slot back to (PostgreSQL persists a slot's position at checkpoints, so after a
+    /// crash it sends again what a consumer confirmed since).
+    pub persisted_lsn: Lsn,
+    /// Invalidated (as when the slot exceeded `max_slot_wal_keep_size`):
+    /// START_REPLICATION fails with 55000.
+    pub invalidated: bool,
     /// For a TEMPORARY slot: the client that created it (the slot goes when it does).
     temporary_owner: Option<usize>,
+    /// Held by a walsender that has not exited yet: START_REPLICATION fails with 55006.
+    held: Option<state::Hold>,
+    /// How many START_REPLICATIONs the slot has had (the fault rules' `connection`).
+    starts: u64,
 }
 
 /// What the server saw of one client.
@@ -393,6 +446,26 @@ fn max_live_connections(max_wal_senders: usize) -> usize {
     2 * (100 + 3 + 1 + 8 + max_wal_senders)
 }
 
+/// Persists every slot's position each `checkpoint_interval`, until the server stops.
+fn checkpointer(shared: &Shared) {
+    let interval = shared.config.checkpoint_interval;
+    let mut next = Instant::now() + interval;
+    let mut state = shared.lock();
+    while !shared.stopping() {
+        let now = Instant::now();
+        if now >= next {
+            state.checkpoint();
+            next = now + interval;
+            continue;
+        }
+        state = shared
+            .changed
+            .wait_timeout(state, next - now)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+}
+
 fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
     loop {
         let accepted = listener.accept();
@@ -407,13 +480,22 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
                     too_many_clients(stream);
                     continue;
                 }
+                let attempt = shared.next_attempt();
+                let on_connect: Vec<Action> = shared
+                    .faults
+                    .fire(None, |trigger| {
+                        matches!(trigger, Trigger::Connect { attempt: n } if *n == attempt)
+                    })
+                    .into_iter()
+                    .map(|(_, action)| action)
+                    .collect();
                 let id = shared.next_client_id();
                 // On failure the closure, and the socket in it, is dropped: closed.
                 let handle = std::thread::Builder::new()
                     .name(format!("pgoutput-test-client-{id}"))
                     .spawn({
                         let shared = Arc::clone(shared);
-                        move || connection::serve_tcp(&shared, stream, id, peer)
+                        move || connection::serve_tcp(&shared, stream, id, peer, on_connect)
                     });
                 match handle {
                     Ok(handle) => {
@@ -501,6 +583,8 @@ impl TestServer {
             authentication_timeout: Duration::from_secs(60),
             max_wal_senders: 10,
             max_replication_slots: 100,
+            checkpoint_interval: Duration::from_secs(300),
+            faults: Vec::new(),
             logger: None,
         }
     }
@@ -651,6 +735,78 @@ impl TestServer {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
+    }
+
+    /// Arms a fault rule (see [`Fault`]).
+    ///
+    /// # Errors
+    ///
+    /// Why the rule cannot work (a count of 0, an action its trigger does not allow, an
+    /// error code without a known wording and no message).
+    pub fn add_fault(&self, fault: Fault) -> Result<(), FaultError> {
+        fault.check()?;
+        self.shared.log(format!("fault armed: {fault:?}"));
+        self.shared.faults.add(fault);
+        Ok(())
+    }
+
+    /// Disarms every fault rule (an action under way, such as a stall, goes on).
+    pub fn clear_faults(&self) {
+        self.shared.faults.clear();
+    }
+
+    /// The fault rules, each with how many times it has fired.
+    #[must_use]
+    pub fn faults(&self) -> Vec<(Fault, u64)> {
+        self.shared.faults.faults()
+    }
+
+    /// A checkpoint now: every slot's confirmed position is persisted.
+    pub fn checkpoint(&self) {
+        self.shared.lock().checkpoint();
+        self.shared
+            .log("checkpoint: slot positions persisted".into());
+    }
+
+    /// A crash and restart: every connection is dropped, TEMPORARY slots are gone, and
+    /// every slot goes back to the position its last checkpoint persisted, so what a
+    /// consumer confirmed since is sent again.
+    pub fn crash(&self) {
+        self.shared.crash();
+    }
+
+    /// Invalidates `slot`, as PostgreSQL does when it exceeds `max_slot_wal_keep_size`:
+    /// START_REPLICATION on it fails with 55000 from then on. `false` when there is no
+    /// such slot.
+    #[must_use = "false when there is no such slot"]
+    pub fn invalidate_slot(&self, slot: &str) -> bool {
+        let mut state = self.shared.lock();
+        match state.slot(slot) {
+            Some(info) => {
+                info.invalidated = true;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Drops `slot` (as `pg_drop_replication_slot` would, whoever streams from it):
+    /// START_REPLICATION on it fails with 42704. `false` when there is no such slot.
+    #[must_use = "false when there is no such slot"]
+    pub fn drop_slot(&self, slot: &str) -> bool {
+        let mut state = self.shared.lock();
+        let before = state.slots.len();
+        state.slots.retain(|s| s.name != slot);
+        before != state.slots.len()
+    }
+
+    /// Holds `slot` for `duration`, as a walsender that has not exited yet does:
+    /// START_REPLICATION and DROP_REPLICATION_SLOT on it fail with 55006 ("replication
+    /// slot … is active for PID …"). While a client streams from it, the hold starts when
+    /// that client leaves. `false` when there is no such slot.
+    #[must_use = "false when there is no such slot"]
+    pub fn hold_slot(&self, slot: &str, duration: Duration) -> bool {
+        self.shared.lock().hold(slot, duration)
     }
 
     /// The clients so far, in order of connection (every connected one, and the last 1,000

@@ -206,7 +206,7 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(
-            (err.code, err.message.as_str()),
+            (err.code.as_ref(), err.message.as_str()),
             (
                 "0A000",
                 "client sent proto_version=4 but we only support protocol 3 or lower"
@@ -235,7 +235,7 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(
-            (err.code, err.message.as_str()),
+            (err.code.as_ref(), err.message.as_str()),
             ("XX000", "unrecognized pgoutput option: origin")
         );
         let err = parse(&[("publication_names", Some("p"))], 18).unwrap_err();

@@ -3,14 +3,15 @@
 //! each changed through a method here rather than by the connection code.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::catalog::Catalog;
 use super::connection::Inbox;
 use super::error::{error, sqlstate, SqlError};
+use super::faults::Plan;
 use super::script::{Clock, End, Event};
 use super::{Auth, ClientInfo, Logger, SlotInfo};
 use crate::wire::Socket;
@@ -33,7 +34,19 @@ pub(crate) struct Config {
     /// PostgreSQL's `max_wal_senders`.
     pub max_wal_senders: usize,
     pub max_replication_slots: usize,
+    /// PostgreSQL's `checkpoint_timeout`: how often slots' positions are persisted.
+    pub checkpoint_interval: Duration,
     pub logger: Option<Logger>,
+}
+
+/// A slot held by a walsender that has not exited yet (55006 for whoever asks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Hold {
+    /// The client whose process id the error names (0: none of ours).
+    pub client: usize,
+    /// Until when; `None` while the client still streams (the hold starts when it leaves).
+    pub until: Option<Instant>,
+    pub duration: Duration,
 }
 
 /// One event of the WAL, with the transaction it needs to be rendered: for a
@@ -156,6 +169,9 @@ pub(crate) struct State {
     connections: Vec<(usize, Arc<Inbox>, Option<Socket>)>,
     /// Connections that are walsenders (sent `replication` in their start-up packet).
     walsenders: usize,
+    /// How many crashes the server has had: a status update read before a crash must not
+    /// move a slot after it.
+    pub epoch: u64,
 }
 
 /// How many log lines, disconnected clients' records, and commands and status updates
@@ -181,6 +197,7 @@ impl State {
             log: Vec::new(),
             connections: Vec::new(),
             walsenders: 0,
+            epoch: 0,
         }
     }
 
@@ -220,22 +237,90 @@ impl State {
         self.slots.iter_mut().find(|s| s.name == name)
     }
 
-    /// Takes `slot` for client `id`, as `ReplicationSlotAcquire` does: refused while
-    /// another client has it (a TEMPORARY slot is its creator's for its whole life).
-    pub(crate) fn acquire(&mut self, slot: &str, id: usize) -> Result<&mut SlotInfo, SqlError> {
-        let Some(info) = self.slot(slot) else {
+    /// Takes `slot` for client `id`, as `ReplicationSlotAcquire` and
+    /// `CreateDecodingContext` do: refused while another client has it (a TEMPORARY slot
+    /// is its creator's for its whole life, a held one its old walsender's), and when it
+    /// was invalidated.
+    pub(crate) fn acquire(
+        &mut self,
+        slot: &str,
+        id: usize,
+        major: u32,
+    ) -> Result<&mut SlotInfo, SqlError> {
+        let Some(holder) = self.holder(slot) else {
             return Err(error(
                 sqlstate::UNDEFINED_OBJECT,
                 format!("replication slot \"{slot}\" does not exist"),
             ));
         };
-        match info.active_client.or(info.temporary_owner) {
-            Some(other) if other != id => Err(in_use(slot, other)),
-            _ => {
-                info.active_client = Some(id);
-                Ok(info)
+        if let Some(other) = holder.filter(|other| *other != id) {
+            return Err(in_use(slot, other));
+        }
+        let info = self.slot(slot).expect("the slot exists");
+        if info.invalidated {
+            return Err(invalidated(slot, major));
+        }
+        info.active_client = Some(id);
+        info.starts += 1;
+        Ok(info)
+    }
+
+    /// Whose `slot` is: `None` when there is no such slot, `Some(None)` when it is free,
+    /// else the client streaming from it, owning it (TEMPORARY) or holding it.
+    pub(crate) fn holder(&mut self, slot: &str) -> Option<Option<usize>> {
+        let info = self.slot(slot)?;
+        if let Some(Hold {
+            until: Some(until), ..
+        }) = info.held
+        {
+            if Instant::now() >= until {
+                info.held = None;
             }
         }
+        let held = info.held.filter(|h| h.until.is_some()).map(|h| h.client);
+        Some(info.active_client.or(info.temporary_owner).or(held))
+    }
+
+    /// Holds `slot` for `duration`: from now, or, while a client streams from it, from
+    /// when that client leaves (as when its walsender has not exited yet).
+    pub(crate) fn hold(&mut self, slot: &str, duration: Duration) -> bool {
+        let Some(info) = self.slot(slot) else {
+            return false;
+        };
+        info.held = Some(match info.active_client {
+            Some(client) => Hold {
+                client,
+                until: None,
+                duration,
+            },
+            None => Hold {
+                client: 0,
+                until: Some(Instant::now() + duration),
+                duration,
+            },
+        });
+        true
+    }
+
+    /// A checkpoint: every slot's confirmed position is persisted.
+    pub(crate) fn checkpoint(&mut self) {
+        for slot in &mut self.slots {
+            slot.persisted_lsn = slot.confirmed_flush_lsn;
+        }
+    }
+
+    /// A crash and restart: every slot goes back to its persisted position, TEMPORARY
+    /// slots are gone, and every connection is cut.
+    pub(crate) fn crash(&mut self) {
+        self.epoch += 1;
+        self.slots.retain(|s| s.temporary_owner.is_none());
+        for slot in &mut self.slots {
+            slot.confirmed_flush_lsn = slot.persisted_lsn;
+            slot.active_client = None;
+            slot.held = None;
+        }
+        self.shutdown_sockets();
+        self.wake_all();
     }
 
     /// Gives `slot` back, unless it is client `id`'s TEMPORARY slot (which stays its own).
@@ -248,8 +333,11 @@ impl State {
     }
 
     /// Moves `slot`'s confirmed position forward (never back); the new position when it
-    /// moved.
-    pub(crate) fn confirm(&mut self, slot: &str, flush: Lsn) -> Option<Lsn> {
+    /// moved. A status update from before a crash (`epoch`) moves nothing.
+    pub(crate) fn confirm(&mut self, slot: &str, flush: Lsn, epoch: u64) -> Option<Lsn> {
+        if epoch != self.epoch {
+            return None;
+        }
         let info = self.slot(slot)?;
         (flush > info.confirmed_flush_lsn).then(|| {
             info.confirmed_flush_lsn = flush;
@@ -280,6 +368,11 @@ impl State {
         for slot in &mut self.slots {
             if slot.active_client == Some(id) {
                 slot.active_client = None;
+                if let Some(hold) = &mut slot.held {
+                    if hold.until.is_none() {
+                        hold.until = Some(Instant::now() + hold.duration);
+                    }
+                }
             }
         }
         self.slots.retain(|s| s.temporary_owner != Some(id));
@@ -321,6 +414,25 @@ pub(crate) fn in_use(slot: &str, client: usize) -> SqlError {
     )
 }
 
+/// The ERROR for an invalidated slot, worded as the server's major version words it.
+pub(crate) fn invalidated(slot: &str, major: u32) -> SqlError {
+    if major >= 18 {
+        error(
+            sqlstate::OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("can no longer access replication slot \"{slot}\""),
+        )
+        .with_detail("This replication slot has been invalidated due to \"wal_removed\".")
+    } else {
+        error(
+            sqlstate::OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("can no longer get changes from replication slot \"{slot}\""),
+        )
+        .with_detail(
+            "This slot has been invalidated because it exceeded the maximum reserved size.",
+        )
+    }
+}
+
 /// A client's process id, as BackendKeyData and "active for PID" report it.
 pub(crate) fn pid(client: usize) -> usize {
     10_000 + client
@@ -336,6 +448,12 @@ pub(crate) struct Shared {
     pub changed: Condvar,
     stop: AtomicBool,
     next_client: AtomicUsize,
+    /// The fault rules.
+    pub faults: Plan,
+    /// Connections accepted so far (the `connect` trigger's attempts).
+    attempts: AtomicU64,
+    /// START_REPLICATIONs so far, on any slot.
+    starts: AtomicU64,
     /// The connection threads, joined at shutdown.
     pub threads: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -356,6 +474,9 @@ impl Shared {
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
             next_client: AtomicUsize::new(1),
+            faults: Plan::default(),
+            attempts: AtomicU64::new(0),
+            starts: AtomicU64::new(0),
             threads: Mutex::new(Vec::new()),
         }
     }
@@ -374,6 +495,23 @@ impl Shared {
 
     pub(crate) fn next_client_id(&self) -> usize {
         self.next_client.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// Counts an accepted connection: its number (from 1).
+    pub(crate) fn next_attempt(&self) -> u64 {
+        self.attempts.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// Counts a START_REPLICATION: its number on the server (from 1).
+    pub(crate) fn next_start(&self) -> u64 {
+        self.starts.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// The server crashes and restarts (see [`State::crash`]).
+    pub(crate) fn crash(&self) {
+        self.lock().crash();
+        self.log("crash: every connection dropped, slots back at their persisted positions".into());
+        self.notify();
     }
 
     pub(crate) fn stopping(&self) -> bool {

@@ -12,6 +12,7 @@
 
 mod auth;
 mod commands;
+mod faults;
 mod inbox;
 mod slots;
 mod startup;
@@ -52,6 +53,8 @@ pub(crate) enum Closed {
     Io(String),
     /// The server is shutting down.
     Shutdown,
+    /// A fault rule resets the connection (RST).
+    Reset,
 }
 
 /// How a command failed.
@@ -85,6 +88,8 @@ struct Connection<'s, W> {
     shared: &'s Shared,
     inbox: &'s Inbox,
     writer: W,
+    /// The socket, for what a fault rule does to it (none in memory).
+    tcp: Option<&'s TcpStream>,
     out: Vec<u8>,
     id: usize,
     in_transaction: bool,
@@ -96,8 +101,18 @@ struct Connection<'s, W> {
     walsnd: Option<streaming::WalSnd>,
 }
 
-/// Serves one TCP connection on the calling thread (with a reader thread beside it).
-pub(crate) fn serve_tcp(shared: &Shared, stream: TcpStream, id: usize, peer: SocketAddr) {
+/// Serves one TCP connection on the calling thread (with a reader thread beside it),
+/// after what the fault rules' `connect` triggers do to it.
+pub(crate) fn serve_tcp(
+    shared: &Shared,
+    stream: TcpStream,
+    id: usize,
+    peer: SocketAddr,
+    on_connect: Vec<crate::server::faults::Action>,
+) {
+    if !faults::on_connect(shared, &stream, on_connect) {
+        return;
+    }
     let _ = stream.set_nodelay(true);
     let _ = stream.set_write_timeout(Some(WRITE_TICK));
     let (Ok(reader), Ok(handle)) = (stream.try_clone(), stream.try_clone()) else {
@@ -112,15 +127,20 @@ pub(crate) fn serve_tcp(shared: &Shared, stream: TcpStream, id: usize, peer: Soc
             .name(format!("pgoutput-test-reader-{id}"))
             .stack_size(READER_STACK)
             .spawn_scoped(scope, || inbox::read_into(&inbox, reader));
+        let mut reset = false;
         if reading.is_ok() {
-            run(shared, &inbox, &stream, id, peer);
+            reset = run(shared, &inbox, &stream, Some(&stream), id, peer);
         } else {
             shared.log(format!("client {id}: no thread to read it: closed"));
             shared.lock().disconnect(id, false);
         }
         // The reader blocks in read until the socket is shut down.
         inbox.close();
-        let _ = stream.shutdown(Shutdown::Both);
+        if reset {
+            faults::reset(&stream);
+        } else {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
     });
 }
 
@@ -138,6 +158,7 @@ pub(crate) fn serve_in_memory(shared: &Shared, input: &[u8], output: &mut Vec<u8
                 shared,
                 &inbox,
                 &mut *output,
+                None,
                 id,
                 SocketAddr::from(([127, 0, 0, 1], 0)),
             );
@@ -149,12 +170,20 @@ pub(crate) fn serve_in_memory(shared: &Shared, input: &[u8], output: &mut Vec<u8
 }
 
 /// A whole connection: its states in order, then closing, which frees its slots and
-/// records that it left.
-fn run<W: Write>(shared: &Shared, inbox: &Inbox, writer: W, id: usize, peer: SocketAddr) {
+/// records that it left. `true` when a fault rule resets it.
+fn run<'s, W: Write>(
+    shared: &'s Shared,
+    inbox: &'s Inbox,
+    writer: W,
+    tcp: Option<&'s TcpStream>,
+    id: usize,
+    peer: SocketAddr,
+) -> bool {
     let mut connection = Connection {
         shared,
         inbox,
         writer,
+        tcp,
         out: Vec::new(),
         id,
         in_transaction: false,
@@ -163,7 +192,9 @@ fn run<W: Write>(shared: &Shared, inbox: &Inbox, writer: W, id: usize, peer: Soc
         walsnd: None,
     };
     let why = connection.states(peer);
+    let reset = matches!(why, Closed::Reset);
     connection.close(why);
+    reset
 }
 
 impl<W: Write> Connection<'_, W> {
@@ -196,6 +227,7 @@ impl<W: Write> Connection<'_, W> {
             Closed::Fatal(text) | Closed::Silently(text) | Closed::Io(text) => {
                 self.shared.log(format!("client {id}: closed: {text}"));
             }
+            Closed::Reset => self.shared.log(format!("client {id}: reset")),
             Closed::Shutdown => {}
         }
     }
@@ -204,12 +236,18 @@ impl<W: Write> Connection<'_, W> {
     /// every [`WRITE_TICK`] to handle what the client sent meanwhile and to check the
     /// state's deadline and the server's stop.
     fn flush(&mut self) -> Result<(), Closed> {
+        self.flush_upto(self.out.len())
+    }
+
+    /// Sends the first `upto` bytes of what is buffered (a fault rule's cut in the middle
+    /// of a frame); the rest stays buffered.
+    fn flush_upto(&mut self, upto: usize) -> Result<(), Closed> {
         let mut written = 0;
         let result = loop {
-            if written == self.out.len() {
+            if written == upto {
                 break Ok(());
             }
-            match self.writer.write(&self.out[written..]) {
+            match self.writer.write(&self.out[written..upto]) {
                 Ok(0) => break Err(Closed::Io("the connection accepts no more bytes".into())),
                 Ok(n) => written += n,
                 Err(err) if is_timeout(&err) => {
@@ -226,7 +264,7 @@ impl<W: Write> Connection<'_, W> {
                 walsnd.last_sent = Instant::now();
             }
         }
-        self.out.clear();
+        self.out.drain(..upto);
         result
     }
 
@@ -307,7 +345,25 @@ impl<W: Write> Connection<'_, W> {
 
     /// A FATAL error: reported, then the connection closes.
     fn fatal(&mut self, code: &str, text: &str) -> Closed {
-        backend::error_or_notice(&mut self.out, b'E', "FATAL", code, text, None, None);
+        self.fatal_with(&SqlError {
+            code: code.to_owned().into(),
+            message: text.to_owned(),
+            detail: None,
+        })
+    }
+
+    /// [`Self::fatal`] with a DETAIL.
+    fn fatal_with(&mut self, err: &SqlError) -> Closed {
+        let text = &err.message;
+        backend::error_or_notice(
+            &mut self.out,
+            b'E',
+            "FATAL",
+            &err.code,
+            text,
+            err.detail.as_deref(),
+            None,
+        );
         // Only the goodbye is left to send: a client that does not read gets no more
         // time than a tick of the server's stop allows.
         let _ = self.flush();
@@ -319,9 +375,9 @@ impl<W: Write> Connection<'_, W> {
             &mut self.out,
             b'E',
             "ERROR",
-            err.code,
+            &err.code,
             &err.message,
-            None,
+            err.detail.as_deref(),
             None,
         );
     }

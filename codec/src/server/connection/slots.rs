@@ -98,7 +98,12 @@ impl<W: Write> Connection<'_, W> {
             confirmed_flush_lsn: consistent_point,
             two_phase,
             active_client: None,
+            // CREATE_REPLICATION_SLOT writes the slot to disk (`ReplicationSlotPersist`).
+            persisted_lsn: consistent_point,
+            invalidated: false,
             temporary_owner: temporary.then_some(self.id),
+            held: None,
+            starts: 0,
         });
         drop(state);
         self.shared.log(format!(
@@ -135,9 +140,9 @@ impl<W: Write> Connection<'_, W> {
                     format!("replication slot \"{name}\" does not exist"),
                 ));
             };
-            let slot = &state.slots[index];
             // A TEMPORARY slot is its creator's for as long as it is connected.
-            match slot.active_client.or(slot.temporary_owner) {
+            let holder = state.holder(name).flatten();
+            match holder {
                 Some(client) if client != self.id => {
                     if !wait || Instant::now() >= deadline || self.shared.stopping() {
                         return Err(in_use(name, client));

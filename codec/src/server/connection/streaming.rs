@@ -9,10 +9,12 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::faults::Slow;
 use super::inbox::{Incoming, Wait};
 use super::{envelope, Closed, Connection, Failure};
 use crate::server::command;
 use crate::server::error::{error, sqlstate, SqlError};
+use crate::server::faults::{Action, Point, Scope, Tracker, Trigger};
 use crate::server::render::{Failed, Renderer, Sink, Stopped};
 use crate::server::{Event, StreamOptions};
 use crate::wire::backend;
@@ -52,10 +54,27 @@ pub(super) struct WalSnd {
     /// When anything was last written to the socket (for our idle keepalive).
     pub(super) last_sent: Instant,
     /// The client sent CopyDone.
-    done: bool,
+    pub(super) done: bool,
     /// Why streaming must stop, found where it could not stop at once (inside the
     /// sink, or while a write waited).
     pub(super) stopped: Option<Failure>,
+    /// The crash epoch streaming began in: after a crash its updates move no slot.
+    epoch: u64,
+    /// Who this connection is for the fault rules, and what it has sent.
+    pub(super) scope: Scope,
+    pub(super) tracker: Tracker,
+    /// When streaming began (the `time` trigger), the next `time` rule due (ms after),
+    /// and how far the time rules have been looked at.
+    pub(super) started: Instant,
+    pub(super) next_fault_ms: Option<u64>,
+    pub(super) time_checked: Option<u64>,
+    /// Rules a status update met, done at the next point where only whole frames are
+    /// buffered.
+    pub(super) pending_faults: Vec<(Trigger, Action)>,
+    /// A `slow` action in force.
+    pub(super) slow: Option<Slow>,
+    /// A `shutdown` action: `WalSndDone`'s sequence is under way.
+    pub(super) shutting_down: bool,
 }
 
 impl<W: Write> Connection<'_, W> {
@@ -74,11 +93,22 @@ impl<W: Write> Connection<'_, W> {
             .into());
         }
         let major = self.shared.config.major;
-        let (confirmed, options) = {
+        let (confirmed, options, scope, epoch) = {
             let mut state = self.shared.lock();
-            let info = state.acquire(slot, self.id)?;
+            let info = state.acquire(slot, self.id, major)?;
             let confirmed = info.confirmed_flush_lsn;
             let two_phase = info.two_phase;
+            let of_slot = info.starts;
+            let epoch = state.epoch;
+            let scope = Scope {
+                slot: Some(slot.to_owned()),
+                application_name: state
+                    .client(self.id)
+                    .map(|c| c.application_name.clone())
+                    .unwrap_or_default(),
+                of_slot,
+                of_server: self.shared.next_start(),
+            };
             match StreamOptions::parse(options, major) {
                 Ok(mut options) => {
                     // A slot created with TWO_PHASE decodes prepared transactions
@@ -89,7 +119,7 @@ impl<W: Write> Connection<'_, W> {
                     if let Some(client) = state.client(self.id) {
                         client.stream_options.push(options.clone());
                     }
-                    (confirmed, options)
+                    (confirmed, options, scope, epoch)
                 }
                 Err(err) => {
                     state.release(slot, self.id);
@@ -104,7 +134,7 @@ impl<W: Write> Connection<'_, W> {
             "client {}: streaming slot {slot} from {from} with {options:?}",
             self.id
         ));
-        let result = self.stream(slot, confirmed, from, &options);
+        let result = self.stream(slot, confirmed, from, &options, scope, epoch);
         self.shared.lock().release(slot, self.id);
         self.shared.notify();
         result?;
@@ -118,6 +148,8 @@ impl<W: Write> Connection<'_, W> {
         confirmed: Lsn,
         from: Lsn,
         options: &StreamOptions,
+        scope: Scope,
+        epoch: u64,
     ) -> Result<(), Failure> {
         let catalog = Arc::clone(&self.shared.catalog);
         let mut renderer = Renderer::new(&catalog, options, self.shared.config.major);
@@ -135,6 +167,15 @@ impl<W: Write> Connection<'_, W> {
             last_sent: now,
             done: false,
             stopped: None,
+            epoch,
+            next_fault_ms: self.shared.faults.next_time(&scope, None),
+            scope,
+            tracker: Tracker::default(),
+            started: now,
+            time_checked: None,
+            pending_faults: Vec::new(),
+            slow: None,
+            shutting_down: false,
         });
         let result = self
             .keepalive(false)
@@ -144,7 +185,7 @@ impl<W: Write> Connection<'_, W> {
         result
     }
 
-    fn walsnd(&mut self) -> &mut WalSnd {
+    pub(super) fn walsnd(&mut self) -> &mut WalSnd {
         self.walsnd.as_mut().expect("streaming")
     }
 
@@ -160,8 +201,12 @@ impl<W: Write> Connection<'_, W> {
             }
             self.check_timeout()?;
             self.keepalive_if_necessary()?;
+            self.due_faults()?;
             let batch = self.shared.wal().entries(cursor, BATCH);
             if batch.is_empty() {
+                if self.walsnd().shutting_down {
+                    self.walsnd_done()?;
+                }
                 self.wait_for_wal()?;
                 continue;
             }
@@ -224,18 +269,44 @@ impl<W: Write> Connection<'_, W> {
         }
     }
 
-    /// When the next timer is due: the reply request, the timeout, or our idle
-    /// keepalive (`WalSndComputeSleeptime`, plus ours).
+    /// `WalSndDone`, caught up after a `shutdown` action: once the client has
+    /// confirmed everything sent, CommandComplete and the end; until then, keepalives
+    /// asking for a reply.
+    fn walsnd_done(&mut self) -> Result<(), Failure> {
+        let walsnd = self.walsnd();
+        let replicated = if walsnd.client_flush == Lsn(0) {
+            walsnd.client_write
+        } else {
+            walsnd.client_flush
+        };
+        if replicated >= walsnd.sent {
+            backend::command_complete(&mut self.out, "COPY 0");
+            self.flush()?;
+            return Err(Closed::Silently(
+                "walsender shut down: the client confirmed all it was sent".into(),
+            )
+            .into());
+        }
+        if !walsnd.waiting_for_ping {
+            self.keepalive(true)?;
+        }
+        Ok(())
+    }
+
+    /// When the next timer is due: the reply request, the timeout, our idle keepalive
+    /// (`WalSndComputeSleeptime`, plus ours), or a fault rule's moment.
     fn next_timer(&mut self) -> Instant {
         let interval = self.shared.config.keepalive_interval;
         let timeout = self.shared.config.wal_sender_timeout;
+        let fault = self.next_fault_time();
         let walsnd = self.walsnd();
         let idle = walsnd.last_sent + interval;
-        match timeout {
+        let next = match timeout {
             Some(timeout) if walsnd.waiting_for_ping => idle.min(walsnd.last_reply + timeout),
             Some(timeout) => idle.min(walsnd.last_reply + timeout / 2),
             None => idle,
-        }
+        };
+        fault.map_or(next, |fault| next.min(fault))
     }
 
     /// `WalSndCheckTimeOut`: a client silent for `wal_sender_timeout` is dropped, with
@@ -270,7 +341,7 @@ impl<W: Write> Connection<'_, W> {
     }
 
     /// A keepalive reporting how far the WAL has been read for this client.
-    fn keepalive(&mut self, reply_requested: bool) -> Result<(), Closed> {
+    pub(super) fn keepalive(&mut self, reply_requested: bool) -> Result<(), Closed> {
         let walsnd = self.walsnd();
         walsnd.last_sent = Instant::now();
         if reply_requested {
@@ -369,11 +440,18 @@ impl<W: Write> Connection<'_, W> {
         walsnd.client_write = update.write_lsn;
         walsnd.client_flush = update.flush_lsn;
         let slot = walsnd.slot.clone();
+        let epoch = walsnd.epoch;
         let advanced = {
             let mut state = self.shared.lock();
             state.add_status_update(self.id, update);
-            state.confirm(&slot, update.flush_lsn)
+            state.confirm(&slot, update.flush_lsn, epoch)
         };
+        let scope = walsnd_scope(self);
+        let met = self.shared.faults.fire(
+            Some(&scope),
+            |trigger| matches!(trigger, Trigger::Flush { lsn } if update.flush_lsn >= *lsn),
+        );
+        self.walsnd().pending_faults.extend(met);
         self.shared.notify();
         if let Some(lsn) = advanced {
             self.shared.log(format!(
@@ -388,6 +466,10 @@ impl<W: Write> Connection<'_, W> {
     }
 }
 
+fn walsnd_scope<W: Write>(connection: &mut Connection<'_, W>) -> Scope {
+    connection.walsnd().scope.clone()
+}
+
 fn short(text: &str) -> SqlError {
     error(sqlstate::PROTOCOL_VIOLATION, text)
 }
@@ -398,32 +480,13 @@ fn short(text: &str) -> SqlError {
 /// starves the client's feedback.
 impl<W: Write> Sink for Connection<'_, W> {
     fn frame(&mut self, lsn: Lsn, payload: &[u8]) -> Result<(), Stopped> {
-        // CopyData 'd', its Int32 length, then XLogData 'w': dataStart, walEnd, sendTime.
-        let len = 4 + 1 + 8 + 8 + 8 + payload.len();
-        self.out.push(b'd');
-        self.out.extend_from_slice(&(len as u32).to_be_bytes());
-        self.out.push(b'w');
-        self.out.extend_from_slice(&lsn.0.to_be_bytes());
-        self.out.extend_from_slice(&lsn.0.to_be_bytes());
-        self.out
-            .extend_from_slice(&PgTimestamp::now().0.to_be_bytes());
-        self.out.extend_from_slice(payload);
-        if self.out.len() < FLUSH_AT {
-            return Ok(());
-        }
-        let result = self
-            .flush()
-            .map_err(Failure::from)
-            .and_then(|()| self.receive_pending())
-            .and_then(|()| self.check_timeout().map_err(Failure::from))
-            .and_then(|()| self.keepalive_if_necessary().map_err(Failure::from));
-        match result {
+        match self.faulty_frame(lsn, payload) {
+            Ok(()) if self.walsnd().done || self.walsnd().stopped.is_some() => Err(Stopped),
+            Ok(()) => Ok(()),
             Err(failure) => {
                 self.walsnd().stopped = Some(failure);
                 Err(Stopped)
             }
-            Ok(()) if self.walsnd().done || self.walsnd().stopped.is_some() => Err(Stopped),
-            Ok(()) => Ok(()),
         }
     }
 
@@ -437,5 +500,55 @@ impl<W: Write> Sink for Connection<'_, W> {
             Some(detail),
             Some(hint),
         );
+    }
+}
+
+impl<W: Write> Connection<'_, W> {
+    /// One frame, with the fault rules asked before, within and after it when there are
+    /// any (one atomic load when there are none).
+    fn faulty_frame(&mut self, lsn: Lsn, payload: &[u8]) -> Result<(), Failure> {
+        if !self.shared.faults.armed() && self.walsnd().slow.is_none() {
+            return self.write_frame(lsn, payload);
+        }
+        let facts = self.walsnd().tracker.frame(payload);
+        self.frame_faults(Point::Before, &facts, self.out.len())?;
+        self.pace()?;
+        let start = self.out.len();
+        self.push_frame(lsn, payload);
+        self.frame_faults(Point::Within(0), &facts, start)?;
+        self.frame_faults(Point::After, &facts, start)?;
+        self.due_faults()?;
+        self.after_frame()
+    }
+
+    fn write_frame(&mut self, lsn: Lsn, payload: &[u8]) -> Result<(), Failure> {
+        self.push_frame(lsn, payload);
+        self.after_frame()
+    }
+
+    /// CopyData 'd', its Int32 length, then XLogData 'w': dataStart, walEnd, sendTime.
+    fn push_frame(&mut self, lsn: Lsn, payload: &[u8]) {
+        let len = 4 + 1 + 8 + 8 + 8 + payload.len();
+        self.out.push(b'd');
+        self.out.extend_from_slice(&(len as u32).to_be_bytes());
+        self.out.push(b'w');
+        self.out.extend_from_slice(&lsn.0.to_be_bytes());
+        self.out.extend_from_slice(&lsn.0.to_be_bytes());
+        self.out
+            .extend_from_slice(&PgTimestamp::now().0.to_be_bytes());
+        self.out.extend_from_slice(payload);
+    }
+
+    /// Every [`FLUSH_AT`] bytes: out to the socket, then the client's replies and the
+    /// timers.
+    fn after_frame(&mut self) -> Result<(), Failure> {
+        if self.out.len() < FLUSH_AT {
+            return Ok(());
+        }
+        self.flush()?;
+        self.receive_pending()?;
+        self.check_timeout()?;
+        self.keepalive_if_necessary()?;
+        Ok(())
     }
 }

@@ -1,0 +1,845 @@
+//! Fault rules: at an exact protocol event (*when*), something goes wrong (*what*), so a
+//! test can make a consumer meet the failures it breaks on, on cue: a connection dropped
+//! after the third Insert of transaction 5, a reset after byte 7 of a CopyData frame, a
+//! walsender that stops answering, an ERROR a real server sends, a crash that re-sends
+//! what the consumer already confirmed.
+//!
+//! The rules look at the frames a connection sends, whatever produced them: each frame's
+//! meaning (message type, transaction number, change number, stream block) is read from
+//! its pgoutput payload by a [`Tracker`], one per streaming connection. The connection
+//! asks the [`Plan`] (shared by every connection) before and after each frame; a rule that
+//! matches is claimed there, so that a rule with `times: 1` fires once in the whole
+//! server, whichever connection gets there first.
+//!
+//! A rule in JSON (the same in `--config`'s `"faults"` and the control API):
+//!
+//! ```json
+//! {"when": {"on": "change", "transaction": 5, "after": 3},
+//!  "then": {"do": "close"}, "slot": "s", "times": 1}
+//! ```
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use crate::Lsn;
+
+/// A rule: when [`Trigger`] happens on a connection in scope, [`Action`] is done, at most
+/// `times` times over the server's life (once unless told; 0: every time).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fault {
+    /// The protocol event.
+    pub when: Trigger,
+    /// What goes wrong then.
+    pub then: Action,
+    /// Only connections streaming from this slot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<String>,
+    /// Only connections with this `application_name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub application_name: Option<String>,
+    /// Only the n-th START_REPLICATION (1-based) of the slot, or of the server when no
+    /// slot is named: "the second time the consumer connects".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection: Option<u64>,
+    /// How many times the rule fires (0: every time it matches).
+    #[serde(default = "once")]
+    pub times: u64,
+}
+
+fn once() -> u64 {
+    1
+}
+
+/// The protocol event a rule waits for. Messages, transactions, changes and blocks are
+/// counted from 1 on each streaming connection, over the pgoutput messages it sends
+/// (keepalives are not counted).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "on", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Trigger {
+    /// The n-th message (of `kind`, when given): after it is sent, or `before` it, or
+    /// after the first `byte` bytes of its CopyData frame (mid-frame; the frame's 5-byte
+    /// header and 25-byte XLogData header count).
+    Message {
+        n: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kind: Option<MessageKind>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        before: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        byte: Option<usize>,
+    },
+    /// After the end of the k-th transaction sent (its Commit, Stream Commit, Prepare,
+    /// Stream Prepare, Commit Prepared or Rollback Prepared).
+    Commit { transaction: u64 },
+    /// Inside the k-th transaction sent (counted by Begin, Begin Prepare or first Stream
+    /// Start), after `after` of its changes (0: right after its Begin).
+    Change { transaction: u64, after: u64 },
+    /// Inside the k-th transaction's n-th stream block, right after its Stream Start.
+    StreamBlock { transaction: u64, block: u64 },
+    /// `ms` milliseconds after START_REPLICATION.
+    Time { ms: u64 },
+    /// When the client confirms a flush position at or past `lsn`.
+    Flush { lsn: Lsn },
+    /// On the n-th connection the server accepts, before it reads anything.
+    Connect { attempt: u64 },
+}
+
+/// A pgoutput message type, for [`Trigger::Message`]'s `kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)]
+pub enum MessageKind {
+    Begin,
+    Commit,
+    Origin,
+    Relation,
+    Type,
+    Insert,
+    Update,
+    Delete,
+    Truncate,
+    Message,
+    StreamStart,
+    StreamStop,
+    StreamCommit,
+    StreamAbort,
+    BeginPrepare,
+    Prepare,
+    CommitPrepared,
+    RollbackPrepared,
+    StreamPrepare,
+}
+
+impl MessageKind {
+    /// The kind of a pgoutput payload, from its tag byte.
+    #[must_use]
+    pub fn of(payload: &[u8]) -> Option<MessageKind> {
+        Some(match payload.first()? {
+            b'B' => MessageKind::Begin,
+            b'C' => MessageKind::Commit,
+            b'O' => MessageKind::Origin,
+            b'R' => MessageKind::Relation,
+            b'Y' => MessageKind::Type,
+            b'I' => MessageKind::Insert,
+            b'U' => MessageKind::Update,
+            b'D' => MessageKind::Delete,
+            b'T' => MessageKind::Truncate,
+            b'M' => MessageKind::Message,
+            b'S' => MessageKind::StreamStart,
+            b'E' => MessageKind::StreamStop,
+            b'c' => MessageKind::StreamCommit,
+            b'A' => MessageKind::StreamAbort,
+            b'b' => MessageKind::BeginPrepare,
+            b'P' => MessageKind::Prepare,
+            b'K' => MessageKind::CommitPrepared,
+            b'r' => MessageKind::RollbackPrepared,
+            b'p' => MessageKind::StreamPrepare,
+            _ => return None,
+        })
+    }
+
+    fn ends_transaction(self) -> bool {
+        matches!(
+            self,
+            MessageKind::Commit
+                | MessageKind::StreamCommit
+                | MessageKind::Prepare
+                | MessageKind::StreamPrepare
+                | MessageKind::CommitPrepared
+                | MessageKind::RollbackPrepared
+        )
+    }
+
+    fn is_change(self) -> bool {
+        matches!(
+            self,
+            MessageKind::Insert
+                | MessageKind::Update
+                | MessageKind::Delete
+                | MessageKind::Truncate
+                | MessageKind::Message
+        )
+    }
+}
+
+/// What goes wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "do", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Action {
+    /// Close the connection (FIN), with nothing more sent.
+    Close,
+    /// Reset the connection (RST).
+    Reset,
+    /// Stop writing and reading, the socket left open (a half-dead peer): for `ms`
+    /// milliseconds, or for good.
+    Stall {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ms: Option<u64>,
+    },
+    /// Send an ErrorResponse with SQLSTATE `code`: FATAL for the 57P0x codes, then the
+    /// connection closes; ERROR otherwise, then ReadyForQuery, as a walsender goes back
+    /// to its command loop. The message defaults to PostgreSQL's wording for 57P01,
+    /// 55000, 55006, 53100 and XX000; other codes need one.
+    Error {
+        code: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
+    /// PostgreSQL's shutdown of a walsender (`WalSndDone`): what is left is sent, then
+    /// keepalives asking for a reply until the client's flush position reaches what was
+    /// sent, then CommandComplete and the connection closes. A client that never
+    /// confirms holds it (until `wal_sender_timeout`), as in PostgreSQL.
+    Shutdown,
+    /// A keepalive asking for a reply, now.
+    RequestReply,
+    /// From now on, delay each message by `delay_ms`, or send at most `bytes_per_second`.
+    Slow {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        delay_ms: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bytes_per_second: Option<u64>,
+    },
+    /// A server crash: every connection is dropped and every slot goes back to the
+    /// position its last checkpoint persisted, so transactions a consumer confirmed since
+    /// are sent again.
+    Crash,
+}
+
+/// A fault rule that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FaultError(pub String);
+
+impl fmt::Display for FaultError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for FaultError {}
+
+impl Fault {
+    /// A rule doing `then` once when `when` happens, on any connection.
+    #[must_use]
+    pub fn new(when: Trigger, then: Action) -> Fault {
+        Fault {
+            when,
+            then,
+            slot: None,
+            application_name: None,
+            connection: None,
+            times: 1,
+        }
+    }
+
+    /// Only on connections streaming from `slot`.
+    #[must_use]
+    pub fn slot(mut self, slot: &str) -> Fault {
+        self.slot = Some(slot.to_owned());
+        self
+    }
+
+    /// Only on connections with this `application_name`.
+    #[must_use]
+    pub fn application_name(mut self, name: &str) -> Fault {
+        self.application_name = Some(name.to_owned());
+        self
+    }
+
+    /// Only on the n-th START_REPLICATION (1-based) of the slot (or of the server).
+    #[must_use]
+    pub fn connection(mut self, n: u64) -> Fault {
+        self.connection = Some(n);
+        self
+    }
+
+    /// Fires at most `times` times (0: every time).
+    #[must_use]
+    pub fn times(mut self, times: u64) -> Fault {
+        self.times = times;
+        self
+    }
+
+    /// Whether the rule can work.
+    ///
+    /// # Errors
+    ///
+    /// A count of 0, an action its trigger does not allow, a malformed SQLSTATE, or one
+    /// with no known wording and no message.
+    pub fn check(&self) -> Result<(), FaultError> {
+        let bad = |text: String| Err(FaultError(text));
+        match &self.when {
+            Trigger::Message { n: 0, .. } => return bad("message n counts from 1".into()),
+            Trigger::Message {
+                before: true,
+                byte: Some(_),
+                ..
+            } => return bad("a message trigger is `before` or at a `byte`, not both".into()),
+            Trigger::Message { byte: Some(0), .. } => {
+                return bad("byte counts from 1 (for none, use before: true)".into())
+            }
+            Trigger::Commit { transaction: 0 }
+            | Trigger::Change { transaction: 0, .. }
+            | Trigger::StreamBlock { transaction: 0, .. } => {
+                return bad("transaction counts from 1".into())
+            }
+            Trigger::StreamBlock { block: 0, .. } => return bad("block counts from 1".into()),
+            Trigger::Connect { attempt: 0 } => return bad("attempt counts from 1".into()),
+            _ => {}
+        }
+        if self.connection == Some(0) {
+            return bad("connection counts from 1".into());
+        }
+        if let Trigger::Connect { .. } = self.when {
+            if !matches!(
+                self.then,
+                Action::Close
+                    | Action::Reset
+                    | Action::Stall { .. }
+                    | Action::Error { .. }
+                    | Action::Crash
+            ) {
+                return bad(format!(
+                    "{:?} needs a streaming connection; on connect only close, reset, stall, error and crash work",
+                    self.then
+                ));
+            }
+            if self.slot.is_some() || self.application_name.is_some() || self.connection.is_some() {
+                return bad("a connect trigger comes before the slot and application_name are known: no slot, application_name or connection scope".into());
+            }
+        }
+        match &self.then {
+            Action::Error { code, message } => {
+                if code.len() != 5 || !code.bytes().all(|b| b.is_ascii_alphanumeric()) {
+                    return bad(format!("SQLSTATE {code:?} is not five letters or digits"));
+                }
+                if message.is_none() && default_message(code).is_none() {
+                    return bad(format!(
+                        "no default message for SQLSTATE {code} (there are for 57P01, 55000, 55006, 53100, XX000): give one"
+                    ));
+                }
+            }
+            Action::Slow {
+                delay_ms,
+                bytes_per_second,
+            } => match (delay_ms, bytes_per_second) {
+                (Some(_), None) | (None, Some(1..)) => {}
+                _ => return bad("slow takes one of delay_ms and bytes_per_second (above 0)".into()),
+            },
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// Which default wording an [`Action::Error`] gets (`None`: a message must be given).
+pub(crate) fn default_message(code: &str) -> Option<ErrorWording> {
+    Some(match code {
+        "57P01" => ErrorWording::AdminShutdown,
+        "55000" => ErrorWording::SlotInvalidated,
+        "55006" => ErrorWording::SlotActive,
+        "53100" => ErrorWording::DiskFull,
+        "XX000" => ErrorWording::Internal,
+        _ => return None,
+    })
+}
+
+/// PostgreSQL's wording for the errors a walsender is known to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ErrorWording {
+    /// `terminating connection due to administrator command` (FATAL, `ProcessInterrupts`).
+    AdminShutdown,
+    /// The invalidated slot's ERROR (`CreateDecodingContext`, or from 18 on
+    /// `ReplicationSlotAcquire`).
+    SlotInvalidated,
+    /// `replication slot "…" is active for PID …` (`ReplicationSlotAcquire`).
+    SlotActive,
+    /// The reorder buffer's spill file on a full disk (`ReorderBufferSerializeChange`).
+    DiskFull,
+    /// A decoding failure (`XLogSendLogical`).
+    Internal,
+}
+
+/// Where in a frame a rule fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Point {
+    /// Before the frame is written.
+    Before,
+    /// After its first `n` bytes.
+    Within(usize),
+    /// After the whole frame.
+    After,
+}
+
+/// What one frame means, in the counts the triggers use.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Facts {
+    pub kind: Option<MessageKind>,
+    /// The message's number on the connection, and among messages of its kind.
+    pub number: u64,
+    pub number_of_kind: u64,
+    /// The transaction the message belongs to (when it belongs to one).
+    pub transaction: Option<u64>,
+    /// For a change: its number within the transaction.
+    pub change: Option<u64>,
+    /// For a Begin (or first Stream Start): it opens the transaction.
+    pub opens: bool,
+    /// For a Stream Start: the block's number within the transaction.
+    pub block: Option<u64>,
+    /// For a transaction's end.
+    pub ends: bool,
+}
+
+/// Reads the meaning of each frame a connection sends: what the triggers count.
+#[derive(Debug, Default)]
+pub(crate) struct Tracker {
+    messages: u64,
+    by_kind: std::collections::HashMap<MessageKind, u64>,
+    transactions: u64,
+    /// The transaction sent whole that is open: its number and changes so far.
+    open: Option<(u64, u64)>,
+    /// Streamed transactions by xid: number, blocks and changes so far.
+    streamed: std::collections::HashMap<u32, (u64, u64, u64)>,
+    /// The xid of the stream block that is open.
+    block_xid: Option<u32>,
+    /// The xid of the last transaction begun (for error wordings that name it).
+    pub(crate) xid: u32,
+}
+
+impl Tracker {
+    /// Counts `payload` (a pgoutput message) as sent, and says what it was.
+    pub(crate) fn frame(&mut self, payload: &[u8]) -> Facts {
+        let kind = MessageKind::of(payload);
+        self.messages += 1;
+        let mut facts = Facts {
+            kind,
+            number: self.messages,
+            ..Facts::default()
+        };
+        let Some(kind) = kind else {
+            return facts;
+        };
+        let of_kind = self.by_kind.entry(kind).or_default();
+        *of_kind += 1;
+        facts.number_of_kind = *of_kind;
+        let xid_at = |at: usize| {
+            payload
+                .get(at..at + 4)
+                .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        };
+        match kind {
+            MessageKind::Begin | MessageKind::BeginPrepare => {
+                let at = if kind == MessageKind::Begin { 17 } else { 25 };
+                self.xid = xid_at(at).unwrap_or(0);
+                self.transactions += 1;
+                self.open = Some((self.transactions, 0));
+                facts.transaction = Some(self.transactions);
+                facts.opens = true;
+            }
+            MessageKind::StreamStart => {
+                let xid = xid_at(1).unwrap_or(0);
+                self.xid = xid;
+                self.block_xid = Some(xid);
+                let entry = match self.streamed.get_mut(&xid) {
+                    Some(entry) => entry,
+                    None => {
+                        self.transactions += 1;
+                        facts.opens = true;
+                        self.streamed
+                            .entry(xid)
+                            .or_insert((self.transactions, 0, 0))
+                    }
+                };
+                entry.1 += 1;
+                facts.transaction = Some(entry.0);
+                facts.block = Some(entry.1);
+            }
+            MessageKind::StreamStop => {
+                if let Some(xid) = self.block_xid.take() {
+                    facts.transaction = self.streamed.get(&xid).map(|e| e.0);
+                }
+            }
+            MessageKind::StreamCommit | MessageKind::StreamPrepare => {
+                let xid = xid_at(1).unwrap_or(0);
+                // A transaction streamed to its end in one go never had a block open
+                // here only if the server sent nothing of it: count it then.
+                let number = match self.streamed.remove(&xid) {
+                    Some(entry) => entry.0,
+                    None => {
+                        self.transactions += 1;
+                        self.transactions
+                    }
+                };
+                facts.transaction = Some(number);
+                facts.ends = true;
+            }
+            MessageKind::StreamAbort => {
+                let xid = xid_at(1).unwrap_or(0);
+                let sub = xid_at(5).unwrap_or(0);
+                facts.transaction = self.streamed.get(&xid).map(|e| e.0);
+                if xid == sub {
+                    self.streamed.remove(&xid);
+                }
+            }
+            MessageKind::Commit | MessageKind::Prepare => {
+                facts.transaction = self.open.take().map(|(n, _)| n);
+                facts.ends = true;
+            }
+            MessageKind::CommitPrepared | MessageKind::RollbackPrepared => {
+                self.transactions += 1;
+                facts.transaction = Some(self.transactions);
+                facts.ends = true;
+            }
+            _ if kind.is_change() => {
+                let counted = match self.block_xid {
+                    Some(xid) => self.streamed.get_mut(&xid).map(|e| (e.0, &mut e.2)),
+                    None => self.open.as_mut().map(|(n, changes)| (*n, changes)),
+                };
+                if let Some((number, changes)) = counted {
+                    *changes += 1;
+                    facts.transaction = Some(number);
+                    facts.change = Some(*changes);
+                }
+            }
+            _ => {
+                facts.transaction = match self.block_xid {
+                    Some(xid) => self.streamed.get(&xid).map(|e| e.0),
+                    None => self.open.map(|(n, _)| n),
+                };
+            }
+        }
+        debug_assert!(!facts.ends || kind.ends_transaction());
+        facts
+    }
+}
+
+/// Whether `trigger` fires at `point` of a frame with `facts`.
+pub(crate) fn frame_matches(trigger: &Trigger, point: Point, facts: &Facts) -> bool {
+    match *trigger {
+        Trigger::Message {
+            n,
+            kind,
+            before,
+            byte,
+        } => {
+            let number = match kind {
+                Some(kind) if facts.kind != Some(kind) => return false,
+                Some(_) => facts.number_of_kind,
+                None => facts.number,
+            };
+            let at = match (before, byte) {
+                (true, _) => Point::Before,
+                (false, Some(b)) => Point::Within(b),
+                (false, None) => Point::After,
+            };
+            number == n && at == point
+        }
+        Trigger::Commit { transaction } => {
+            point == Point::After && facts.ends && facts.transaction == Some(transaction)
+        }
+        Trigger::Change { transaction, after } => {
+            point == Point::After
+                && facts.transaction == Some(transaction)
+                && if after == 0 {
+                    facts.opens
+                } else {
+                    facts.change == Some(after)
+                }
+        }
+        Trigger::StreamBlock { transaction, block } => {
+            point == Point::After
+                && facts.transaction == Some(transaction)
+                && facts.block == Some(block)
+        }
+        Trigger::Time { .. } | Trigger::Flush { .. } | Trigger::Connect { .. } => false,
+    }
+}
+
+/// Who a connection is, for the rules' scopes.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Scope {
+    pub slot: Option<String>,
+    pub application_name: String,
+    /// The connection's START_REPLICATION number for its slot, and for the server.
+    pub of_slot: u64,
+    pub of_server: u64,
+}
+
+impl Fault {
+    fn in_scope(&self, scope: &Scope) -> bool {
+        if let Some(slot) = &self.slot {
+            if scope.slot.as_deref() != Some(slot.as_str()) {
+                return false;
+            }
+        }
+        if let Some(name) = &self.application_name {
+            if *name != scope.application_name {
+                return false;
+            }
+        }
+        match self.connection {
+            Some(n) if self.slot.is_some() => scope.of_slot == n,
+            Some(n) => scope.of_server == n,
+            None => true,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Rule {
+    fault: Fault,
+    fired: u64,
+}
+
+/// The server's rules, with how often each has fired.
+#[derive(Debug, Default)]
+pub(crate) struct Plan {
+    rules: Mutex<Vec<Rule>>,
+    /// Whether there are rules at all: checked on every frame without the lock.
+    armed: AtomicBool,
+}
+
+impl Plan {
+    pub(crate) fn add(&self, fault: Fault) {
+        let mut rules = self.rules.lock().unwrap_or_else(|e| e.into_inner());
+        rules.push(Rule { fault, fired: 0 });
+        self.armed.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn clear(&self) {
+        self.rules.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.armed.store(false, Ordering::SeqCst);
+    }
+
+    pub(crate) fn faults(&self) -> Vec<(Fault, u64)> {
+        self.rules
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|r| (r.fault.clone(), r.fired))
+            .collect()
+    }
+
+    pub(crate) fn armed(&self) -> bool {
+        self.armed.load(Ordering::Relaxed)
+    }
+
+    /// The actions of the rules in `scope` that `matches` picks, each claimed (its
+    /// firing counted) before it is returned, in the order the rules were added.
+    pub(crate) fn fire(
+        &self,
+        scope: Option<&Scope>,
+        mut matches: impl FnMut(&Trigger) -> bool,
+    ) -> Vec<(Trigger, Action)> {
+        if !self.armed() {
+            return Vec::new();
+        }
+        let mut rules = self.rules.lock().unwrap_or_else(|e| e.into_inner());
+        let mut actions = Vec::new();
+        for rule in rules.iter_mut() {
+            let left = rule.fault.times == 0 || rule.fired < rule.fault.times;
+            let scoped = match scope {
+                Some(scope) => rule.fault.in_scope(scope),
+                None => true,
+            };
+            if left && scoped && matches(&rule.fault.when) {
+                rule.fired += 1;
+                actions.push((rule.fault.when.clone(), rule.fault.then.clone()));
+            }
+        }
+        actions
+    }
+
+    /// The earliest `Time` trigger for `scope` after `after_ms` (each connection fires a
+    /// time rule once, when its clock passes it), in ms after the start.
+    pub(crate) fn next_time(&self, scope: &Scope, after_ms: Option<u64>) -> Option<u64> {
+        if !self.armed() {
+            return None;
+        }
+        let rules = self.rules.lock().unwrap_or_else(|e| e.into_inner());
+        rules
+            .iter()
+            .filter(|r| r.fault.times == 0 || r.fired < r.fault.times)
+            .filter(|r| r.fault.in_scope(scope))
+            .filter_map(|r| match r.fault.when {
+                Trigger::Time { ms } if after_ms.is_none_or(|after| ms > after) => Some(ms),
+                _ => None,
+            })
+            .min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn begin() -> Vec<u8> {
+        vec![b'B']
+    }
+
+    fn stream_start(xid: u32) -> Vec<u8> {
+        let mut m = vec![b'S'];
+        m.extend_from_slice(&xid.to_be_bytes());
+        m.push(1);
+        m
+    }
+
+    fn stream_commit(xid: u32) -> Vec<u8> {
+        let mut m = vec![b'c'];
+        m.extend_from_slice(&xid.to_be_bytes());
+        m
+    }
+
+    #[test]
+    fn frames_are_counted_by_transaction_change_and_block() {
+        let mut tracker = Tracker::default();
+        let facts: Vec<Facts> = [
+            begin(),
+            vec![b'R'],
+            vec![b'I'],
+            vec![b'I'],
+            vec![b'C'],
+            stream_start(7),
+            vec![b'I'],
+            vec![b'E'],
+            begin(),
+            vec![b'U'],
+            vec![b'C'],
+            stream_start(7),
+            vec![b'D'],
+            vec![b'E'],
+            stream_commit(7),
+        ]
+        .iter()
+        .map(|m| tracker.frame(m))
+        .collect();
+        let change = |f: &Facts| (f.transaction, f.change);
+        assert_eq!(change(&facts[2]), (Some(1), Some(1)));
+        assert_eq!(change(&facts[3]), (Some(1), Some(2)));
+        assert!(facts[4].ends && facts[4].transaction == Some(1));
+        // The streamed transaction is the second; its blocks interleave with the third.
+        assert_eq!((facts[5].transaction, facts[5].block), (Some(2), Some(1)));
+        assert_eq!(change(&facts[6]), (Some(2), Some(1)));
+        assert_eq!(change(&facts[9]), (Some(3), Some(1)));
+        assert_eq!((facts[11].transaction, facts[11].block), (Some(2), Some(2)));
+        assert_eq!(change(&facts[12]), (Some(2), Some(2)));
+        assert!(facts[14].ends && facts[14].transaction == Some(2));
+        assert_eq!(facts[14].number, 15);
+        assert_eq!(facts[9].number_of_kind, 1);
+        assert_eq!(facts[3].number_of_kind, 2);
+    }
+
+    #[test]
+    fn triggers_match_at_their_point() {
+        let mut tracker = Tracker::default();
+        tracker.frame(&begin());
+        // A frame's facts are read before it is written: `before` rules see them too.
+        let facts = tracker.frame(b"I");
+        let third = Trigger::Message {
+            n: 2,
+            kind: None,
+            before: true,
+            byte: None,
+        };
+        assert!(frame_matches(&third, Point::Before, &facts));
+        assert!(!frame_matches(&third, Point::After, &facts));
+        let change = Trigger::Change {
+            transaction: 1,
+            after: 1,
+        };
+        assert!(frame_matches(&change, Point::After, &facts));
+        let first_insert = Trigger::Message {
+            n: 1,
+            kind: Some(MessageKind::Insert),
+            before: false,
+            byte: Some(9),
+        };
+        assert!(frame_matches(&first_insert, Point::Within(9), &facts));
+        assert!(!frame_matches(&first_insert, Point::After, &facts));
+    }
+
+    #[test]
+    fn a_rule_fires_as_often_as_it_may_in_its_scope() {
+        let plan = Plan::default();
+        assert!(plan.fire(None, |_| true).is_empty());
+        plan.add(Fault::new(Trigger::Commit { transaction: 1 }, Action::Close).slot("a"));
+        plan.add(Fault::new(Trigger::Commit { transaction: 1 }, Action::Reset).times(0));
+        let a = Scope {
+            slot: Some("a".into()),
+            ..Scope::default()
+        };
+        let b = Scope {
+            slot: Some("b".into()),
+            ..Scope::default()
+        };
+        let fire = |scope: &Scope| -> Vec<Action> {
+            plan.fire(Some(scope), |_| true)
+                .into_iter()
+                .map(|(_, action)| action)
+                .collect()
+        };
+        assert_eq!(fire(&b), vec![Action::Reset]);
+        assert_eq!(fire(&a), vec![Action::Close, Action::Reset]);
+        assert_eq!(fire(&a), vec![Action::Reset]);
+        assert_eq!(plan.faults()[0].1, 1);
+        assert_eq!(plan.faults()[1].1, 3);
+    }
+
+    #[test]
+    fn rules_read_from_json_and_checked() {
+        let fault: Fault = serde_json::from_str(
+            r#"{"when": {"on": "change", "transaction": 5, "after": 3}, "then": {"do": "close"}, "slot": "s"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            fault,
+            Fault::new(
+                Trigger::Change {
+                    transaction: 5,
+                    after: 3
+                },
+                Action::Close
+            )
+            .slot("s")
+        );
+        assert_eq!(fault.check(), Ok(()));
+        let json = serde_json::to_string(&fault).unwrap();
+        assert_eq!(serde_json::from_str::<Fault>(&json).unwrap(), fault);
+        let mid_frame: Fault = serde_json::from_str(
+            r#"{"when": {"on": "message", "n": 4, "kind": "insert", "byte": 7}, "then": {"do": "reset"}, "times": 0}"#,
+        )
+        .unwrap();
+        assert_eq!(mid_frame.times, 0);
+        assert_eq!(mid_frame.check(), Ok(()));
+        let unknown = serde_json::from_str::<Fault>(
+            r#"{"when": {"on": "commit", "transaction": 1}, "then": {"do": "explode"}}"#,
+        );
+        assert!(unknown
+            .unwrap_err()
+            .to_string()
+            .contains("unknown variant `explode`"));
+        let no_message = Fault::new(
+            Trigger::Time { ms: 10 },
+            Action::Error {
+                code: "42P01".into(),
+                message: None,
+            },
+        );
+        assert!(no_message
+            .check()
+            .unwrap_err()
+            .0
+            .contains("no default message"));
+        let on_connect = Fault::new(Trigger::Connect { attempt: 1 }, Action::RequestReply);
+        assert!(on_connect
+            .check()
+            .unwrap_err()
+            .0
+            .contains("on connect only"));
+        let zero = Fault::new(Trigger::Commit { transaction: 0 }, Action::Close);
+        assert!(zero.check().is_err());
+    }
+}
