@@ -327,7 +327,7 @@ impl State {
     pub(crate) fn release(&mut self, slot: &str, id: usize) {
         if let Some(info) = self.slot(slot) {
             if info.active_client == Some(id) && info.temporary_owner != Some(id) {
-                info.active_client = None;
+                let_go(info);
             }
         }
     }
@@ -367,12 +367,7 @@ impl State {
         }
         for slot in &mut self.slots {
             if slot.active_client == Some(id) {
-                slot.active_client = None;
-                if let Some(hold) = &mut slot.held {
-                    if hold.until.is_none() {
-                        hold.until = Some(Instant::now() + hold.duration);
-                    }
-                }
+                let_go(slot);
             }
         }
         self.slots.retain(|s| s.temporary_owner != Some(id));
@@ -412,6 +407,16 @@ pub(crate) fn in_use(slot: &str, client: usize) -> SqlError {
             pid(client)
         ),
     )
+}
+
+/// A slot's client lets it go: a hold waiting for that starts now.
+fn let_go(slot: &mut SlotInfo) {
+    slot.active_client = None;
+    if let Some(hold) = &mut slot.held {
+        if hold.until.is_none() {
+            hold.until = Some(Instant::now() + hold.duration);
+        }
+    }
 }
 
 /// The ERROR for an invalidated slot, worded as the server's major version words it.

@@ -3,8 +3,10 @@
 //! 18 subscriber. Real-client tests need the servers `scripts/install-postgres` installs
 //! (and psycopg2); without them they say so and pass, unless `PGOUTPUT_REQUIRE_LIVE=1`.
 
+mod faults;
 mod hostile;
 mod psycopg;
+mod raw;
 mod recvlogical;
 mod replay;
 mod rust_client;

@@ -1,0 +1,610 @@
+//! Fault rules, byte for byte: what a client receives before, within and after the
+//! frame a rule names, how the connection ends (FIN or RST), the errors in PostgreSQL's
+//! words, the shutdown sequence, a crash that sends confirmed transactions again, and the
+//! slot states a test can set.
+
+use std::time::{Duration, Instant};
+
+use pgoutput_codec::server::{
+    Action, Fault, MessageKind, Publication, Script, StreamOptions, TestServer, Transaction,
+    Trigger,
+};
+use pgoutput_codec::{Lsn, ProtocolVersion};
+
+use super::raw::{message, query, status_update, End, Raw, Read1, Target};
+use super::t1;
+
+/// Three transactions of three inserts: 15 messages for protocol 1 (the first
+/// transaction carries the Relation).
+fn script() -> Script {
+    let t1 = t1();
+    let mut script = Script::new();
+    for t in 0..3 {
+        let mut transaction = Transaction::new();
+        for r in 0..3 {
+            let id = (t * 10 + r).to_string();
+            transaction = transaction.insert(&t1, [id.as_str(), "v"]);
+        }
+        script = script.transaction(transaction);
+    }
+    script
+}
+
+fn server(faults: &[Fault]) -> TestServer {
+    let mut builder = TestServer::builder()
+        .publication(Publication::new("p").table(t1()))
+        .script(script());
+    for fault in faults {
+        builder = builder.fault(fault.clone());
+    }
+    builder.start().expect("the test server starts")
+}
+
+/// The payloads the script renders to, with their positions.
+fn expected(server: &TestServer) -> Vec<(Lsn, Vec<u8>)> {
+    server
+        .render(&StreamOptions::new(ProtocolVersion::V1, &["p"]))
+        .unwrap()
+        .into_iter()
+        .map(|f| (f.lsn, f.payload))
+        .collect()
+}
+
+/// Logged in, slot `slot` created, streaming from it.
+fn streaming(server: &TestServer, slot: &str) -> Raw {
+    let target = Target::Ours(server.addr());
+    let mut raw = Raw::login(&target, "postgres");
+    raw.send(&query(&format!(
+        "CREATE_REPLICATION_SLOT {slot} LOGICAL pgoutput"
+    )));
+    let created = raw.until_ready(Duration::from_secs(10));
+    assert!(created.iter().all(|m| m.tag != b'E'), "{created:?}");
+    let started = raw.start(slot, "0/0", "p");
+    assert_eq!(started.last().map(|m| m.tag), Some(b'W'), "{started:?}");
+    raw
+}
+
+/// Everything received until the end, as whole backend messages and the bytes of an
+/// unfinished one.
+struct Received {
+    messages: Vec<(u8, Vec<u8>)>,
+    partial: Vec<u8>,
+    end: End,
+}
+
+impl Received {
+    fn read(raw: &mut Raw, timeout: Duration) -> Received {
+        let (chunks, end) = raw.bytes_until_end(timeout);
+        let bytes: Vec<u8> = chunks.into_iter().flat_map(|(_, c)| c).collect();
+        let (messages, partial) = split(&bytes);
+        Received {
+            messages,
+            partial,
+            end,
+        }
+    }
+
+    /// The XLogData payloads, with their `dataStart`.
+    fn payloads(&self) -> Vec<(Lsn, Vec<u8>)> {
+        self.messages
+            .iter()
+            .filter(|(tag, body)| *tag == b'd' && body.first() == Some(&b'w'))
+            .map(|(_, body)| {
+                let start = u64::from_be_bytes(body[1..9].try_into().unwrap());
+                (Lsn(start), body[25..].to_vec())
+            })
+            .collect()
+    }
+
+    /// The keepalives' reply-requested flags.
+    fn reply_requests(&self) -> usize {
+        self.messages
+            .iter()
+            .filter(|(tag, body)| *tag == b'd' && body.first() == Some(&b'k') && body[17] == 1)
+            .count()
+    }
+
+    /// The messages that are not CopyData, as `tag` and, for errors, severity, code and
+    /// message.
+    fn others(&self) -> Vec<String> {
+        self.messages
+            .iter()
+            .filter(|(tag, _)| *tag != b'd')
+            .map(|(tag, body)| match tag {
+                b'E' | b'N' => {
+                    let fields = fields(body);
+                    let get = |c: u8| {
+                        fields
+                            .iter()
+                            .find(|(k, _)| *k == c)
+                            .map(|(_, v)| v.as_str())
+                            .unwrap_or("")
+                    };
+                    format!(
+                        "{} {} {} {}{}",
+                        char::from(*tag),
+                        get(b'V'),
+                        get(b'C'),
+                        get(b'M'),
+                        match get(b'D') {
+                            "" => String::new(),
+                            detail => format!(" DETAIL: {detail}"),
+                        }
+                    )
+                }
+                b'C' => format!("C {}", String::from_utf8_lossy(&body[..body.len() - 1])),
+                tag => char::from(*tag).to_string(),
+            })
+            .collect()
+    }
+}
+
+fn split(mut bytes: &[u8]) -> (Vec<(u8, Vec<u8>)>, Vec<u8>) {
+    let mut messages = Vec::new();
+    while bytes.len() >= 5 {
+        let len = u32::from_be_bytes(bytes[1..5].try_into().unwrap()) as usize;
+        if bytes.len() < len + 1 {
+            break;
+        }
+        messages.push((bytes[0], bytes[5..=len].to_vec()));
+        bytes = &bytes[len + 1..];
+    }
+    (messages, bytes.to_vec())
+}
+
+fn fields(body: &[u8]) -> Vec<(u8, String)> {
+    let mut out = Vec::new();
+    let mut rest = body;
+    while let Some((&code, tail)) = rest.split_first() {
+        if code == 0 {
+            break;
+        }
+        let end = tail.iter().position(|&b| b == 0).unwrap_or(tail.len());
+        out.push((code, String::from_utf8_lossy(&tail[..end]).into_owned()));
+        rest = &tail[(end + 1).min(tail.len())..];
+    }
+    out
+}
+
+/// The index in `expected` of transaction `k`'s (1-based) end.
+fn end_of(expected: &[(Lsn, Vec<u8>)], k: usize) -> usize {
+    expected
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, p))| p[0] == b'C')
+        .nth(k - 1)
+        .unwrap()
+        .0
+}
+
+#[test]
+fn a_close_inside_a_transaction_cuts_it_after_the_named_change() {
+    let rule = Fault::new(
+        Trigger::Change {
+            transaction: 2,
+            after: 1,
+        },
+        Action::Close,
+    );
+    let server = server(&[rule]);
+    let expected = expected(&server);
+    let mut raw = streaming(&server, "s");
+    let got = Received::read(&mut raw, Duration::from_secs(5));
+    // Transaction 1 whole, then transaction 2's Begin and first Insert.
+    let cut = end_of(&expected, 1) + 3;
+    assert_eq!(got.payloads(), expected[..cut]);
+    assert_eq!(got.payloads().last().unwrap().1[0], b'I');
+    assert_eq!((got.end, got.partial.len()), (End::Eof, 0));
+    // Once: the next session gets everything.
+    let mut again = streaming(&server, "s2");
+    let all = Received::read(&mut again, Duration::from_millis(500));
+    assert_eq!(all.payloads(), expected);
+    assert_eq!(all.end, End::TimedOut);
+    assert_eq!(server.faults()[0].1, 1);
+}
+
+#[test]
+fn a_reset_in_the_middle_of_a_frame_leaves_its_first_bytes() {
+    let rule = Fault::new(
+        Trigger::Message {
+            n: 3,
+            kind: None,
+            before: false,
+            byte: Some(10),
+        },
+        Action::Reset,
+    );
+    let server = server(&[rule]);
+    let expected = expected(&server);
+    let mut raw = streaming(&server, "s");
+    let got = Received::read(&mut raw, Duration::from_secs(5));
+    assert_eq!(got.payloads(), expected[..2]);
+    assert_eq!(got.end, End::Reset);
+    // The first 10 bytes of the third CopyData: its type, length and XLogData header.
+    assert_eq!(got.partial.len(), 10);
+    assert_eq!(&got.partial[..1], b"d");
+    assert_eq!(got.partial[5], b'w');
+}
+
+#[test]
+fn a_stall_in_the_middle_of_a_frame_holds_its_rest_then_goes_on() {
+    let rule = Fault::new(
+        Trigger::Message {
+            n: 1,
+            kind: Some(MessageKind::Insert),
+            before: false,
+            byte: Some(12),
+        },
+        Action::Stall { ms: Some(600) },
+    );
+    let server = server(&[rule]);
+    let expected = expected(&server);
+    let mut raw = streaming(&server, "s");
+    let (chunks, end) = raw.bytes_until_end(Duration::from_secs(3));
+    assert_eq!(end, End::TimedOut);
+    let bytes: Vec<u8> = chunks.iter().flat_map(|(_, c)| c.clone()).collect();
+    let got = Received {
+        messages: split(&bytes).0,
+        partial: Vec::new(),
+        end,
+    };
+    assert_eq!(
+        got.payloads(),
+        expected,
+        "the whole stream, after the stall"
+    );
+    let gap = chunks.windows(2).map(|w| w[1].0 - w[0].0).max().unwrap();
+    assert!(gap >= Duration::from_millis(500), "no stall: {gap:?}");
+}
+
+#[test]
+fn errors_come_in_postgresql_words() {
+    let rules = [
+        Fault::new(
+            Trigger::Commit { transaction: 1 },
+            Action::Error {
+                code: "57P01".into(),
+                message: None,
+            },
+        )
+        .slot("fatal"),
+        Fault::new(
+            Trigger::Time { ms: 200 },
+            Action::Error {
+                code: "55000".into(),
+                message: None,
+            },
+        )
+        .slot("invalid"),
+        Fault::new(
+            Trigger::Message {
+                n: 2,
+                kind: None,
+                before: true,
+                byte: None,
+            },
+            Action::Error {
+                code: "53100".into(),
+                message: None,
+            },
+        )
+        .slot("full"),
+    ];
+    let server = server(&rules);
+    let expected = expected(&server);
+    let mut raw = streaming(&server, "fatal");
+    let got = Received::read(&mut raw, Duration::from_secs(5));
+    assert_eq!(got.payloads(), expected[..=end_of(&expected, 1)]);
+    assert_eq!(
+        got.others(),
+        ["E FATAL 57P01 terminating connection due to administrator command"]
+    );
+    assert_eq!(got.end, End::Eof);
+
+    // An ERROR ends the streaming, and the session goes on, as a walsender's does.
+    let mut raw = streaming(&server, "invalid");
+    let mut seen = Vec::new();
+    loop {
+        match raw.read(Duration::from_secs(5)) {
+            Read1::Msg(b'd', _) => {}
+            Read1::Msg(b'Z', _) => break,
+            Read1::Msg(tag, body) => seen.push((tag, body)),
+            other => panic!("{other:?} after {seen:?}"),
+        }
+    }
+    let got = Received {
+        messages: seen,
+        partial: Vec::new(),
+        end: End::TimedOut,
+    };
+    assert_eq!(
+        got.others(),
+        ["E ERROR 55000 can no longer access replication slot \"invalid\" DETAIL: This replication slot has been invalidated due to \"wal_removed\"."]
+    );
+    let answer = raw.query("IDENTIFY_SYSTEM");
+    assert_eq!(answer.last().map(|m| m.tag), Some(b'Z'));
+
+    let mut raw = streaming(&server, "full");
+    let got = Received::read(&mut raw, Duration::from_millis(500));
+    assert_eq!(got.payloads(), expected[..1]);
+    let xid = u32::from_be_bytes(expected[0].1[17..21].try_into().unwrap());
+    assert_eq!(
+        got.others(),
+        [
+            format!(
+                "E ERROR 53100 could not write to data file for XID {xid}: No space left on device"
+            ),
+            "Z".into()
+        ]
+    );
+}
+
+#[test]
+fn the_shutdown_sequence_waits_for_the_client_to_confirm_what_it_was_sent() {
+    let rule = Fault::new(Trigger::Commit { transaction: 1 }, Action::Shutdown);
+    let server = TestServer::builder()
+        .publication(Publication::new("p").table(t1()))
+        .script(script())
+        .fault(rule)
+        .wal_sender_timeout(Duration::ZERO)
+        .start()
+        .unwrap();
+    let expected = expected(&server);
+    let end = server.wal_end();
+    let mut raw = streaming(&server, "s");
+    // Everything is sent; then keepalives ask for a reply, and the connection stays
+    // while the client confirms nothing.
+    let got = Received::read(&mut raw, Duration::from_secs(1));
+    assert_eq!(got.payloads(), expected);
+    assert!(got.reply_requests() >= 1);
+    assert_eq!(got.end, End::TimedOut);
+    assert!(got.others().is_empty(), "{:?}", got.others());
+    raw.send(&status_update(end, 0));
+    let got = Received::read(&mut raw, Duration::from_secs(5));
+    assert_eq!(got.others(), ["C COPY 0"]);
+    assert_eq!(got.end, End::Eof);
+}
+
+#[test]
+fn a_crash_sends_again_what_was_confirmed_after_the_last_checkpoint() {
+    let server = server(&[]);
+    let expected = expected(&server);
+    let first_end = expected[end_of(&expected, 1)].0;
+    let second_end = expected[end_of(&expected, 2)].0;
+    let mut raw = streaming(&server, "s");
+    let got = Received::read(&mut raw, Duration::from_millis(300));
+    assert_eq!(got.payloads(), expected);
+    raw.send(&status_update(first_end, 0));
+    server
+        .wait_for_confirmed_flush("s", first_end, Duration::from_secs(5))
+        .unwrap();
+    server.checkpoint();
+    raw.send(&status_update(second_end, 0));
+    server
+        .wait_for_confirmed_flush("s", second_end, Duration::from_secs(5))
+        .unwrap();
+    server.crash();
+    let got = Received::read(&mut raw, Duration::from_secs(5));
+    assert_ne!(got.end, End::TimedOut, "the connection survived the crash");
+    let slot = server.slots().into_iter().find(|s| s.name == "s").unwrap();
+    assert_eq!(
+        (slot.confirmed_flush_lsn, slot.persisted_lsn),
+        (first_end, first_end)
+    );
+    // After the restart the second transaction, confirmed before the crash, comes again.
+    let target = Target::Ours(server.addr());
+    let mut raw = Raw::login(&target, "postgres");
+    raw.start("s", "0/0", "p");
+    let got = Received::read(&mut raw, Duration::from_millis(300));
+    // (With a Relation after its Begin: a new session has not seen the table.)
+    let mut payloads = got.payloads();
+    assert_eq!(payloads.remove(1).1[0], b'R');
+    let from_second = end_of(&expected, 1) + 1;
+    assert_eq!(payloads, expected[from_second..]);
+}
+
+#[test]
+fn a_crash_on_a_flush_position_drops_every_connection() {
+    let server = server(&[]);
+    let expected = expected(&server);
+    let first_end = expected[end_of(&expected, 1)].0;
+    server
+        .add_fault(Fault::new(Trigger::Flush { lsn: first_end }, Action::Crash))
+        .unwrap();
+    let mut bystander = streaming(&server, "other");
+    let mut raw = streaming(&server, "s");
+    Received::read(&mut raw, Duration::from_millis(300));
+    raw.send(&status_update(first_end, 0));
+    let got = Received::read(&mut raw, Duration::from_secs(5));
+    assert_ne!(got.end, End::TimedOut);
+    let got = Received::read(&mut bystander, Duration::from_secs(5));
+    assert_ne!(got.end, End::TimedOut, "the other connection survived");
+    // Nothing was checkpointed since the slot was created: back to its start.
+    let slot = server.slots().into_iter().find(|s| s.name == "s").unwrap();
+    assert!(slot.confirmed_flush_lsn < first_end);
+}
+
+#[test]
+fn slot_states_answer_as_postgresql_does() {
+    let server = server(&[]);
+    let target = Target::Ours(server.addr());
+    let mut raw = Raw::login(&target, "postgres");
+    for slot in ["gone", "invalid", "held"] {
+        raw.query(&format!("CREATE_REPLICATION_SLOT {slot} LOGICAL pgoutput"));
+    }
+    let start = |raw: &mut Raw, slot: &str| -> Vec<String> {
+        let answer = raw.start(slot, "0/0", "p");
+        let got = Received {
+            messages: answer.into_iter().map(|m| (m.tag, m.body)).collect(),
+            partial: Vec::new(),
+            end: End::TimedOut,
+        };
+        got.others()
+    };
+    assert!(server.drop_slot("gone"));
+    assert_eq!(
+        start(&mut raw, "gone"),
+        [
+            "E ERROR 42704 replication slot \"gone\" does not exist",
+            "Z"
+        ]
+    );
+    assert!(server.invalidate_slot("invalid"));
+    assert_eq!(
+        start(&mut raw, "invalid"),
+        ["E ERROR 55000 can no longer access replication slot \"invalid\" DETAIL: This replication slot has been invalidated due to \"wal_removed\".", "Z"]
+    );
+    // Held while its client streams, then for 400 ms after it leaves.
+    let mut first = Raw::login(&target, "postgres");
+    first.start("held", "0/0", "p");
+    assert!(server.hold_slot("held", Duration::from_millis(400)));
+    first.send(&message(b'X', &[]));
+    drop(first);
+    std::thread::sleep(Duration::from_millis(100));
+    let refused = start(&mut raw, "held");
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    assert!(refused[0].starts_with("E ERROR 55006 replication slot \"held\" is active for PID "));
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(start(&mut raw, "held"), ["W"]);
+}
+
+#[test]
+fn postgresql_15_words_an_invalidated_slot_as_15_does() {
+    let server = TestServer::builder()
+        .server_version("15.15")
+        .publication(Publication::new("p").table(t1()))
+        .start()
+        .unwrap();
+    let target = Target::Ours(server.addr());
+    let mut raw = Raw::login(&target, "postgres");
+    raw.query("CREATE_REPLICATION_SLOT s LOGICAL pgoutput");
+    assert!(server.invalidate_slot("s"));
+    let answer = raw.start("s", "0/0", "p");
+    let got = Received {
+        messages: answer.into_iter().map(|m| (m.tag, m.body)).collect(),
+        partial: Vec::new(),
+        end: End::TimedOut,
+    };
+    assert_eq!(
+        got.others(),
+        ["E ERROR 55000 can no longer get changes from replication slot \"s\" DETAIL: This slot has been invalidated because it exceeded the maximum reserved size.", "Z"]
+    );
+}
+
+#[test]
+fn connect_rules_and_scopes_pick_their_connection() {
+    let rules = [
+        Fault::new(Trigger::Connect { attempt: 2 }, Action::Reset),
+        // Only the second START_REPLICATION of slot "s".
+        Fault::new(
+            Trigger::Message {
+                n: 1,
+                kind: None,
+                before: false,
+                byte: None,
+            },
+            Action::Close,
+        )
+        .slot("s")
+        .connection(2),
+        Fault::new(
+            Trigger::Message {
+                n: 1,
+                kind: None,
+                before: false,
+                byte: None,
+            },
+            Action::RequestReply,
+        )
+        .application_name("nobody")
+        .times(0),
+    ];
+    let server = server(&rules);
+    let expected = expected(&server);
+    let target = Target::Ours(server.addr());
+    let mut first = streaming(&server, "s");
+    assert_eq!(
+        Received::read(&mut first, Duration::from_millis(300)).payloads(),
+        expected
+    );
+    first.send(&message(b'X', &[]));
+    // The second connection is reset before it is read.
+    let mut second = Raw::connect(&target);
+    let (_, end) = second.bytes_until_end(Duration::from_secs(5));
+    assert!(matches!(end, End::Reset | End::Eof), "{end:?}");
+    // The third is the slot's second START_REPLICATION: closed after one message.
+    let mut third = Raw::login(&target, "postgres");
+    let started = Instant::now();
+    third.start("s", "0/0", "p");
+    let got = Received::read(&mut third, Duration::from_secs(5));
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(got.payloads().len(), 1);
+    assert_eq!(got.end, End::Eof);
+    assert_eq!(
+        got.reply_requests(),
+        0,
+        "a rule for another application_name fired"
+    );
+}
+
+#[test]
+fn slow_and_reply_request_actions() {
+    let rules = [
+        Fault::new(
+            Trigger::Message {
+                n: 1,
+                kind: None,
+                before: false,
+                byte: None,
+            },
+            Action::Slow {
+                delay_ms: Some(40),
+                bytes_per_second: None,
+            },
+        ),
+        Fault::new(Trigger::Commit { transaction: 2 }, Action::RequestReply),
+    ];
+    let server = server(&rules);
+    let expected = expected(&server);
+    let mut raw = streaming(&server, "s");
+    let started = Instant::now();
+    let (chunks, _) = raw.bytes_until_end(Duration::from_secs(3));
+    let bytes: Vec<u8> = chunks.iter().flat_map(|(_, c)| c.clone()).collect();
+    let got = Received {
+        messages: split(&bytes).0,
+        partial: Vec::new(),
+        end: End::TimedOut,
+    };
+    assert_eq!(got.payloads(), expected);
+    assert_eq!(got.reply_requests(), 1);
+    // Fourteen messages after the first, each 40 ms late.
+    let last = chunks.last().unwrap().0;
+    assert!(
+        last - started >= Duration::from_millis(14 * 40),
+        "{:?}",
+        last - started
+    );
+}
+
+#[test]
+fn rules_that_cannot_work_are_refused() {
+    let server = server(&[]);
+    let err = server
+        .add_fault(Fault::new(
+            Trigger::Connect { attempt: 1 },
+            Action::Shutdown,
+        ))
+        .unwrap_err();
+    assert!(err.to_string().contains("on connect only"), "{err}");
+    let err = TestServer::builder()
+        .fault(Fault::new(
+            Trigger::Commit { transaction: 1 },
+            Action::Error {
+                code: "22P02".into(),
+                message: None,
+            },
+        ))
+        .start()
+        .unwrap_err();
+    assert!(err.to_string().contains("no default message"), "{err}");
+}
