@@ -142,7 +142,7 @@ impl MessageKind {
         })
     }
 
-    fn ends_transaction(self) -> bool {
+    pub(crate) fn ends_transaction(self) -> bool {
         matches!(
             self,
             MessageKind::Commit

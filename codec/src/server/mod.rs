@@ -28,6 +28,7 @@ mod command;
 mod connection;
 mod error;
 mod faults;
+mod findings;
 mod options;
 mod queries;
 mod render;
@@ -45,6 +46,7 @@ use std::time::{Duration, Instant};
 pub use crate::client::StreamOptions;
 pub use catalog::{Column, Publication, Table};
 pub use faults::{Action, Fault, FaultError, MessageKind, Trigger};
+pub use findings::Finding;
 pub use render::{Frame, RenderError};
 pub use script::{End, Event, Script, ScriptError, Step, Transaction, MAX_LINE_LEN};
 
@@ -416,6 +418,9 @@ pub struct SlotInfo {
     held: Option<state::Hold>,
     /// How many START_REPLICATIONs the slot has had (the fault rules' `connection`).
     starts: u64,
+    /// The highest position confirmed before a crash took the slot back (what is sent
+    /// again up to it is a [`Finding::Resent`]).
+    confirmed_before_crash: Lsn,
 }
 
 /// What the server saw of one client.
@@ -436,6 +441,12 @@ pub struct ClientInfo {
     pub status_updates: Vec<StandbyStatusUpdate>,
     /// Whether it is still connected.
     pub connected: bool,
+    /// How long each of its replies to a reply request took.
+    pub replies: Vec<Duration>,
+    /// What it did that a correct consumer does not (see [`Finding`]).
+    pub findings: Vec<Finding>,
+    /// How its connection ended (`None` while it is connected).
+    pub ended: Option<String>,
 }
 
 /// How many connections may be open at once, before any start-up packet: PostgreSQL's
@@ -759,6 +770,42 @@ impl TestServer {
     #[must_use]
     pub fn faults(&self) -> Vec<(Fault, u64)> {
         self.shared.faults.faults()
+    }
+
+    /// Every client's findings, with the client's number, in order of connection.
+    #[must_use]
+    pub fn findings(&self) -> Vec<(usize, Finding)> {
+        self.shared
+            .lock()
+            .clients
+            .iter()
+            .flat_map(|c| c.findings.iter().map(|f| (c.id, f.clone())))
+            .collect()
+    }
+
+    /// Fails the test with a readable account of every finding, if there is any.
+    ///
+    /// # Panics
+    ///
+    /// When a client did what a correct consumer does not.
+    #[track_caller]
+    pub fn assert_no_findings(&self) {
+        let state = self.shared.lock();
+        let mut account = Vec::new();
+        for client in &state.clients {
+            for finding in &client.findings {
+                account.push(format!(
+                    "client {} (user {:?}, application_name {:?}) {finding}",
+                    client.id, client.user, client.application_name
+                ));
+            }
+        }
+        drop(state);
+        assert!(
+            account.is_empty(),
+            "the consumer under test misbehaved:\n  {}",
+            account.join("\n  ")
+        );
     }
 
     /// A checkpoint now: every slot's confirmed position is persisted.

@@ -12,6 +12,7 @@ use super::catalog::Catalog;
 use super::connection::Inbox;
 use super::error::{error, sqlstate, SqlError};
 use super::faults::Plan;
+use super::findings::Judge;
 use super::script::{Clock, End, Event};
 use super::{Auth, ClientInfo, Logger, SlotInfo};
 use crate::wire::Socket;
@@ -222,6 +223,20 @@ impl State {
         }
     }
 
+    /// Writes what a streaming connection's judge found into client `id`'s record.
+    pub(crate) fn add_findings(&mut self, id: usize, judge: &mut Judge) {
+        let findings = std::mem::take(&mut judge.new);
+        let replies = std::mem::take(&mut judge.replies);
+        if let Some(client) = self.client(id) {
+            for finding in findings {
+                push_bounded(&mut client.findings, finding, MAX_PER_CLIENT);
+            }
+            for reply in replies {
+                push_bounded(&mut client.replies, reply, MAX_PER_CLIENT);
+            }
+        }
+    }
+
     /// Records a standby status update of client `id`.
     pub(crate) fn add_status_update(&mut self, id: usize, update: StandbyStatusUpdate) {
         if let Some(client) = self.client(id) {
@@ -315,6 +330,7 @@ impl State {
         self.epoch += 1;
         self.slots.retain(|s| s.temporary_owner.is_none());
         for slot in &mut self.slots {
+            slot.confirmed_before_crash = slot.confirmed_before_crash.max(slot.confirmed_flush_lsn);
             slot.confirmed_flush_lsn = slot.persisted_lsn;
             slot.active_client = None;
             slot.held = None;
@@ -361,9 +377,10 @@ impl State {
     }
 
     /// Forgets connection `id`: its slots are released, its TEMPORARY slots dropped.
-    pub(crate) fn disconnect(&mut self, id: usize, walsender: bool) {
+    pub(crate) fn disconnect(&mut self, id: usize, walsender: bool, why: String) {
         if let Some(client) = self.client(id) {
             client.connected = false;
+            client.ended = Some(why);
         }
         for slot in &mut self.slots {
             if slot.active_client == Some(id) {
@@ -556,6 +573,9 @@ mod tests {
             stream_options: Vec::new(),
             status_updates: Vec::new(),
             connected,
+            replies: Vec::new(),
+            findings: Vec::new(),
+            ended: None,
         }
     }
 
@@ -584,7 +604,7 @@ mod tests {
         assert!(state.add_walsender(2));
         assert!(state.add_walsender(2));
         assert!(!state.add_walsender(2));
-        state.disconnect(7, true);
+        state.disconnect(7, true, String::new());
         assert!(state.add_walsender(2));
     }
 }

@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use pgoutput_codec::server::{
-    Action, Fault, MessageKind, Publication, Script, StreamOptions, TestServer, Transaction,
-    Trigger,
+    Action, Fault, Finding, MessageKind, Publication, Script, StreamOptions, TestServer,
+    Transaction, Trigger,
 };
 use pgoutput_codec::{Lsn, ProtocolVersion};
 
@@ -401,6 +401,34 @@ fn a_crash_sends_again_what_was_confirmed_after_the_last_checkpoint() {
     assert_eq!(payloads.remove(1).1[0], b'R');
     let from_second = end_of(&expected, 1) + 1;
     assert_eq!(payloads, expected[from_second..]);
+    // The server says so, with what the client confirmed afterwards.
+    raw.send(&message(b'X', &[]));
+    drop(raw);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !server
+        .findings()
+        .iter()
+        .any(|(_, f)| matches!(f, Finding::Resent { .. }))
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let resent: Vec<Finding> = server
+        .findings()
+        .into_iter()
+        .map(|(_, f)| f)
+        .filter(|f| matches!(f, Finding::Resent { .. }))
+        .collect();
+    assert_eq!(
+        resent,
+        [Finding::Resent {
+            count: 1,
+            first: second_end,
+            last: second_end,
+            confirmed_before: second_end,
+            confirmed_after: first_end,
+        }]
+    );
 }
 
 #[test]
@@ -607,4 +635,116 @@ fn rules_that_cannot_work_are_refused() {
         .start()
         .unwrap_err();
     assert!(err.to_string().contains("no default message"), "{err}");
+}
+
+/// The assertion helper's account, when it fails.
+fn account(server: &TestServer) -> String {
+    let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        server.assert_no_findings();
+    }));
+    match failed {
+        Ok(()) => String::new(),
+        Err(panic) => panic.downcast_ref::<String>().cloned().unwrap_or_default(),
+    }
+}
+
+#[test]
+fn a_consumer_that_confirms_a_transaction_at_its_begin_is_caught() {
+    // Each message 300 ms late, so that the confirmation is read before the Commit goes.
+    let slow = Fault::new(
+        Trigger::Message {
+            n: 1,
+            kind: None,
+            before: true,
+            byte: None,
+        },
+        Action::Slow {
+            delay_ms: Some(300),
+            bytes_per_second: None,
+        },
+    );
+    let server = server(&[slow]);
+    let expected = expected(&server);
+    let mut raw = streaming(&server, "s");
+    // The bug: confirming the Begin's final LSN as soon as the Begin arrives.
+    let begin = loop {
+        match raw.read(Duration::from_secs(5)) {
+            Read1::Msg(b'd', body) if body[0] == b'w' && body[25] == b'B' => break body,
+            Read1::Msg(..) => {}
+            other => panic!("{other:?}"),
+        }
+    };
+    let final_lsn = Lsn(u64::from_be_bytes(begin[26..34].try_into().unwrap()));
+    raw.send(&status_update(final_lsn, 0));
+    std::thread::sleep(Duration::from_millis(500));
+    let client = server
+        .clients()
+        .into_iter()
+        .find(|c| !c.stream_options.is_empty())
+        .unwrap();
+    assert!(
+        client.findings.iter().any(|f| matches!(
+            f,
+            Finding::ConfirmedUnsent { flush, .. } if *flush == final_lsn
+        )),
+        "{:?}",
+        client.findings
+    );
+    let account = account(&server);
+    assert!(
+        account.contains(&format!("confirmed a flush position of {final_lsn}"))
+            && account.contains("acknowledged data it never received"),
+        "{account}"
+    );
+    assert!(expected.len() > 2);
+}
+
+#[test]
+fn a_consumer_that_never_replies_is_caught() {
+    let server = TestServer::builder()
+        .publication(Publication::new("p").table(t1()))
+        .script(script())
+        .wal_sender_timeout(Duration::from_millis(600))
+        .start()
+        .unwrap();
+    let mut raw = streaming(&server, "s");
+    let got = Received::read(&mut raw, Duration::from_secs(5));
+    assert_eq!(got.end, End::Eof, "dropped after wal_sender_timeout");
+    assert!(got.reply_requests() >= 1);
+    // The record is written as the connection closes.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while server.findings().len() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let account = account(&server);
+    assert!(
+        account.contains("did not answer a keepalive's reply request within wal_sender_timeout"),
+        "{account}"
+    );
+    assert!(account.contains("never confirmed any of them"), "{account}");
+    let client = server
+        .clients()
+        .into_iter()
+        .find(|c| !c.stream_options.is_empty())
+        .unwrap();
+    assert_eq!(
+        client.ended.as_deref(),
+        Some("closed: terminating walsender process due to replication timeout")
+    );
+}
+
+#[test]
+fn a_well_behaved_consumer_has_no_findings() {
+    let server = server(&[]);
+    let end = server.wal_end();
+    let mut raw = streaming(&server, "s");
+    Received::read(&mut raw, Duration::from_millis(300));
+    raw.send(&status_update(end, 0));
+    server
+        .wait_for_confirmed_flush("s", end, Duration::from_secs(5))
+        .unwrap();
+    raw.send(&message(b'c', &[]));
+    raw.until_ready(Duration::from_secs(5));
+    assert_eq!(account(&server), "");
+    server.assert_no_findings();
 }

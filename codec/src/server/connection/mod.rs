@@ -132,7 +132,9 @@ pub(crate) fn serve_tcp(
             reset = run(shared, &inbox, &stream, Some(&stream), id, peer);
         } else {
             shared.log(format!("client {id}: no thread to read it: closed"));
-            shared.lock().disconnect(id, false);
+            shared
+                .lock()
+                .disconnect(id, false, "no thread to read it".into());
         }
         // The reader blocks in read until the socket is shut down.
         inbox.close();
@@ -163,7 +165,9 @@ pub(crate) fn serve_in_memory(shared: &Shared, input: &[u8], output: &mut Vec<u8
                 SocketAddr::from(([127, 0, 0, 1], 0)),
             );
         } else {
-            shared.lock().disconnect(id, false);
+            shared
+                .lock()
+                .disconnect(id, false, "no thread to read it".into());
         }
         inbox.close();
     });
@@ -220,15 +224,20 @@ impl<W: Write> Connection<'_, W> {
             );
         }
         let id = self.id;
-        self.shared.lock().disconnect(id, self.walsender);
+        let account = match &why {
+            Closed::ByClient => "the client disconnected".to_owned(),
+            Closed::Fatal(text) => format!("FATAL: {text}"),
+            Closed::Silently(text) => format!("closed: {text}"),
+            Closed::Io(text) => format!("the socket failed: {text}"),
+            Closed::Reset => "reset by a fault rule".to_owned(),
+            Closed::Shutdown => "the server shut down".to_owned(),
+        };
+        self.shared
+            .lock()
+            .disconnect(id, self.walsender, account.clone());
         self.shared.notify();
-        match why {
-            Closed::ByClient => self.shared.log(format!("client {id}: disconnected")),
-            Closed::Fatal(text) | Closed::Silently(text) | Closed::Io(text) => {
-                self.shared.log(format!("client {id}: closed: {text}"));
-            }
-            Closed::Reset => self.shared.log(format!("client {id}: reset")),
-            Closed::Shutdown => {}
+        if !matches!(why, Closed::Shutdown) {
+            self.shared.log(format!("client {id}: {account}"));
         }
     }
 

@@ -56,6 +56,9 @@ impl<W: Write> Connection<'_, W> {
             stream_options: Vec::new(),
             status_updates: Vec::new(),
             connected: true,
+            replies: Vec::new(),
+            findings: Vec::new(),
+            ended: None,
         });
         self.shared.log(format!(
             "client {}: connected from {peer} as {user:?}, application_name {application_name:?}",

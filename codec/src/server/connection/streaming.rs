@@ -14,7 +14,8 @@ use super::inbox::{Incoming, Wait};
 use super::{envelope, Closed, Connection, Failure};
 use crate::server::command;
 use crate::server::error::{error, sqlstate, SqlError};
-use crate::server::faults::{Action, Point, Scope, Tracker, Trigger};
+use crate::server::faults::{Action, MessageKind, Point, Scope, Tracker, Trigger};
+use crate::server::findings::Judge;
 use crate::server::render::{Failed, Renderer, Sink, Stopped};
 use crate::server::{Event, StreamOptions};
 use crate::wire::backend;
@@ -75,6 +76,8 @@ pub(super) struct WalSnd {
     pub(super) slow: Option<Slow>,
     /// A `shutdown` action: `WalSndDone`'s sequence is under way.
     pub(super) shutting_down: bool,
+    /// What the client does that a correct consumer does not.
+    judge: Judge,
 }
 
 impl<W: Write> Connection<'_, W> {
@@ -93,10 +96,11 @@ impl<W: Write> Connection<'_, W> {
             .into());
         }
         let major = self.shared.config.major;
-        let (confirmed, options, scope, epoch) = {
+        let (confirmed, options, scope, epoch, resend_below) = {
             let mut state = self.shared.lock();
             let info = state.acquire(slot, self.id, major)?;
             let confirmed = info.confirmed_flush_lsn;
+            let resend_below = info.confirmed_before_crash;
             let two_phase = info.two_phase;
             let of_slot = info.starts;
             let epoch = state.epoch;
@@ -119,7 +123,7 @@ impl<W: Write> Connection<'_, W> {
                     if let Some(client) = state.client(self.id) {
                         client.stream_options.push(options.clone());
                     }
-                    (confirmed, options, scope, epoch)
+                    (confirmed, options, scope, epoch, resend_below)
                 }
                 Err(err) => {
                     state.release(slot, self.id);
@@ -134,28 +138,8 @@ impl<W: Write> Connection<'_, W> {
             "client {}: streaming slot {slot} from {from} with {options:?}",
             self.id
         ));
-        let result = self.stream(slot, confirmed, from, &options, scope, epoch);
-        self.shared.lock().release(slot, self.id);
-        self.shared.notify();
-        result?;
-        backend::command_complete(&mut self.out, "START_REPLICATION");
-        Ok(())
-    }
-
-    fn stream(
-        &mut self,
-        slot: &str,
-        confirmed: Lsn,
-        from: Lsn,
-        options: &StreamOptions,
-        scope: Scope,
-        epoch: u64,
-    ) -> Result<(), Failure> {
-        let catalog = Arc::clone(&self.shared.catalog);
-        let mut renderer = Renderer::new(&catalog, options, self.shared.config.major);
-        backend::copy_response(&mut self.out, b'W', 0, false);
         let now = Instant::now();
-        self.walsnd = Some(WalSnd {
+        let walsnd = WalSnd {
             slot: slot.to_owned(),
             // StartLogicalReplication: "sentPtr = MyReplicationSlot->data.confirmed_flush".
             sent: confirmed,
@@ -176,12 +160,33 @@ impl<W: Write> Connection<'_, W> {
             pending_faults: Vec::new(),
             slow: None,
             shutting_down: false,
-        });
+            judge: Judge::new(
+                self.shared.config.wal_sender_timeout,
+                confirmed,
+                resend_below,
+            ),
+        };
+        let result = self.stream(walsnd, &options);
+        self.shared.lock().release(slot, self.id);
+        self.shared.notify();
+        result?;
+        backend::command_complete(&mut self.out, "START_REPLICATION");
+        Ok(())
+    }
+
+    fn stream(&mut self, walsnd: WalSnd, options: &StreamOptions) -> Result<(), Failure> {
+        let catalog = Arc::clone(&self.shared.catalog);
+        let mut renderer = Renderer::new(&catalog, options, self.shared.config.major);
+        backend::copy_response(&mut self.out, b'W', 0, false);
+        self.walsnd = Some(walsnd);
         let result = self
             .keepalive(false)
             .map_err(Failure::from)
             .and_then(|()| self.stream_loop(&mut renderer));
-        self.walsnd = None;
+        if let Some(mut walsnd) = self.walsnd.take() {
+            walsnd.judge.ended();
+            self.shared.lock().add_findings(self.id, &mut walsnd.judge);
+        }
         result
     }
 
@@ -315,10 +320,11 @@ impl<W: Write> Connection<'_, W> {
         let Some(timeout) = self.shared.config.wal_sender_timeout else {
             return Ok(());
         };
-        let Some(walsnd) = &self.walsnd else {
+        let Some(walsnd) = &mut self.walsnd else {
             return Ok(());
         };
         if walsnd.last_reply.elapsed() >= timeout {
+            walsnd.judge.timed_out();
             return Err(Closed::Silently(
                 "terminating walsender process due to replication timeout".into(),
             ));
@@ -347,6 +353,7 @@ impl<W: Write> Connection<'_, W> {
         if reply_requested {
             walsnd.waiting_for_ping = true;
         }
+        walsnd.judge.keepalive_sent(walsnd.sent, reply_requested);
         let keepalive = ServerMessage::PrimaryKeepalive(PrimaryKeepalive {
             wal_end: walsnd.sent,
             send_time: PgTimestamp::now(),
@@ -441,9 +448,11 @@ impl<W: Write> Connection<'_, W> {
         walsnd.client_flush = update.flush_lsn;
         let slot = walsnd.slot.clone();
         let epoch = walsnd.epoch;
+        walsnd.judge.status_update(update.flush_lsn);
         let advanced = {
             let mut state = self.shared.lock();
             state.add_status_update(self.id, update);
+            state.add_findings(self.id, &mut self.walsnd.as_mut().expect("streaming").judge);
             state.confirm(&slot, update.flush_lsn, epoch)
         };
         let scope = walsnd_scope(self);
@@ -528,6 +537,9 @@ impl<W: Write> Connection<'_, W> {
 
     /// CopyData 'd', its Int32 length, then XLogData 'w': dataStart, walEnd, sendTime.
     fn push_frame(&mut self, lsn: Lsn, payload: &[u8]) {
+        if MessageKind::of(payload).is_some_and(MessageKind::ends_transaction) {
+            self.walsnd().judge.transaction_sent(lsn);
+        }
         let len = 4 + 1 + 8 + 8 + 8 + payload.len();
         self.out.push(b'd');
         self.out.extend_from_slice(&(len as u32).to_be_bytes());
