@@ -26,6 +26,7 @@
 mod catalog;
 mod command;
 mod connection;
+mod control;
 mod error;
 mod faults;
 mod findings;
@@ -45,6 +46,7 @@ use std::time::{Duration, Instant};
 
 pub use crate::client::StreamOptions;
 pub use catalog::{Column, Publication, Table};
+pub use control::Control;
 pub use faults::{Action, Fault, FaultError, MessageKind, Trigger};
 pub use findings::Finding;
 pub use render::{Frame, RenderError};
@@ -486,6 +488,10 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
         }
         match accepted {
             Ok((stream, peer)) => {
+                if shared.finishing() {
+                    refuse(stream, "57P03", "the database system is shutting down");
+                    continue;
+                }
                 let live = shared.lock().connection_count();
                 if live >= max_live_connections(shared.config.max_wal_senders) {
                     too_many_clients(stream);
@@ -525,17 +531,18 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
 }
 
 /// What the postmaster tells a connection beyond its limit, without waiting on it.
-fn too_many_clients(mut stream: TcpStream) {
-    let mut out = Vec::new();
-    crate::wire::backend::error_or_notice(
-        &mut out,
-        b'E',
-        "FATAL",
+fn too_many_clients(stream: TcpStream) {
+    refuse(
+        stream,
         error::sqlstate::TOO_MANY_CONNECTIONS,
         "sorry, too many clients already",
-        None,
-        None,
     );
+}
+
+/// A FATAL from the postmaster to a connection it will not serve, without waiting on it.
+fn refuse(mut stream: TcpStream, code: &str, text: &str) {
+    let mut out = Vec::new();
+    crate::wire::backend::error_or_notice(&mut out, b'E', "FATAL", code, text, None, None);
     let _ = stream.set_nonblocking(true);
     let _ = stream.write_all(&out);
 }
@@ -647,12 +654,28 @@ impl TestServer {
     pub fn append(&self, event: Event) -> Result<Lsn, ScriptError> {
         let mut script = Script::new();
         script.events.push(event);
+        self.append_script(script)
+    }
+
+    /// Appends every event of `script` ([`TestServer::append`] for many; what the
+    /// control API's `POST /events` does with its JSON lines).
+    ///
+    /// # Errors
+    ///
+    /// As [`TestServer::append`], naming the line of a JSON script; nothing is appended
+    /// then.
+    pub fn append_script(&self, mut script: Script) -> Result<Lsn, ScriptError> {
         let mut wal = self.shared.wal();
         script.check_after(&self.shared.catalog, &wal)?;
         let mut clock = wal.clock();
         script.fill(&mut clock)?;
         wal.set_clock(clock);
-        let end = script.events[0].end_lsn();
+        let end = script
+            .events
+            .iter()
+            .map(Event::end_lsn)
+            .max()
+            .unwrap_or(wal.end());
         for event in script.events {
             wal.push(event);
         }
@@ -806,6 +829,22 @@ impl TestServer {
             "the consumer under test misbehaved:\n  {}",
             account.join("\n  ")
         );
+    }
+
+    /// PostgreSQL's fast shutdown: sessions waiting for a command end with FATAL 57P01,
+    /// streaming walsenders send what is left and wait for their client to confirm it
+    /// (`WalSndDone`), and new connections are refused with 57P03. The server keeps
+    /// running until dropped; [`TestServer::shut_down`] says when every connection is
+    /// gone.
+    pub fn begin_shutdown(&self) {
+        self.shared.log("fast shutdown requested".into());
+        self.shared.finish();
+    }
+
+    /// After [`TestServer::begin_shutdown`]: whether every connection has ended.
+    #[must_use]
+    pub fn shut_down(&self) -> bool {
+        self.shared.finishing() && self.shared.lock().connection_count() == 0
     }
 
     /// A checkpoint now: every slot's confirmed position is persisted.

@@ -469,6 +469,9 @@ pub(crate) struct Shared {
     /// Signalled when a slot or a client record changes.
     pub changed: Condvar,
     stop: AtomicBool,
+    /// A fast shutdown is under way: idle sessions end, walsenders finish as
+    /// `WalSndDone` does, new connections are refused.
+    finishing: AtomicBool,
     next_client: AtomicUsize,
     /// The fault rules.
     pub faults: Plan,
@@ -495,6 +498,7 @@ impl Shared {
             state: Mutex::new(State::new()),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
+            finishing: AtomicBool::new(false),
             next_client: AtomicUsize::new(1),
             faults: Plan::default(),
             attempts: AtomicU64::new(0),
@@ -534,6 +538,17 @@ impl Shared {
         self.lock().crash();
         self.log("crash: every connection dropped, slots back at their persisted positions".into());
         self.notify();
+    }
+
+    /// Starts PostgreSQL's fast shutdown (see [`Shared::finishing`]).
+    pub(crate) fn finish(&self) {
+        self.finishing.store(true, Ordering::SeqCst);
+        self.lock().wake_all();
+        self.changed.notify_all();
+    }
+
+    pub(crate) fn finishing(&self) -> bool {
+        self.finishing.load(Ordering::SeqCst)
     }
 
     pub(crate) fn stopping(&self) -> bool {

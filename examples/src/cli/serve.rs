@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use pgoutput_codec::server::{Auth, Event, Publication, Script, Table, TestServer, Transaction};
+use pgoutput_codec::server::{
+    Auth, Control, Event, Fault, Publication, Script, Table, TestServer, Transaction,
+};
 use pgoutput_codec::{ColumnValue, TruncateOptions};
 use serde::Deserialize;
 
@@ -84,6 +86,19 @@ pub struct ServeArgs {
     /// gets ERROR 53400 [default: 100].
     #[arg(long, value_name = "N")]
     max_replication_slots: Option<usize>,
+    /// PostgreSQL's checkpoint_timeout: how often slots' positions are persisted (a
+    /// crash takes each slot back to its last persisted position) [default: 5min].
+    #[arg(long, value_name = "TIME")]
+    checkpoint_interval: Option<String>,
+    /// A fault rule, as JSON (repeatable; see below).
+    #[arg(long = "fault", value_name = "JSON")]
+    faults: Vec<String>,
+    /// Serve the HTTP/JSON control API here (see below).
+    #[arg(long, value_name = "ADDR")]
+    control: Option<SocketAddr>,
+    /// Let --control listen on an address that is not loopback.
+    #[arg(long, requires = "control")]
+    control_remote: bool,
 }
 
 /// The `--config` file.
@@ -99,6 +114,9 @@ struct Config {
     authentication_timeout: Option<Setting>,
     max_wal_senders: Option<usize>,
     max_replication_slots: Option<usize>,
+    checkpoint_interval: Option<Setting>,
+    #[serde(default)]
+    faults: Vec<Fault>,
     auth: Option<AuthConfig>,
     #[serde(default)]
     publications: Vec<Publication>,
@@ -329,6 +347,26 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode, String> {
     if let Some(max) = args.max_replication_slots.or(config.max_replication_slots) {
         builder = builder.max_replication_slots(max);
     }
+    let checkpoint_interval = match (&args.checkpoint_interval, &config.checkpoint_interval) {
+        (Some(text), _) => Some(pg_duration(text, Unit::Seconds)),
+        (None, Some(setting)) => Some(setting.duration(Unit::Seconds)),
+        (None, None) => None,
+    };
+    if let Some(interval) = checkpoint_interval {
+        let interval = interval.map_err(|e| format!("checkpoint_interval: {e}"))?;
+        if interval.is_zero() {
+            return Err("checkpoint_interval: 0 is not a time between checkpoints".into());
+        }
+        builder = builder.checkpoint_interval(interval);
+    }
+    for fault in config.faults {
+        builder = builder.fault(fault);
+    }
+    for text in &args.faults {
+        let fault: Fault =
+            serde_json::from_str(text).map_err(|e| format!("--fault {text}: {e}"))?;
+        builder = builder.fault(fault);
+    }
     if let Some(version) = args
         .server_version
         .as_ref()
@@ -367,6 +405,16 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode, String> {
         server.addr(),
         server.connection_string()
     );
+    let server = Arc::new(server);
+    let _control = match args.control {
+        Some(addr) => {
+            let control = Control::start(Arc::clone(&server), addr, args.control_remote)
+                .map_err(|e| format!("--control {addr}: {e}"))?;
+            eprintln!("pgoutput serve: control API on http://{}/", control.addr());
+            Some(control)
+        }
+        None => None,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = Arc::clone(&stop);
@@ -374,8 +422,17 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode, String> {
             .map_err(|e| format!("signal handler: {e}"))?;
     }
     let mut next_id = 100u32;
+    let mut last_tick = std::time::Instant::now();
     while !stop.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(1000));
+        std::thread::sleep(Duration::from_millis(50));
+        if server.shut_down() {
+            eprintln!("pgoutput serve: shut down (every connection has ended)");
+            return Ok(ExitCode::SUCCESS);
+        }
+        if last_tick.elapsed() < Duration::from_secs(1) {
+            continue;
+        }
+        last_tick = std::time::Instant::now();
         if args.script.is_none() {
             next_id += 1;
             let id = next_id.to_string();
@@ -387,7 +444,6 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode, String> {
         }
     }
     eprintln!("pgoutput serve: stopping");
-    server.shutdown();
     Ok(ExitCode::SUCCESS)
 }
 

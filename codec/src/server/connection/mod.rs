@@ -306,7 +306,8 @@ impl<W: Write> Connection<'_, W> {
     /// The next item from the client, waiting until the state's deadline.
     fn next_item(&mut self) -> Result<Incoming, Closed> {
         loop {
-            if self.shared.stopping() {
+            // A fast shutdown ends a session waiting for its next command.
+            if self.shared.stopping() || self.shared.finishing() {
                 return Err(Closed::Shutdown);
             }
             match self.inbox.wait(self.deadline) {

@@ -207,6 +207,9 @@ impl<W: Write> Connection<'_, W> {
             self.check_timeout()?;
             self.keepalive_if_necessary()?;
             self.due_faults()?;
+            if self.shared.finishing() {
+                self.walsnd().shutting_down = true;
+            }
             let batch = self.shared.wal().entries(cursor, BATCH);
             if batch.is_empty() {
                 if self.walsnd().shutting_down {
