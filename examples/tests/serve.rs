@@ -271,3 +271,89 @@ fn serve_takes_postgresql_limits_from_flags_and_the_config() {
     child.wait().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A Python consumer (psycopg2) driven through the control API with urllib alone, as a
+/// test suite in another language would: `examples/tests/control_api.py`.
+#[test]
+fn the_control_api_drives_a_python_consumer_through_faults() {
+    let found = Command::new("python3")
+        .args(["-c", "import psycopg2"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        assert!(
+            std::env::var_os("PGOUTPUT_REQUIRE_LIVE").is_none(),
+            "psycopg2 is required (PGOUTPUT_REQUIRE_LIVE=1): pip install psycopg2-binary"
+        );
+        eprintln!("psycopg2 not found: skipping");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("pgoutput-control-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("config.json");
+    std::fs::write(
+        &config,
+        r#"{"publications": [{"name": "p", "tables": [{"oid": 16385, "name": "t",
+              "columns": [{"name": "id", "type_oid": 23, "key": true}, {"name": "v", "type_oid": 25}]}]}]}"#,
+    )
+    .unwrap();
+    let mut script = String::new();
+    for t in 0..4 {
+        script.push_str("{\"type\":\"begin\"}\n");
+        for r in 1..=2 {
+            let id = t * 2 + r;
+            script.push_str(&format!(
+                "{{\"type\":\"insert\",\"relation_oid\":16385,\"new_tuple\":[{{\"text\":\"{id}\"}},{{\"text\":\"v\"}}]}}\n"
+            ));
+        }
+        script.push_str("{\"type\":\"commit\"}\n");
+    }
+    let script_path = dir.join("script.jsonl");
+    std::fs::write(&script_path, script).unwrap();
+    let port = free_port();
+    let control_port = free_port();
+    let conninfo = format!("host=127.0.0.1 port={port} user=py dbname=postgres");
+    let (mut child, conn) = spawn_serve(
+        &[
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--config",
+            config.to_str().unwrap(),
+            "--script",
+            script_path.to_str().unwrap(),
+            "--control",
+            &format!("127.0.0.1:{control_port}"),
+        ],
+        &conninfo,
+    );
+    drop(conn);
+    let python = Command::new("python3")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/control_api.py"))
+        .arg(&conninfo)
+        .arg(format!("http://127.0.0.1:{control_port}"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&python.stderr);
+    if !python.status.success() {
+        let _ = child.kill();
+    }
+    assert!(python.status.success(), "{stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&python.stdout).trim(),
+        r#"{"applied": [[1, 2], [3, 4], [5, 6], [7, 8], [9]], "disconnects": 2}"#
+    );
+    // After the fast shutdown serve exits by itself.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "serve did not exit after /shutdown"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}

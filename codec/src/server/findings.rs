@@ -162,6 +162,18 @@ impl Judge {
         self.confirmed = self.confirmed.max(flush);
     }
 
+    /// The transactions sent again after a crash so far (one finding that grows while
+    /// the connection streams).
+    pub(crate) fn resent(&self) -> Option<Finding> {
+        self.resent.map(|(count, first, last)| Finding::Resent {
+            count,
+            first,
+            last,
+            confirmed_before: self.resend_below,
+            confirmed_after: self.confirmed,
+        })
+    }
+
     /// The server drops the client for `wal_sender_timeout`: a reply request still
     /// unanswered was not answered in time.
     pub(crate) fn timed_out(&mut self) {
@@ -179,15 +191,6 @@ impl Judge {
             if self.timeout.is_some_and(|t| waited >= t) {
                 self.new.push(Finding::NoTimelyReply { waited });
             }
-        }
-        if let Some((count, first, last)) = self.resent.take() {
-            self.new.push(Finding::Resent {
-                count,
-                first,
-                last,
-                confirmed_before: self.resend_below,
-                confirmed_after: self.confirmed,
-            });
         }
         if self.confirmed <= self.start && self.sent > self.start {
             self.new.push(Finding::NeverConfirmed { sent: self.sent });
@@ -221,7 +224,7 @@ mod tests {
         judge.transaction_sent(Lsn(400));
         judge.ended();
         assert_eq!(
-            judge.new[2],
+            judge.resent().unwrap(),
             Finding::Resent {
                 count: 2,
                 first: Lsn(200),

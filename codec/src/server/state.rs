@@ -12,7 +12,7 @@ use super::catalog::Catalog;
 use super::connection::Inbox;
 use super::error::{error, sqlstate, SqlError};
 use super::faults::Plan;
-use super::findings::Judge;
+use super::findings::{Finding, Judge};
 use super::script::{Clock, End, Event};
 use super::{Auth, ClientInfo, Logger, SlotInfo};
 use crate::wire::Socket;
@@ -227,9 +227,20 @@ impl State {
     pub(crate) fn add_findings(&mut self, id: usize, judge: &mut Judge) {
         let findings = std::mem::take(&mut judge.new);
         let replies = std::mem::take(&mut judge.replies);
+        let resent = judge.resent();
         if let Some(client) = self.client(id) {
             for finding in findings {
                 push_bounded(&mut client.findings, finding, MAX_PER_CLIENT);
+            }
+            // One Resent finding per connection, brought up to date.
+            if let Some(resent @ Finding::Resent { first, .. }) = resent {
+                let same = client.findings.iter_mut().find(
+                    |f| matches!(f, Finding::Resent { first: earlier, .. } if *earlier == first),
+                );
+                match same {
+                    Some(existing) => *existing = resent,
+                    None => push_bounded(&mut client.findings, resent, MAX_PER_CLIENT),
+                }
             }
             for reply in replies {
                 push_bounded(&mut client.replies, reply, MAX_PER_CLIENT);
