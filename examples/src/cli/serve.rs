@@ -39,6 +39,39 @@ new transaction every second. Logs each client, its options and confirmed positi
   is milliseconds for wal_sender_timeout and seconds for authentication_timeout, as in
   postgresql.conf. wal_sender_timeout 0 turns it off. keepalive_interval_ms is ours: how
   long a streaming connection may go without a message before it gets a keepalive.
+  "checkpoint_interval" (default "5min") is how often slots' positions are persisted.
+
+Fault rules (--fault JSON, repeatable; "faults": [...] in --config; POST /faults):
+  {"when": {...}, "then": {...}, "slot": "s", "application_name": "app", "connection": 2,
+   "times": 1}   (scope keys optional; times 0 fires every time; counts start at 1)
+  when:
+    {"on": "message", "n": 5}                       after the 5th message sent
+    {"on": "message", "n": 3, "kind": "insert", "before": true}   before the 3rd Insert
+    {"on": "message", "n": 4, "byte": 7}            after 7 bytes of its CopyData frame
+    {"on": "commit", "transaction": 2}              after transaction 2's end
+    {"on": "change", "transaction": 5, "after": 3}  inside transaction 5, after 3 changes
+    {"on": "stream_block", "transaction": 1, "block": 2}   inside its 2nd stream block
+    {"on": "time", "ms": 500}                       500 ms after START_REPLICATION
+    {"on": "flush", "lsn": "0/1000360"}             when the client confirms 0/1000360
+    {"on": "connect", "attempt": 3}                 on the 3rd connection accepted
+  then:
+    {"do": "close"}   FIN          {"do": "reset"}   RST
+    {"do": "stall", "ms": 5000}    stop reading and writing (no "ms": for good)
+    {"do": "error", "code": "57P01"}   FATAL, PostgreSQL's wording; also 55000, 55006,
+        53100, XX000 (ERROR, then ReadyForQuery); other codes need "message"
+    {"do": "shutdown"}   send the rest, wait for the client to confirm, COPY 0, close
+    {"do": "request_reply"}   a keepalive asking for a reply now
+    {"do": "slow", "delay_ms": 100}   or {"do": "slow", "bytes_per_second": 10000}
+    {"do": "crash"}   drop every connection; slots back to their last checkpoint
+
+Control API (--control 127.0.0.1:PORT; loopback only unless --control-remote), JSON:
+  POST /events (JSON lines, as --script)   GET|POST|DELETE /faults
+  GET /slots   GET /clients (status updates, reply delays, findings, how each ended)
+  POST /wait {"slot": "s", "lsn": "0/1000360", "timeout_ms": 5000}   (408 on timeout)
+  POST /checkpoint   POST /crash   POST /shutdown (fast shutdown; serve exits after)
+  POST /slots/NAME/invalidate   POST /slots/NAME/hold {"ms": 2000}   DELETE /slots/NAME
+  e.g. curl -X POST localhost:PORT/faults -d '{"when":{"on":"commit","transaction":1},
+       "then":{"do":"reset"}}'
 
 Example:
   pgoutput serve --listen 127.0.0.1:5433 &
@@ -450,6 +483,34 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every `when` and `then` example of `--help` is a rule that parses and can work.
+    #[test]
+    fn the_help_texts_fault_examples_are_rules() {
+        let command = <ServeArgs as clap::Args>::augment_args(clap::Command::new("serve"));
+        let help = command.get_after_help().unwrap().to_string();
+        let objects = |key: &str| -> Vec<String> {
+            help.match_indices(&format!("{{\"{key}\":"))
+                .map(|(at, _)| {
+                    let end = help[at..].find('}').unwrap();
+                    help[at..=at + end].to_owned()
+                })
+                .collect()
+        };
+        let (whens, thens) = (objects("on"), objects("do"));
+        assert_eq!((whens.len(), thens.len()), (10, 10), "{whens:?} {thens:?}");
+        for when in &whens {
+            for then in &thens {
+                let rule = format!(r#"{{"when": {when}, "then": {then}}}"#);
+                let fault: Fault =
+                    serde_json::from_str(&rule).unwrap_or_else(|e| panic!("{rule}: {e}"));
+                let connect_only =
+                    matches!(fault.when, pgoutput_codec::server::Trigger::Connect { .. });
+                let allowed = fault.check();
+                assert!(allowed.is_ok() || connect_only, "{rule}: {allowed:?}");
+            }
+        }
+    }
 
     #[test]
     fn times_read_as_postgresql_reads_them() {
