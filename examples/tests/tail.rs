@@ -367,3 +367,130 @@ fn slots_are_created_if_not_there_and_dropped() {
     assert!(String::from_utf8_lossy(&dropped.stderr).contains("dropped slot keep"));
     assert!(server.slots().iter().all(|slot| slot.name != "keep"));
 }
+
+/// After each fault the server can inject, `--file` holds every transaction exactly once:
+/// a transaction cut off is cut from the file and sent again in full after the
+/// reconnect, and a crash that rewinds the slot sends nothing tail has written already
+/// (it resumes after its last transaction).
+#[test]
+fn the_file_holds_each_transaction_once_after_every_fault() {
+    use pgoutput_codec::server::{Action, Fault, Trigger};
+    let three = |t: usize| -> Transaction {
+        (0..3).fold(Transaction::new(), |tx, r| {
+            tx.insert(&published(), [(t * 10 + r).to_string(), "x".into()])
+        })
+    };
+    let script = (0..4).fold(Script::new(), |s, t| s.transaction(three(t)));
+    let message = |n, byte| Trigger::Message {
+        n,
+        kind: None,
+        before: false,
+        byte,
+    };
+    let faults = [
+        (
+            "close inside a transaction",
+            Trigger::Change {
+                transaction: 2,
+                after: 2,
+            },
+            Action::Close,
+        ),
+        (
+            "reset inside a transaction",
+            Trigger::Change {
+                transaction: 3,
+                after: 1,
+            },
+            Action::Reset,
+        ),
+        ("close mid-frame", message(8, Some(20)), Action::Close),
+        ("reset mid-frame", message(3, Some(9)), Action::Reset),
+        (
+            "57P01",
+            Trigger::Change {
+                transaction: 2,
+                after: 1,
+            },
+            Action::Error {
+                code: "57P01".into(),
+                message: None,
+            },
+        ),
+        (
+            "55000",
+            Trigger::Change {
+                transaction: 2,
+                after: 1,
+            },
+            Action::Error {
+                code: "55000".into(),
+                message: None,
+            },
+        ),
+        ("crash", Trigger::Commit { transaction: 3 }, Action::Crash),
+    ];
+    for (name, when, then) in faults {
+        let server = TestServer::builder()
+            .publication(Publication::new("mixpub").table(published()))
+            .table(unpublished())
+            .script(script.clone())
+            .start()
+            .unwrap();
+        server.add_fault(Fault::new(when, then)).unwrap();
+        let end = server.wal_end();
+        let dir = std::env::temp_dir().join(format!("pgoutput-tail-faults-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("out.jsonl");
+        let _ = std::fs::remove_file(&file);
+        let output = tail(
+            &server,
+            "s",
+            &[
+                "--if-not-exists",
+                "--file",
+                file.to_str().unwrap(),
+                "--fsync-interval",
+                "0",
+                "--status-interval",
+                "1",
+                "--reconnect-delay",
+                "1",
+                "--end-lsn",
+                &end.to_string(),
+            ],
+        )
+        .output()
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        // An ERROR other than the shutdown's is not a lost connection: tail stops, the
+        // unfinished transaction cut from the file.
+        let stops = name == "55000";
+        assert_eq!(output.status.success(), !stops, "{name}: {stderr}");
+        assert!(server.faults()[0].1 == 1, "{name}: the fault did not fire");
+        let mut transactions: Vec<Vec<String>> = Vec::new();
+        let mut open: Option<Vec<String>> = None;
+        for line in std::fs::read_to_string(&file).unwrap().lines() {
+            let value: serde_json::Value = serde_json::from_str(line).unwrap();
+            match value["type"].as_str().unwrap() {
+                "begin" => {
+                    assert!(open.is_none(), "{name}: a Begin inside a transaction");
+                    open = Some(Vec::new());
+                }
+                "insert" => open
+                    .as_mut()
+                    .unwrap()
+                    .push(value["new_tuple"][0]["text"].as_str().unwrap().to_owned()),
+                "commit" => transactions.push(open.take().unwrap()),
+                _ => {}
+            }
+        }
+        assert!(open.is_none(), "{name}: the file ends inside a transaction");
+        let whole = if stops { 1 } else { 4 };
+        let expected: Vec<Vec<String>> = (0..whole)
+            .map(|t| (0..3).map(|r| (t * 10 + r).to_string()).collect())
+            .collect();
+        assert_eq!(transactions, expected, "{name}: {stderr}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -219,9 +219,19 @@ pub fn tail(args: &TailArgs) -> Result<ExitCode, String> {
     loop {
         let outcome = follow(args, conn, &options, resume, &mut output, &stop);
         resume = resume.max(output.written());
+        // However the stream ended, the file does not end inside a transaction.
+        let cut = output.cut_unfinished().map_err(|e| e.to_string())?;
         let lost = match outcome {
-            Ok(code) => return Ok(code),
+            Ok(code) => {
+                if cut {
+                    eprintln!("pgoutput tail: removed the unfinished transaction from the file");
+                }
+                return Ok(code);
+            }
             Err(Failure::Fatal(why)) => {
+                if cut {
+                    eprintln!("pgoutput tail: removed the unfinished transaction from the file");
+                }
                 eprintln!(
                     "pgoutput tail: {why}; last flushed LSN {}",
                     output.confirmable()
@@ -230,7 +240,7 @@ pub fn tail(args: &TailArgs) -> Result<ExitCode, String> {
             }
             Err(Failure::Lost(why)) => why,
         };
-        if output.cut_unfinished().map_err(|e| e.to_string())? {
+        if cut {
             eprintln!(
                 "pgoutput tail: removed the unfinished transaction from the file; it is sent again"
             );
