@@ -748,3 +748,302 @@ fn a_well_behaved_consumer_has_no_findings() {
     assert_eq!(account(&server), "");
     server.assert_no_findings();
 }
+
+/// pg_recvlogical (of `major`) streaming slot `slot` into `file` until the server ends
+/// the connection (`--no-loop`): its exit status and standard error.
+fn pg_recvlogical(
+    major: &str,
+    server: &TestServer,
+    slot: &str,
+    file: &std::path::Path,
+) -> Option<(bool, String)> {
+    let binaries = super::binaries(major)?;
+    let run = |args: &[&str]| {
+        let mut child = std::process::Command::new(binaries.bin.join("pg_recvlogical"))
+            .args(["-d", &server.connection_string(), "--slot", slot])
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while child.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("pg_recvlogical {args:?} hung");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let output = child.wait_with_output().unwrap();
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    if !server.slots().iter().any(|s| s.name == slot) {
+        let (created, stderr) = run(&["--create-slot", "--plugin", "pgoutput"]);
+        assert!(created, "{stderr}");
+    }
+    let file = file.to_str().unwrap();
+    Some(run(&[
+        "--start",
+        "--no-loop",
+        "-s",
+        "1",
+        "-F",
+        "0",
+        "-f",
+        file,
+        "-o",
+        "proto_version=1",
+        "-o",
+        "publication_names=p",
+    ]))
+}
+
+/// pg_recvlogical's file: each payload and a newline.
+fn written(payloads: &[(Lsn, Vec<u8>)]) -> Vec<u8> {
+    payloads
+        .iter()
+        .flat_map(|(_, p)| p.iter().copied().chain([b'\n']))
+        .collect()
+}
+
+#[test]
+fn pg_recvlogical_under_faults() {
+    for major in ["15", "18"] {
+        let dir =
+            std::env::temp_dir().join(format!("pgoutput-rl-faults-{major}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // (The first transaction is six messages: Begin, Relation, three Inserts, Commit.)
+        let cases: [(&str, Trigger, Action, usize, &str); 5] = [
+            (
+                "close inside transaction 2",
+                Trigger::Change {
+                    transaction: 2,
+                    after: 1,
+                },
+                Action::Close,
+                8,
+                "server closed the connection unexpectedly",
+            ),
+            (
+                "reset in the third frame",
+                Trigger::Message {
+                    n: 3,
+                    kind: None,
+                    before: false,
+                    byte: Some(10),
+                },
+                Action::Reset,
+                2,
+                // libpq words ECONNRESET so too.
+                "server closed the connection unexpectedly",
+            ),
+            (
+                "57P01 after transaction 1",
+                Trigger::Commit { transaction: 1 },
+                Action::Error {
+                    code: "57P01".into(),
+                    message: None,
+                },
+                6,
+                "terminating connection due to administrator command",
+            ),
+            (
+                "55000 inside transaction 2",
+                Trigger::Change {
+                    transaction: 2,
+                    after: 1,
+                },
+                Action::Error {
+                    code: "55000".into(),
+                    message: None,
+                },
+                8,
+                "replication slot \"s\"",
+            ),
+            (
+                "shutdown after transaction 1",
+                Trigger::Commit { transaction: 1 },
+                Action::Shutdown,
+                16,
+                "disconnected",
+            ),
+        ];
+        for (name, when, then, messages, says) in cases {
+            let server = TestServer::builder()
+                .server_version(if major == "15" { "15.15" } else { "18.6" })
+                .publication(Publication::new("p").table(t1()))
+                .script(script())
+                .fault(Fault::new(when, then))
+                .start()
+                .unwrap();
+            let expected = expected(&server);
+            let file = dir.join("out");
+            let _ = std::fs::remove_file(&file);
+            let Some((ok, stderr)) = pg_recvlogical(major, &server, "s", &file) else {
+                return;
+            };
+            assert!(
+                !ok,
+                "{major} {name}: pg_recvlogical --no-loop exits 1 on the end: {stderr}"
+            );
+            assert!(stderr.contains(says), "{major} {name}: {stderr}");
+            assert_eq!(
+                std::fs::read(&file).unwrap(),
+                written(&expected[..messages]),
+                "{major} {name}: {stderr}"
+            );
+            if name.starts_with("shutdown") {
+                // It confirmed everything before the server let it go.
+                assert_eq!(server.confirmed_flush_lsn("s"), Some(server.wal_end()));
+                assert!(!stderr.contains("unexpected termination"), "{stderr}");
+            }
+        }
+
+        // A crash after it confirmed everything: the slot goes back to its last
+        // checkpoint (its creation), and the next run appends every transaction again.
+        let server = TestServer::builder()
+            .server_version(if major == "15" { "15.15" } else { "18.6" })
+            .publication(Publication::new("p").table(t1()))
+            .script(script())
+            .start()
+            .unwrap();
+        let expected = expected(&server);
+        let end = server.wal_end();
+        let file = dir.join("out");
+        let _ = std::fs::remove_file(&file);
+        let crasher = {
+            let end = end;
+            std::thread::scope(|scope| {
+                let waiter = scope.spawn(|| {
+                    server
+                        .wait_for_confirmed_flush("s", end, Duration::from_secs(20))
+                        .map(|_| server.crash())
+                });
+                let run = pg_recvlogical(major, &server, "s", &file);
+                (waiter.join().unwrap(), run)
+            })
+        };
+        let (confirmed, run) = crasher;
+        let Some((ok, stderr)) = run else { return };
+        assert!(confirmed.is_ok() && !ok, "{major}: {stderr}");
+        assert!(server.confirmed_flush_lsn("s") < Some(end));
+        let (ok, stderr) = {
+            let server = &server;
+            std::thread::scope(|scope| {
+                // Once it has everything again, the next status update ends its run.
+                let stopper = scope.spawn(|| {
+                    let _ = server.wait_for_confirmed_flush("s", end, Duration::from_secs(20));
+                    server
+                        .add_fault(Fault::new(Trigger::Flush { lsn: end }, Action::Close))
+                        .unwrap();
+                });
+                let run = pg_recvlogical(major, server, "s", &file).unwrap();
+                stopper.join().unwrap();
+                run
+            })
+        };
+        assert!(!ok, "{stderr}");
+        let mut twice = written(&expected);
+        twice.extend(written(&expected));
+        assert_eq!(
+            std::fs::read(&file).unwrap(),
+            twice,
+            "{major}: every transaction again"
+        );
+        assert!(
+            server
+                .findings()
+                .iter()
+                .any(|(_, f)| matches!(f, Finding::Resent { count: 3, .. })),
+            "{:?}",
+            server.findings()
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn the_crates_client_tells_each_fault_apart() {
+    use pgoutput_codec::client::{ClientError, ConnInfo, Connection, CopyEvent};
+    let cases: [(Trigger, Action, &str); 5] = [
+        (
+            Trigger::Change {
+                transaction: 2,
+                after: 1,
+            },
+            Action::Close,
+            "closed",
+        ),
+        (
+            Trigger::Message {
+                n: 3,
+                kind: None,
+                before: false,
+                byte: Some(10),
+            },
+            Action::Reset,
+            "reset",
+        ),
+        (
+            Trigger::Commit { transaction: 1 },
+            Action::Error {
+                code: "57P01".into(),
+                message: None,
+            },
+            "57P01",
+        ),
+        (
+            Trigger::Commit { transaction: 1 },
+            Action::Error {
+                code: "55000".into(),
+                message: None,
+            },
+            "55000",
+        ),
+        (Trigger::Commit { transaction: 1 }, Action::Shutdown, "end"),
+    ];
+    for (when, then, want) in cases {
+        let server = server(&[Fault::new(when, then)]);
+        let end = server.wal_end();
+        let info = ConnInfo::parse(Some(&server.connection_string()), |_| None).unwrap();
+        let mut conn = Connection::connect(&info).unwrap();
+        conn.simple_query("CREATE_REPLICATION_SLOT s LOGICAL pgoutput")
+            .unwrap();
+        conn.start_replication(
+            "START_REPLICATION SLOT s LOGICAL 0/0 (proto_version '1', publication_names 'p')",
+        )
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut confirmed = false;
+        let got = loop {
+            assert!(Instant::now() < deadline, "{want}: no end");
+            match conn.poll_copy_data(Duration::from_millis(100)) {
+                Ok(CopyEvent::Data(frame)) => {
+                    // Confirm everything once a keepalive says where the WAL ends.
+                    if frame[0] == b'k' && !confirmed && want == "end" {
+                        let wal_end = Lsn(u64::from_be_bytes(frame[1..9].try_into().unwrap()));
+                        if wal_end == end {
+                            conn.send_copy_data(&status_update(end, 0)[5..]).unwrap();
+                            confirmed = true;
+                        }
+                    }
+                }
+                Ok(CopyEvent::Idle) => {}
+                Ok(CopyEvent::End) => break "end".to_owned(),
+                Err(ClientError::Closed) => break "closed".to_owned(),
+                Err(ClientError::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                    break "reset".to_owned()
+                }
+                Err(err) => match err.server_error() {
+                    Some(server_error) => break server_error.code.clone(),
+                    None => break format!("{err:?}"),
+                },
+            }
+        };
+        assert_eq!(got, want);
+    }
+}
