@@ -916,7 +916,6 @@ fn pg_recvlogical_under_faults() {
         let file = dir.join("out");
         let _ = std::fs::remove_file(&file);
         let crasher = {
-            let end = end;
             std::thread::scope(|scope| {
                 let waiter = scope.spawn(|| {
                     server

@@ -123,3 +123,150 @@ fn postgres_18_subscriber_applies_the_script() {
         true,
     );
 }
+
+/// Waits until the subscriber's tables hold what the script leaves, or 60 s pass.
+fn tables_end_as_scripted(pg: &Server) -> bool {
+    let (t1, t2) = expected_rows(false);
+    let t1_sql = "SELECT id || '|' || coalesce(v, 'NULL') FROM t1 ORDER BY id";
+    let t2_sql = "SELECT id || '|' || coalesce(b::text, 'NULL') || '|' || coalesce(f::text, 'NULL') FROM t2 ORDER BY id";
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if rows(pg, t1_sql) == t1 && rows(pg, t2_sql) == t2 {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    false
+}
+
+/// A PostgreSQL 18 subscriber under faults: connections dropped inside transactions
+/// again and again, the walsender's shutdown sequence, and a crash that takes the slot
+/// back behind what it confirmed. Its tables must end exactly as the script says each
+/// time: it resumes from its replication origin, so nothing is applied twice.
+#[test]
+fn postgres_18_subscriber_survives_faults() {
+    use pgoutput_codec::server::{Action, Fault, Finding, Trigger};
+    let Some(binaries) = binaries("18") else {
+        return;
+    };
+    // The apply worker is restarted this soon after an error (5 s by default).
+    let pg =
+        Server::start_with_settings(&binaries, &["wal_retrieve_retry_interval = 200ms"]).unwrap();
+    let cases: [(&str, Vec<Fault>); 3] = [
+        (
+            "drops",
+            vec![
+                // Three connections in a row lose the line in their first transaction,
+                // after its first change.
+                Fault::new(
+                    Trigger::Change {
+                        transaction: 1,
+                        after: 1,
+                    },
+                    Action::Close,
+                )
+                .times(3),
+                // The next is reset in the middle of its first Stream Start's frame.
+                Fault::new(
+                    Trigger::Message {
+                        n: 1,
+                        kind: Some(pgoutput_codec::server::MessageKind::StreamStart),
+                        before: false,
+                        byte: Some(12),
+                    },
+                    Action::Reset,
+                )
+                .connection(4)
+                .slot("sub_drops"),
+            ],
+        ),
+        (
+            "shutdown",
+            vec![Fault::new(
+                Trigger::Commit { transaction: 2 },
+                Action::Shutdown,
+            )],
+        ),
+        ("crash", Vec::new()),
+    ];
+    for (name, faults) in cases {
+        let sub = format!("sub_{name}");
+        let mut builder = TestServer::builder()
+            .server_version("18.6")
+            .auth(Auth::scram("rep", "pw"))
+            .publication(publication())
+            .script(script());
+        for fault in faults {
+            builder = builder.fault(fault);
+        }
+        let server = builder.start().unwrap();
+        pg.psql(
+            "DROP TABLE IF EXISTS t1, t2;
+             CREATE TABLE t1 (id int PRIMARY KEY, v text);
+             CREATE TABLE t2 (id int PRIMARY KEY, b bytea, f float8);",
+        )
+        .unwrap();
+        pg.psql(&format!(
+            "CREATE SUBSCRIPTION {sub} CONNECTION '{} password=pw' PUBLICATION p
+             WITH (copy_data = false, streaming = parallel, two_phase = true)",
+            server.connection_string()
+        ))
+        .unwrap();
+        let end = server.wal_end();
+        let confirmed = server.wait_for_confirmed_flush(&sub, end, Duration::from_secs(90));
+        assert_eq!(
+            confirmed.map_err(|e| format!("{e}; log: {:#?}", server.log())),
+            Ok(end),
+            "{name}"
+        );
+        if name == "crash" {
+            // Everything is confirmed; the last checkpoint was the slot's creation.
+            server.crash();
+            assert!(server.confirmed_flush_lsn(&sub) < Some(end));
+            // The subscriber reconnects from its origin's position, and the slot catches
+            // up without a transaction sent again.
+            let again = server.wait_for_confirmed_flush(&sub, end, Duration::from_secs(60));
+            assert_eq!(
+                again.map_err(|e| format!("{e}; log: {:#?}", server.log())),
+                Ok(end)
+            );
+            let starts: Vec<String> = server
+                .commands()
+                .into_iter()
+                .filter(|c| c.starts_with("START_REPLICATION"))
+                .collect();
+            assert!(starts.len() >= 2, "{starts:?}");
+            assert!(
+                starts.last().unwrap().contains(&format!("LOGICAL {end}")),
+                "the subscriber resumes from its origin: {starts:?}"
+            );
+            assert!(
+                !server
+                    .findings()
+                    .iter()
+                    .any(|(_, f)| matches!(f, Finding::Resent { .. })),
+                "{:?}",
+                server.findings()
+            );
+        } else {
+            for (rule, fired) in server.faults() {
+                assert!(
+                    fired >= 1,
+                    "{name}: {rule:?} never fired; log: {:#?}",
+                    server.log()
+                );
+            }
+        }
+        assert!(
+            tables_end_as_scripted(&pg),
+            "{name}: log: {:#?}",
+            server.log()
+        );
+        assert_eq!(
+            rows(&pg, "SELECT count(*) FROM pg_prepared_xacts"),
+            ["0"],
+            "{name}"
+        );
+        pg.psql(&format!("DROP SUBSCRIPTION {sub}")).unwrap();
+    }
+}
