@@ -10,7 +10,7 @@
 //! | `POST /faults` | a rule, or an array of rules (as in `--config`) | `{"armed": 1}` |
 //! | `DELETE /faults` | | `{}` |
 //! | `GET /slots` | | `[{"name", "confirmed_flush_lsn", "persisted_lsn", "active", …}]` |
-//! | `GET /clients` | | `[{"id", "application_name", "status_updates", "findings", …}]` |
+//! | `GET /clients` | | `[{"id", "application_name", "sent", "status_updates", "findings", …}]` |
 //! | `POST /wait` | `{"slot": "s", "lsn": "0/1000360", "timeout_ms": 5000}` | `{"confirmed_flush_lsn"}`, or 408 |
 //! | `POST /checkpoint`, `POST /crash` | | `{}` |
 //! | `POST /shutdown` | | 202; PostgreSQL's fast shutdown, then the server stops |
@@ -380,6 +380,7 @@ fn client(client: &ClientInfo) -> Value {
             "send_time": u.send_time,
             "reply_requested": u.reply_requested,
         })).collect::<Vec<_>>(),
+        "sent": client.sent,
         "reply_delays_ms": client.replies.iter().map(Duration::as_millis).collect::<Vec<_>>(),
         "findings": client.findings,
     })

@@ -89,6 +89,24 @@ impl fmt::Display for Finding {
     }
 }
 
+/// One message a client was sent: its type (the pgoutput tag byte, or `b'k'` for a
+/// keepalive) and the WAL position its header carried (a keepalive's WAL end).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct SentMessage {
+    /// The pgoutput tag (`b'B'`, `b'I'`, …), or `b'k'` for a keepalive.
+    #[serde(serialize_with = "tag_text")]
+    pub tag: u8,
+    /// XLogData's `dataStart`, or the keepalive's WAL end.
+    pub lsn: Lsn,
+}
+
+fn tag_text<S: serde::Serializer>(tag: &u8, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&char::from(*tag))
+}
+
+/// How many sent messages a connection keeps before handing them to its record.
+const SENT_AHEAD: usize = 10_000;
+
 /// One streaming connection's referee.
 #[derive(Debug)]
 pub(crate) struct Judge {
@@ -108,6 +126,8 @@ pub(crate) struct Judge {
     pub new: Vec<Finding>,
     /// Delays of the replies to reply requests, not yet written.
     pub replies: Vec<Duration>,
+    /// Messages sent, not yet written (the oldest dropped beyond [`SENT_AHEAD`]).
+    pub sent_messages: Vec<SentMessage>,
 }
 
 impl Judge {
@@ -122,7 +142,16 @@ impl Judge {
             resent: None,
             new: Vec::new(),
             replies: Vec::new(),
+            sent_messages: Vec::new(),
         }
+    }
+
+    /// A message went out.
+    pub(crate) fn message_sent(&mut self, tag: u8, lsn: Lsn) {
+        if self.sent_messages.len() >= SENT_AHEAD {
+            self.sent_messages.drain(..SENT_AHEAD / 10);
+        }
+        self.sent_messages.push(SentMessage { tag, lsn });
     }
 
     /// A transaction's end went out at `lsn`.
@@ -138,6 +167,7 @@ impl Judge {
 
     /// A keepalive went out between transactions reporting `wal_end`.
     pub(crate) fn keepalive_sent(&mut self, wal_end: Lsn, reply_requested: bool) {
+        self.message_sent(b'k', wal_end);
         self.sent = self.sent.max(wal_end);
         if reply_requested && self.asked.is_none() {
             self.asked = Some(Instant::now());

@@ -48,7 +48,7 @@ pub use crate::client::StreamOptions;
 pub use catalog::{Column, Publication, Table};
 pub use control::Control;
 pub use faults::{Action, Fault, FaultError, MessageKind, Trigger};
-pub use findings::Finding;
+pub use findings::{Finding, SentMessage};
 pub use render::{Frame, RenderError};
 pub use script::{End, Event, Script, ScriptError, Step, Transaction, MAX_LINE_LEN};
 
@@ -443,6 +443,9 @@ pub struct ClientInfo {
     pub status_updates: Vec<StandbyStatusUpdate>,
     /// Whether it is still connected.
     pub connected: bool,
+    /// The messages it was sent while streaming, with their positions (the last
+    /// 10,000).
+    pub sent: Vec<SentMessage>,
     /// How long each of its replies to a reply request took.
     pub replies: Vec<Duration>,
     /// What it did that a correct consumer does not (see [`Finding`]).

@@ -227,8 +227,12 @@ impl State {
     pub(crate) fn add_findings(&mut self, id: usize, judge: &mut Judge) {
         let findings = std::mem::take(&mut judge.new);
         let replies = std::mem::take(&mut judge.replies);
+        let sent = std::mem::take(&mut judge.sent_messages);
         let resent = judge.resent();
         if let Some(client) = self.client(id) {
+            for message in sent {
+                push_bounded(&mut client.sent, message, MAX_PER_CLIENT);
+            }
             for finding in findings {
                 push_bounded(&mut client.findings, finding, MAX_PER_CLIENT);
             }
@@ -599,6 +603,7 @@ mod tests {
             stream_options: Vec::new(),
             status_updates: Vec::new(),
             connected,
+            sent: Vec::new(),
             replies: Vec::new(),
             findings: Vec::new(),
             ended: None,

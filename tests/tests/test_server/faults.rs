@@ -195,6 +195,27 @@ fn a_close_inside_a_transaction_cuts_it_after_the_named_change() {
     assert_eq!(got.payloads(), expected[..cut]);
     assert_eq!(got.payloads().last().unwrap().1[0], b'I');
     assert_eq!((got.end, got.partial.len()), (End::Eof, 0));
+    // The server's record of what it sent, keepalives aside, is the same.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let record = loop {
+        let client = server.clients().into_iter().next().unwrap();
+        if !client.connected || Instant::now() > deadline {
+            break client;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let sent: Vec<(u8, Lsn)> = record
+        .sent
+        .iter()
+        .filter(|m| m.tag != b'k')
+        .map(|m| (m.tag, m.lsn))
+        .collect();
+    let wanted: Vec<(u8, Lsn)> = expected[..cut]
+        .iter()
+        .map(|(lsn, p)| (p[0], *lsn))
+        .collect();
+    assert_eq!(sent, wanted);
+    assert_eq!(record.ended.as_deref(), Some("closed: fault: closed"));
     // Once: the next session gets everything.
     let mut again = streaming(&server, "s2");
     let all = Received::read(&mut again, Duration::from_millis(500));
@@ -1045,4 +1066,41 @@ fn the_crates_client_tells_each_fault_apart() {
         };
         assert_eq!(got, want);
     }
+}
+
+#[test]
+fn a_reset_inside_a_stream_block() {
+    // The streamed transaction of the shared script, to a client that streams.
+    let server = TestServer::builder()
+        .publication(super::publication())
+        .script(super::script())
+        .fault(Fault::new(
+            Trigger::StreamBlock {
+                transaction: 3,
+                block: 1,
+            },
+            Action::Reset,
+        ))
+        .start()
+        .unwrap();
+    let options =
+        StreamOptions::new(ProtocolVersion::V2, &["p"]).streaming(pgoutput_codec::Streaming::On);
+    let expected: Vec<Vec<u8>> = server
+        .render(&options)
+        .unwrap()
+        .into_iter()
+        .map(|f| f.payload)
+        .collect();
+    let target = Target::Ours(server.addr());
+    let mut raw = Raw::login(&target, "postgres");
+    raw.query("CREATE_REPLICATION_SLOT s LOGICAL pgoutput");
+    raw.send(&query(
+        "START_REPLICATION SLOT s LOGICAL 0/0 (proto_version '2', publication_names 'p', streaming 'on')",
+    ));
+    let got = Received::read(&mut raw, Duration::from_secs(5));
+    assert_eq!(got.end, End::Reset);
+    let payloads: Vec<Vec<u8>> = got.payloads().into_iter().map(|(_, p)| p).collect();
+    // Everything up to and including the third transaction's first Stream Start.
+    let first_block = expected.iter().position(|p| p[0] == b'S').unwrap();
+    assert_eq!(payloads, expected[..=first_block]);
 }

@@ -56,6 +56,7 @@ impl<W: Write> Connection<'_, W> {
             stream_options: Vec::new(),
             status_updates: Vec::new(),
             connected: true,
+            sent: Vec::new(),
             replies: Vec::new(),
             findings: Vec::new(),
             ended: None,

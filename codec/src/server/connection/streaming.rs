@@ -540,8 +540,10 @@ impl<W: Write> Connection<'_, W> {
 
     /// CopyData 'd', its Int32 length, then XLogData 'w': dataStart, walEnd, sendTime.
     fn push_frame(&mut self, lsn: Lsn, payload: &[u8]) {
+        let judge = &mut self.walsnd().judge;
+        judge.message_sent(payload.first().copied().unwrap_or(0), lsn);
         if MessageKind::of(payload).is_some_and(MessageKind::ends_transaction) {
-            self.walsnd().judge.transaction_sent(lsn);
+            judge.transaction_sent(lsn);
         }
         let len = 4 + 1 + 8 + 8 + 8 + payload.len();
         self.out.push(b'd');
