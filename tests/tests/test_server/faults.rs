@@ -1104,3 +1104,83 @@ fn a_reset_inside_a_stream_block() {
     let first_block = expected.iter().position(|p| p[0] == b'S').unwrap();
     assert_eq!(payloads, expected[..=first_block]);
 }
+
+#[test]
+fn a_byte_rate_and_the_other_error_wordings() {
+    let rate = Fault::new(
+        Trigger::Message {
+            n: 1,
+            kind: None,
+            before: true,
+            byte: None,
+        },
+        Action::Slow {
+            delay_ms: None,
+            bytes_per_second: Some(2_000),
+        },
+    )
+    .slot("slow");
+    let busy = Fault::new(
+        Trigger::Commit { transaction: 1 },
+        Action::Error {
+            code: "55006".into(),
+            message: None,
+        },
+    )
+    .slot("busy");
+    let internal = Fault::new(
+        Trigger::Commit { transaction: 1 },
+        Action::Error {
+            code: "XX000".into(),
+            message: None,
+        },
+    )
+    .slot("internal");
+    let own = Fault::new(
+        Trigger::Commit { transaction: 1 },
+        Action::Error {
+            code: "57P03".into(),
+            message: Some("the database system is starting up".into()),
+        },
+    )
+    .slot("own");
+    let server = server(&[rate, busy, internal, own]);
+    let expected = expected(&server);
+    // 15 messages in about 800 bytes of frames: at 2,000 bytes a second, 0.4 s or more.
+    let mut raw = streaming(&server, "slow");
+    let started = Instant::now();
+    let (chunks, _) = raw.bytes_until_end(Duration::from_secs(3));
+    let bytes: Vec<u8> = chunks.iter().flat_map(|(_, c)| c.clone()).collect();
+    let got = Received {
+        messages: split(&bytes).0,
+        partial: Vec::new(),
+        end: End::TimedOut,
+    };
+    assert_eq!(got.payloads(), expected);
+    let sent: usize = got.messages.iter().map(|(_, b)| b.len() + 5).sum();
+    let took = chunks.last().unwrap().0 - started;
+    assert!(
+        took >= Duration::from_secs_f64(sent as f64 / 2_000.0 * 0.8),
+        "{sent} bytes in {took:?}"
+    );
+    let others = |slot: &str| {
+        let mut raw = streaming(&server, slot);
+        Received::read(&mut raw, Duration::from_millis(500)).others()
+    };
+    let busy = others("busy");
+    assert!(
+        busy[0].starts_with("E ERROR 55006 replication slot \"busy\" is active for PID "),
+        "{busy:?}"
+    );
+    assert_eq!(
+        others("internal"),
+        [
+            "E ERROR XX000 could not find record while sending logically-decoded data: missing contrecord",
+            "Z"
+        ]
+    );
+    assert_eq!(
+        others("own"),
+        ["E FATAL 57P03 the database system is starting up"]
+    );
+}
