@@ -1120,30 +1120,20 @@ fn a_byte_rate_and_the_other_error_wordings() {
         },
     )
     .slot("slow");
-    let busy = Fault::new(
-        Trigger::Commit { transaction: 1 },
-        Action::Error {
-            code: "55006".into(),
-            message: None,
-        },
-    )
-    .slot("busy");
-    let internal = Fault::new(
-        Trigger::Commit { transaction: 1 },
-        Action::Error {
-            code: "XX000".into(),
-            message: None,
-        },
-    )
-    .slot("internal");
-    let own = Fault::new(
-        Trigger::Commit { transaction: 1 },
-        Action::Error {
-            code: "57P03".into(),
-            message: Some("the database system is starting up".into()),
-        },
-    )
-    .slot("own");
+    // An ErrorResponse after the first transaction, on slot `slot`.
+    let error_on = |slot: &str, code: &str, message: Option<&str>| {
+        Fault::new(
+            Trigger::Commit { transaction: 1 },
+            Action::Error {
+                code: code.into(),
+                message: message.map(str::to_owned),
+            },
+        )
+        .slot(slot)
+    };
+    let busy = error_on("busy", "55006", None);
+    let internal = error_on("internal", "XX000", None);
+    let own = error_on("own", "57P03", Some("the database system is starting up"));
     let server = server(&[rate, busy, internal, own]);
     let expected = expected(&server);
     // 15 messages in about 800 bytes of frames: at 2,000 bytes a second, 0.4 s or more.

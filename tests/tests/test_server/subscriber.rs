@@ -18,6 +18,16 @@ fn rows(pg: &Server, sql: &str) -> Vec<String> {
         .collect()
 }
 
+/// The subscriber's tables, empty.
+fn fresh_tables(pg: &Server) {
+    pg.psql(
+        "DROP TABLE IF EXISTS t1, t2;
+         CREATE TABLE t1 (id int PRIMARY KEY, v text);
+         CREATE TABLE t2 (id int PRIMARY KEY, b bytea, f float8);",
+    )
+    .unwrap();
+}
+
 fn apply(pg: &Server, server_version: &str, name: &str, with: &str, copied: bool) {
     let server = TestServer::builder()
         .server_version(server_version)
@@ -26,12 +36,7 @@ fn apply(pg: &Server, server_version: &str, name: &str, with: &str, copied: bool
         .script(script())
         .start()
         .unwrap();
-    pg.psql(
-        "DROP TABLE IF EXISTS t1, t2;
-         CREATE TABLE t1 (id int PRIMARY KEY, v text);
-         CREATE TABLE t2 (id int PRIMARY KEY, b bytea, f float8);",
-    )
-    .unwrap();
+    fresh_tables(pg);
     pg.psql(&format!(
         "CREATE SUBSCRIPTION {name} CONNECTION '{} password=pw' PUBLICATION p WITH ({with})",
         server.connection_string()
@@ -200,12 +205,7 @@ fn postgres_18_subscriber_survives_faults() {
             builder = builder.fault(fault);
         }
         let server = builder.start().unwrap();
-        pg.psql(
-            "DROP TABLE IF EXISTS t1, t2;
-             CREATE TABLE t1 (id int PRIMARY KEY, v text);
-             CREATE TABLE t2 (id int PRIMARY KEY, b bytea, f float8);",
-        )
-        .unwrap();
+        fresh_tables(&pg);
         pg.psql(&format!(
             "CREATE SUBSCRIPTION {sub} CONNECTION '{} password=pw' PUBLICATION p
              WITH (copy_data = false, streaming = parallel, two_phase = true)",
