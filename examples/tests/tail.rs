@@ -429,6 +429,13 @@ fn the_file_holds_each_transaction_once_after_every_fault() {
             },
         ),
         ("crash", Trigger::Commit { transaction: 3 }, Action::Crash),
+        // The walsender's shutdown: everything is sent, tail confirms it, the stream
+        // ends, and tail reconnects to find nothing more.
+        (
+            "shutdown",
+            Trigger::Commit { transaction: 2 },
+            Action::Shutdown,
+        ),
     ];
     for (name, when, then) in faults {
         let server = TestServer::builder()

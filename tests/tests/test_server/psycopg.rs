@@ -80,3 +80,97 @@ fn psycopg2_streams_and_confirms() {
         .commands()
         .contains(&"DROP_REPLICATION_SLOT \"psy\"".to_owned()));
 }
+
+/// Streams slot "psy" until the server ends the connection; prints how many messages
+/// came, then what psycopg2 said.
+const UNTIL_THE_END: &str = r#"
+import select, sys, psycopg2, psycopg2.extras
+conn = psycopg2.connect(sys.argv[1], connection_factory=psycopg2.extras.LogicalReplicationConnection)
+cur = conn.cursor()
+cur.create_replication_slot("psy", output_plugin="pgoutput")
+cur.start_replication(slot_name="psy", decode=False, options={"proto_version": "1", "publication_names": "p"})
+count = 0
+try:
+    while True:
+        msg = cur.read_message()
+        if msg is None:
+            select.select([cur], [], [], 0.05)
+        else:
+            count += 1
+except psycopg2.Error as e:
+    print(count)
+    print(type(e).__name__, str(e).strip().replace("\n", " "))
+"#;
+
+#[test]
+fn psycopg2_under_faults() {
+    use pgoutput_codec::server::{Action, Fault, Trigger};
+    if !super::psycopg2_found() {
+        return;
+    }
+    let message = |n, byte| Trigger::Message {
+        n,
+        kind: None,
+        before: false,
+        byte,
+    };
+    let cases = [
+        // psycopg2's words for a connection lost during the copy.
+        (
+            message(4, None),
+            Action::Close,
+            4,
+            "DatabaseError error with status PGRES_COPY_BOTH",
+        ),
+        (
+            message(3, Some(10)),
+            Action::Reset,
+            2,
+            "DatabaseError error with status PGRES_COPY_BOTH",
+        ),
+        (
+            message(4, None),
+            Action::Error {
+                code: "57P01".into(),
+                message: None,
+            },
+            4,
+            "AdminShutdown terminating connection due to administrator command",
+        ),
+        (
+            message(4, None),
+            Action::Error {
+                code: "55000".into(),
+                message: None,
+            },
+            4,
+            "ObjectNotInPrerequisiteState can no longer access replication slot \"psy\"",
+        ),
+    ];
+    for (when, then, count, says) in cases {
+        let server = TestServer::builder()
+            .publication(publication())
+            .script(script())
+            .fault(Fault::new(when, then.clone()))
+            .start()
+            .unwrap();
+        let output = Command::new("python3")
+            .args(["-c", UNTIL_THE_END, &server.connection_string()])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{then:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let mut lines = stdout.lines();
+        assert_eq!(
+            lines.next(),
+            Some(count.to_string().as_str()),
+            "{then:?}: {stdout}"
+        );
+        let error = lines.next().unwrap_or_default();
+        assert!(error.contains(says), "{then:?}: {error}");
+    }
+}

@@ -31,6 +31,10 @@ use crate::{
 const FLUSH_AT: usize = 64 * 1024;
 /// How many WAL events a connection takes from the shared WAL per lock.
 const BATCH: usize = 64;
+/// The WAL a shutdown checkpoint record takes (`XLOG_CHECKPOINT_SHUTDOWN`: a record
+/// header, a short data header and a `CheckPoint`, MAXALIGNed), which a logical walsender
+/// reads before `WalSndDone` lets it go.
+const SHUTDOWN_CHECKPOINT_LEN: u64 = 0x78;
 /// A standby status update's length: type, three positions, a time, the reply flag.
 const STATUS_UPDATE_LEN: usize = 1 + 8 * 4 + 1;
 /// Hot standby feedback's: type, a time, xmin and epoch, catalog xmin and epoch.
@@ -74,8 +78,10 @@ pub(super) struct WalSnd {
     pub(super) pending_faults: Vec<(Trigger, Action)>,
     /// A `slow` action in force.
     pub(super) slow: Option<Slow>,
-    /// A `shutdown` action: `WalSndDone`'s sequence is under way.
+    /// A `shutdown` action: `WalSndDone`'s sequence is under way, and whether the
+    /// shutdown checkpoint record has been read past.
     pub(super) shutting_down: bool,
+    checkpoint_read: bool,
     /// What the client does that a correct consumer does not.
     judge: Judge,
 }
@@ -160,6 +166,7 @@ impl<W: Write> Connection<'_, W> {
             pending_faults: Vec::new(),
             slow: None,
             shutting_down: false,
+            checkpoint_read: false,
             judge: Judge::new(
                 self.shared.config.wal_sender_timeout,
                 confirmed,
@@ -282,12 +289,21 @@ impl<W: Write> Connection<'_, W> {
     /// asking for a reply.
     fn walsnd_done(&mut self) -> Result<(), Failure> {
         let walsnd = self.walsnd();
+        if !walsnd.checkpoint_read {
+            // The shutdown checkpoint is WAL too, and a logical walsender reads it before
+            // it is done: the client must confirm the keepalive's position past the last
+            // commit (a client that confirms commits only holds the shutdown, as
+            // pgjdbc's did).
+            walsnd.checkpoint_read = true;
+            walsnd.sent = Lsn(walsnd.sent.0.saturating_add(SHUTDOWN_CHECKPOINT_LEN));
+        }
         let replicated = if walsnd.client_flush == Lsn(0) {
             walsnd.client_write
         } else {
             walsnd.client_flush
         };
-        if replicated >= walsnd.sent {
+        // `sentPtr == replicatedPtr`, as `WalSndDone` compares them.
+        if replicated == walsnd.sent {
             backend::command_complete(&mut self.out, "COPY 0");
             self.flush()?;
             return Err(Closed::Silently(
