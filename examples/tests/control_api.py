@@ -160,11 +160,6 @@ def main():
         try:
             msg = consumer.cur.read_message()
             if msg is None:
-                # Between transactions, confirm where the server says the WAL ends: the
-                # shutdown checkpoint lies past the last commit, and a consumer that
-                # confirms commits only would hold the shutdown forever.
-                if consumer.pending is None and consumer.cur.wal_end:
-                    consumer.cur.send_feedback(flush_lsn=consumer.cur.wal_end)
                 select.select([consumer.cur], [], [], 0.05)
             else:
                 consumer.handle(msg)

@@ -213,8 +213,6 @@ fn postgres_18_subscriber_survives_faults() {
         ))
         .unwrap();
         let end = server.wal_end();
-        // (Past the end after the shutdown: the subscriber confirms the shutdown
-        // checkpoint's position too, as it does with PostgreSQL.)
         let confirmed = server.wait_for_confirmed_flush(&sub, end, Duration::from_secs(90));
         assert!(
             confirmed.is_ok(),

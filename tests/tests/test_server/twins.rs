@@ -121,6 +121,14 @@ impl Twin {
         }
     }
 
+    /// A fast shutdown of the target; the real server is started again once it is done.
+    fn shut_down(&self, target: &Target) {
+        match target {
+            Target::Postgres(_) => self.pg.as_ref().unwrap().restart().unwrap(),
+            Target::Ours(_) => self.ours.as_ref().unwrap().begin_shutdown(),
+        }
+    }
+
     fn confirmed(&self, target: &Target, slot: &str) -> Lsn {
         match target {
             Target::Postgres(_) => self
@@ -479,6 +487,48 @@ fn a_stopped_client_is_dropped_while_others_are_served(
     out
 }
 
+/// PostgreSQL's fast shutdown (`pg_ctl restart -m fast` for the real server; the test
+/// server's `begin_shutdown`) while a client streams and has not confirmed the last
+/// commit: keepalives ask for a reply and the walsender waits; once the client confirms,
+/// CommandComplete and the end.
+fn a_fast_shutdown_waits_for_the_client(twin: &Twin, target: &Target) -> Vec<String> {
+    let mut raw = Raw::login(target, "postgres");
+    let mut out = create_slot(&mut raw, "down");
+    twin.write(target);
+    out.extend(summaries(&raw.start("down", "0/0", "p")));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let commit_end = loop {
+        assert!(Instant::now() < deadline, "no Commit");
+        if let Read1::Msg(b'd', body) = raw.read(Duration::from_millis(100)) {
+            if body[0] == b'w' && body[25] == b'C' {
+                break Lsn(u64::from_be_bytes(body[35..43].try_into().unwrap()));
+            }
+        }
+    };
+    std::thread::scope(|scope| {
+        let stopping = scope.spawn(|| twin.shut_down(target));
+        // Less than wal_sender_timeout, which still applies.
+        let asked = raw.drain(WAL_SENDER_TIMEOUT / 2);
+        let past = asked
+            .keepalive_ends
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(commit_end);
+        out.push(format!("asked for a reply: {}", asked.reply_requested));
+        out.push(format!(
+            "a keepalive past the commit: {}",
+            past > commit_end
+        ));
+        out.push(format!("open while unconfirmed: {}", !asked.closed));
+        out.extend(asked.summary());
+        raw.send(&status_update(past, 0));
+        out.extend(raw.drain(Duration::from_secs(5)).summary());
+        stopping.join().unwrap();
+    });
+    out
+}
+
 fn too_many_walsenders(_: &Twin, target: &Target) -> Vec<String> {
     // The walsenders of the scenarios before are gone by now (a loaded machine takes
     // its time to end backends).
@@ -564,7 +614,7 @@ fn the_test_server_answers_as_postgresql_15_does() {
         ours: None,
         bin: binaries.bin.clone(),
     };
-    let scenarios: [(&str, Scenario, bool); 16] = [
+    let scenarios: [(&str, Scenario, bool); 17] = [
         (
             "copy after copy",
             copy_messages_after_the_copy_are_ignored,
@@ -641,9 +691,20 @@ fn the_test_server_answers_as_postgresql_15_does() {
             a_trickled_start_up_packet,
             false,
         ),
+        // Last: the real server restarts.
+        ("fast shutdown", a_fast_shutdown_waits_for_the_client, false),
     ];
     // Beyond being alike: what each real-client scenario is there to show.
-    let required: [(&str, &[&str]); 3] = [
+    let required: [(&str, &[&str]); 4] = [
+        (
+            "fast shutdown",
+            &[
+                "asked for a reply: true",
+                "open while unconfirmed: true",
+                "C",
+                "closed",
+            ],
+        ),
         (
             "pg_recvlogical answering reply requests",
             &["still running: true", "the slot advanced: true", "exit 0"],
