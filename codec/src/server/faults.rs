@@ -352,8 +352,8 @@ pub(crate) fn default_message(code: &str) -> Option<ErrorWording> {
 pub(crate) enum ErrorWording {
     /// `terminating connection due to administrator command` (FATAL, `ProcessInterrupts`).
     AdminShutdown,
-    /// The invalidated slot's ERROR (`CreateDecodingContext`, or from 18 on
-    /// `ReplicationSlotAcquire`).
+    /// The invalidated slot's ERROR, as START_REPLICATION gets it
+    /// (`StartLogicalReplication`, or from 18 on `ReplicationSlotAcquire`).
     SlotInvalidated,
     /// `replication slot "…" is active for PID …` (`ReplicationSlotAcquire`).
     SlotActive,

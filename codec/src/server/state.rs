@@ -451,7 +451,9 @@ fn let_go(slot: &mut SlotInfo) {
     }
 }
 
-/// The ERROR for an invalidated slot, worded as the server's major version words it.
+/// The ERROR for an invalidated slot at START_REPLICATION, worded as the server's major
+/// version words it (`StartLogicalReplication` before 18, `ReplicationSlotAcquire` from
+/// 18 on; checked against both by a test that invalidates a real slot).
 pub(crate) fn invalidated(slot: &str, major: u32) -> SqlError {
     if major >= 18 {
         error(
@@ -462,7 +464,7 @@ pub(crate) fn invalidated(slot: &str, major: u32) -> SqlError {
     } else {
         error(
             sqlstate::OBJECT_NOT_IN_PREREQUISITE_STATE,
-            format!("can no longer get changes from replication slot \"{slot}\""),
+            format!("cannot read from logical replication slot \"{slot}\""),
         )
         .with_detail(
             "This slot has been invalidated because it exceeded the maximum reserved size.",

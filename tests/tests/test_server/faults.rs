@@ -536,7 +536,7 @@ fn postgresql_15_words_an_invalidated_slot_as_15_does() {
     };
     assert_eq!(
         got.others(),
-        ["E ERROR 55000 can no longer get changes from replication slot \"s\" DETAIL: This slot has been invalidated because it exceeded the maximum reserved size.", "Z"]
+        ["E ERROR 55000 cannot read from logical replication slot \"s\" DETAIL: This slot has been invalidated because it exceeded the maximum reserved size.", "Z"]
     );
 }
 
@@ -1174,4 +1174,66 @@ fn a_byte_rate_and_the_other_error_wordings() {
         others("own"),
         ["E FATAL 57P03 the database system is starting up"]
     );
+}
+
+/// A slot PostgreSQL 15 and 18 really invalidated (`max_slot_wal_keep_size` exceeded) and
+/// one the test server was told to invalidate answer START_REPLICATION alike: SQLSTATE,
+/// message and detail.
+#[test]
+fn invalidated_slots_answer_as_postgresql_15_and_18_do() {
+    use pgoutput_tests::pg::Server;
+    for (major, version) in [("15", "15.15"), ("18", "18.6")] {
+        let Some(binaries) = super::binaries(major) else {
+            return;
+        };
+        let pg = Server::start_with_settings(
+            &binaries,
+            &["max_slot_wal_keep_size = 1MB", "wal_keep_size = 0"],
+        )
+        .unwrap();
+        pg.psql(
+            "CREATE TABLE t (id int PRIMARY KEY, v text); CREATE PUBLICATION p FOR TABLE t;
+             SELECT count(*) FROM pg_create_logical_replication_slot('gone', 'pgoutput');",
+        )
+        .unwrap();
+        // Three WAL segments past the slot, then a checkpoint removes them.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while pg
+            .query_one("SELECT wal_status FROM pg_replication_slots WHERE slot_name = 'gone';")
+            .unwrap()
+            != "lost"
+        {
+            assert!(
+                Instant::now() < deadline,
+                "PostgreSQL {major} kept the slot"
+            );
+            pg.psql(
+                "INSERT INTO t SELECT g, repeat('x', 100) FROM generate_series(1, 1000) g
+                   ON CONFLICT (id) DO UPDATE SET v = excluded.v;
+                 SELECT pg_switch_wal(); CHECKPOINT;",
+            )
+            .unwrap();
+        }
+        let answer = |target: &Target| -> Vec<String> {
+            let mut raw = Raw::login(target, "postgres");
+            raw.start("gone", "0/0", "p")
+                .iter()
+                .map(|m| format!("{} DETAIL: {}", m.summary(), m.field(b'D')))
+                .collect()
+        };
+        let theirs = answer(&Target::Postgres(
+            pg.socket_dir().join(format!(".s.PGSQL.{}", pg.port())),
+        ));
+        let ours = TestServer::builder()
+            .server_version(version)
+            .publication(Publication::new("p").table(t1()))
+            .start()
+            .unwrap();
+        let target = Target::Ours(ours.addr());
+        let mut raw = Raw::login(&target, "postgres");
+        raw.query("CREATE_REPLICATION_SLOT gone LOGICAL pgoutput");
+        assert!(ours.invalidate_slot("gone"));
+        assert_eq!(answer(&target), theirs, "PostgreSQL {major}");
+        assert!(theirs[0].contains("55000"), "{theirs:?}");
+    }
 }
