@@ -268,7 +268,7 @@ impl State {
     }
 
     /// Takes `slot` for client `id`, as `ReplicationSlotAcquire` and
-    /// `CreateDecodingContext` do: refused while another client has it (a TEMPORARY slot
+    /// `StartLogicalReplication` do: refused while another client has it (a TEMPORARY slot
     /// is its creator's for its whole life, a held one its old walsender's), and when it
     /// was invalidated.
     pub(crate) fn acquire(

@@ -505,6 +505,8 @@ fn a_fast_shutdown_waits_for_the_client(twin: &Twin, target: &Target) -> Vec<Str
             }
         }
     };
+    // A session waiting for a command is ended at once.
+    let mut idle = Raw::login(target, "postgres");
     std::thread::scope(|scope| {
         let stopping = scope.spawn(|| twin.shut_down(target));
         // Less than wal_sender_timeout, which still applies.
@@ -524,6 +526,8 @@ fn a_fast_shutdown_waits_for_the_client(twin: &Twin, target: &Target) -> Vec<Str
         out.extend(asked.summary());
         raw.send(&status_update(past, 0));
         out.extend(raw.drain(Duration::from_secs(5)).summary());
+        out.push("the idle session:".into());
+        out.extend(idle.drain(Duration::from_secs(5)).summary());
         stopping.join().unwrap();
     });
     out
@@ -703,6 +707,7 @@ fn the_test_server_answers_as_postgresql_15_does() {
                 "open while unconfirmed: true",
                 "C",
                 "closed",
+                "E FATAL 57P01 terminating connection due to administrator command",
             ],
         ),
         (
