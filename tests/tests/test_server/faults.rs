@@ -838,7 +838,7 @@ fn pg_recvlogical_under_faults() {
             std::env::temp_dir().join(format!("pgoutput-rl-faults-{major}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         // (The first transaction is six messages: Begin, Relation, three Inserts, Commit.)
-        let cases: [(&str, Trigger, Action, usize, &str); 5] = [
+        let cases: [(&str, Trigger, Action, usize, &str); 7] = [
             (
                 "close inside transaction 2",
                 Trigger::Change {
@@ -860,6 +860,28 @@ fn pg_recvlogical_under_faults() {
                 Action::Reset,
                 2,
                 // libpq words ECONNRESET so too.
+                "server closed the connection unexpectedly",
+            ),
+            (
+                "reset inside transaction 3",
+                Trigger::Change {
+                    transaction: 3,
+                    after: 2,
+                },
+                Action::Reset,
+                14,
+                "server closed the connection unexpectedly",
+            ),
+            (
+                "close in the eighth frame",
+                Trigger::Message {
+                    n: 8,
+                    kind: None,
+                    before: false,
+                    byte: Some(20),
+                },
+                Action::Close,
+                7,
                 "server closed the connection unexpectedly",
             ),
             (
@@ -1236,4 +1258,59 @@ fn invalidated_slots_answer_as_postgresql_15_and_18_do() {
         assert_eq!(answer(&target), theirs, "PostgreSQL {major}");
         assert!(theirs[0].contains("55000"), "{theirs:?}");
     }
+}
+
+#[test]
+fn the_crates_client_after_a_crash_gets_what_it_confirmed_again() {
+    use pgoutput_codec::client::{ConnInfo, Connection, CopyEvent};
+    let server = server(&[]);
+    let expected = expected(&server);
+    let end = server.wal_end();
+    let info = ConnInfo::parse(Some(&server.connection_string()), |_| None).unwrap();
+    let start = "START_REPLICATION SLOT s LOGICAL 0/0 (proto_version '1', publication_names 'p')";
+    let stream = |conn: &mut Connection, confirm: bool| {
+        let mut payloads = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            assert!(
+                Instant::now() < deadline,
+                "stuck after {} messages",
+                payloads.len()
+            );
+            match conn.poll_copy_data(Duration::from_millis(100)) {
+                Ok(CopyEvent::Data(frame)) if frame[0] == b'w' => {
+                    payloads.push(frame[25..].to_vec())
+                }
+                Ok(CopyEvent::Data(frame)) => {
+                    let wal_end = Lsn(u64::from_be_bytes(frame[1..9].try_into().unwrap()));
+                    if confirm && wal_end >= end {
+                        conn.send_copy_data(&status_update(end, 0)[5..]).unwrap();
+                        return (payloads, None);
+                    }
+                    if !confirm && payloads.len() == expected.len() {
+                        return (payloads, None);
+                    }
+                }
+                Ok(_) => {}
+                Err(err) => return (payloads, Some(err)),
+            }
+        }
+    };
+    let mut conn = Connection::connect(&info).unwrap();
+    conn.simple_query("CREATE_REPLICATION_SLOT s LOGICAL pgoutput")
+        .unwrap();
+    conn.start_replication(start).unwrap();
+    let (first, _) = stream(&mut conn, true);
+    assert_eq!(first.len(), expected.len());
+    server
+        .wait_for_confirmed_flush("s", end, Duration::from_secs(5))
+        .unwrap();
+    server.crash();
+    let (_, lost) = stream(&mut conn, false);
+    assert!(lost.is_some(), "the crash did not end the connection");
+    let mut again = Connection::connect(&info).unwrap();
+    again.start_replication(start).unwrap();
+    let (second, _) = stream(&mut again, false);
+    let payloads: Vec<Vec<u8>> = expected.into_iter().map(|(_, p)| p).collect();
+    assert_eq!((first, second), (payloads.clone(), payloads));
 }
