@@ -154,15 +154,18 @@ impl Judge {
         self.sent_messages.push(SentMessage { tag, lsn });
     }
 
-    /// A transaction's end went out at `lsn`.
-    pub(crate) fn transaction_sent(&mut self, lsn: Lsn) {
+    /// A transaction's end went out at `lsn`: `true` when it was sent again after a
+    /// crash (the client's record should show it at once).
+    pub(crate) fn transaction_sent(&mut self, lsn: Lsn) -> bool {
         self.sent = self.sent.max(lsn);
-        if lsn <= self.resend_below {
-            let (count, first, _) = self.resent.get_or_insert((0, lsn, lsn));
-            *count += 1;
-            *first = (*first).min(lsn);
-            self.resent.as_mut().expect("just set").2 = lsn;
+        if lsn > self.resend_below {
+            return false;
         }
+        let (count, first, _) = self.resent.get_or_insert((0, lsn, lsn));
+        *count += 1;
+        *first = (*first).min(lsn);
+        self.resent.as_mut().expect("just set").2 = lsn;
+        true
     }
 
     /// A keepalive went out between transactions reporting `wal_end`.

@@ -697,12 +697,19 @@ fn a_consumer_that_confirms_a_transaction_at_its_begin_is_caught() {
     };
     let final_lsn = Lsn(u64::from_be_bytes(begin[26..34].try_into().unwrap()));
     raw.send(&status_update(final_lsn, 0));
-    std::thread::sleep(Duration::from_millis(500));
-    let client = server
-        .clients()
-        .into_iter()
-        .find(|c| !c.stream_options.is_empty())
-        .unwrap();
+    // The finding is recorded once the server has read the status update.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let client = loop {
+        let client = server
+            .clients()
+            .into_iter()
+            .find(|c| !c.stream_options.is_empty())
+            .unwrap();
+        if !client.findings.is_empty() || Instant::now() > deadline {
+            break client;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     assert!(
         client.findings.iter().any(|f| matches!(
             f,

@@ -545,8 +545,13 @@ impl<W: Write> Connection<'_, W> {
     fn push_frame(&mut self, lsn: Lsn, payload: &[u8]) {
         let judge = &mut self.walsnd().judge;
         judge.message_sent(payload.first().copied().unwrap_or(0), lsn);
-        if MessageKind::of(payload).is_some_and(MessageKind::ends_transaction) {
-            judge.transaction_sent(lsn);
+        if MessageKind::of(payload).is_some_and(MessageKind::ends_transaction)
+            && judge.transaction_sent(lsn)
+        {
+            // A transaction sent again after a crash shows in the record before the
+            // client can have seen it (rare: only after a crash).
+            let (shared, id) = (self.shared, self.id);
+            shared.lock().add_findings(id, &mut self.walsnd().judge);
         }
         let len = 4 + 1 + 8 + 8 + 8 + payload.len();
         self.out.push(b'd');
