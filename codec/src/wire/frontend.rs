@@ -56,6 +56,45 @@ pub(crate) enum Frontend {
     Other(u8),
 }
 
+/// A SASLInitialResponse (the body of a `p` message sent first in a SASL exchange): the
+/// mechanism's name and the initial data (`None` for a length of -1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SaslInitialResponse<'a> {
+    pub mechanism: &'a [u8],
+    pub data: Option<&'a [u8]>,
+}
+
+/// Reads a SASLInitialResponse as PostgreSQL's `CheckSASLAuth` does (`pq_getmsgrawstring`,
+/// `pq_getmsgint`, `pq_getmsgbytes`, `pq_getmsgend`), every length checked against what
+/// is there; the error is PostgreSQL's wording (SQLSTATE 08P01).
+pub(crate) fn sasl_initial_response(body: &[u8]) -> Result<SaslInitialResponse<'_>, &'static str> {
+    let nul = body
+        .iter()
+        .position(|&b| b == 0)
+        .ok_or("invalid string in message")?;
+    let (mechanism, rest) = (&body[..nul], &body[nul + 1..]);
+    let Some((len, rest)) = rest.split_first_chunk::<4>() else {
+        return Err("insufficient data left in message");
+    };
+    let data = match i32::from_be_bytes(*len) {
+        -1 => {
+            if !rest.is_empty() {
+                return Err("invalid message format");
+            }
+            None
+        }
+        len => {
+            let len = usize::try_from(len).map_err(|_| "insufficient data left in message")?;
+            let data = rest.get(..len).ok_or("insufficient data left in message")?;
+            if rest.len() != len {
+                return Err("invalid message format");
+            }
+            Some(data)
+        }
+    };
+    Ok(SaslInitialResponse { mechanism, data })
+}
+
 impl Frontend {
     /// The message's type byte (`'S'` for Sync and Flush alike).
     pub(crate) fn type_byte(&self) -> u8 {
@@ -287,6 +326,52 @@ mod tests {
         assert_eq!(reader.next(&mut input).unwrap(), Some(Frontend::CopyDone));
         assert_eq!(reader.next(&mut input).unwrap(), Some(Frontend::Terminate));
         assert!(matches!(reader.next(&mut input), Err(ReadError::Closed)));
+    }
+
+    #[test]
+    fn sasl_initial_responses_are_read_with_every_length_checked() {
+        let response = |len: i32, data: &[u8]| {
+            let mut body = b"SCRAM-SHA-256\0".to_vec();
+            body.extend_from_slice(&len.to_be_bytes());
+            body.extend_from_slice(data);
+            body
+        };
+        let ok = response(3, b"abc");
+        assert_eq!(
+            sasl_initial_response(&ok),
+            Ok(SaslInitialResponse {
+                mechanism: b"SCRAM-SHA-256",
+                data: Some(b"abc")
+            })
+        );
+        assert_eq!(
+            sasl_initial_response(&response(-1, b"")).unwrap().data,
+            None
+        );
+        assert_eq!(
+            sasl_initial_response(&response(4, b"abc")),
+            Err("insufficient data left in message")
+        );
+        assert_eq!(
+            sasl_initial_response(&response(i32::MAX, b"abc")),
+            Err("insufficient data left in message")
+        );
+        assert_eq!(
+            sasl_initial_response(&response(-2, b"")),
+            Err("insufficient data left in message")
+        );
+        assert_eq!(
+            sasl_initial_response(&response(2, b"abc")),
+            Err("invalid message format")
+        );
+        assert_eq!(
+            sasl_initial_response(b"SCRAM-SHA-256\0\0\0"),
+            Err("insufficient data left in message")
+        );
+        assert_eq!(
+            sasl_initial_response(b"SCRAM-SHA-256"),
+            Err("invalid string in message")
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@ use base64::Engine;
 use hmac::{Hmac, KeyInit, Mac};
 use rand::RngExt;
 use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
 /// A stored SCRAM-SHA-256 verifier: what the server keeps instead of the password.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,7 +148,12 @@ impl Exchange {
             return Err("malformed SCRAM proof");
         }
         let client_key: Vec<u8> = proof.iter().zip(&signature).map(|(p, s)| p ^ s).collect();
-        if Sha256::digest(&client_key).as_slice() != self.verifier.stored_key.as_slice() {
+        // In constant time, as PostgreSQL's `verify_client_proof` does.
+        let matches: bool = Sha256::digest(&client_key)
+            .as_slice()
+            .ct_eq(self.verifier.stored_key.as_slice())
+            .into();
+        if !matches {
             return Err("password does not match");
         }
         let server_signature = hmac(&self.verifier.server_key, auth_message.as_bytes());

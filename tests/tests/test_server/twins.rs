@@ -567,6 +567,32 @@ fn silent_after_the_password_request(_: &Twin, target: &Target) -> Vec<String> {
     out
 }
 
+/// SASLInitialResponses whose Int32 length does not match what follows (more, less, and
+/// below -1), and one naming another mechanism: each refused with PostgreSQL's words.
+fn malformed_sasl_initial_responses(_: &Twin, target: &Target) -> Vec<String> {
+    let mut out = Vec::new();
+    let first = b"n,,n=,r=abcdefghijklmnop";
+    for (mechanism, len, data) in [
+        (&b"SCRAM-SHA-256"[..], 100, &first[..]),
+        (&b"SCRAM-SHA-256"[..], 3, &first[..]),
+        (&b"SCRAM-SHA-256"[..], -5, &b""[..]),
+        (&b"SCRAM-SHA-1"[..], first.len() as i32, &first[..]),
+    ] {
+        let mut raw = Raw::connect(target);
+        raw.send(&startup_packet("tailer"));
+        if let Read1::Msg(tag, _) = raw.read(Duration::from_secs(5)) {
+            out.push(char::from(tag).to_string());
+        }
+        let mut body = mechanism.to_vec();
+        body.push(0);
+        body.extend_from_slice(&len.to_be_bytes());
+        body.extend_from_slice(data);
+        raw.send(&message(b'p', &body));
+        out.extend(raw.drain(Duration::from_secs(5)).summary());
+    }
+    out
+}
+
 fn a_trickled_start_up_packet(_: &Twin, target: &Target) -> Vec<String> {
     let mut raw = Raw::connect(target);
     let packet = startup_packet("postgres");
@@ -618,7 +644,7 @@ fn the_test_server_answers_as_postgresql_15_does() {
         ours: None,
         bin: binaries.bin.clone(),
     };
-    let scenarios: [(&str, Scenario, bool); 17] = [
+    let scenarios: [(&str, Scenario, bool); 18] = [
         (
             "copy after copy",
             copy_messages_after_the_copy_are_ignored,
@@ -694,6 +720,11 @@ fn the_test_server_answers_as_postgresql_15_does() {
             "trickled start-up packet",
             a_trickled_start_up_packet,
             false,
+        ),
+        (
+            "malformed SASLInitialResponse",
+            malformed_sasl_initial_responses,
+            true,
         ),
         // Last: the real server restarts.
         ("fast shutdown", a_fast_shutdown_waits_for_the_client, false),

@@ -4,12 +4,14 @@
 use std::io::Write;
 use std::time::Instant;
 
+use subtle::ConstantTimeEq;
+
 use super::startup::Login;
 use super::{Closed, Connection};
 use crate::server::error::sqlstate;
 use crate::server::AuthKind;
 use crate::wire::backend;
-use crate::wire::frontend::Frontend;
+use crate::wire::frontend::{sasl_initial_response, Frontend};
 use crate::wire::scram;
 
 impl<W: Write> Connection<'_, W> {
@@ -43,7 +45,9 @@ impl<W: Write> Connection<'_, W> {
                     );
                 };
                 let given = body.strip_suffix(&[0]).unwrap_or(&body);
-                if expected == user && given == password.as_bytes() {
+                // In constant time: how much of a guess matched must not show in timing.
+                let matches: bool = given.ct_eq(password.as_bytes()).into();
+                if expected == user && matches {
                     Ok(())
                 } else {
                     Err(failed(self))
@@ -58,20 +62,17 @@ impl<W: Write> Connection<'_, W> {
                 let Frontend::Password(body) = self.next()? else {
                     return Err(self.fatal(sqlstate::PROTOCOL_VIOLATION, "expected SASL response"));
                 };
-                // SASLInitialResponse: mechanism, Int32 length, data.
-                let Some(nul) = body.iter().position(|&b| b == 0) else {
-                    return Err(self.fatal(
-                        sqlstate::PROTOCOL_VIOLATION,
-                        "malformed SASLInitialResponse",
-                    ));
+                let initial = match sasl_initial_response(&body) {
+                    Ok(initial) => initial,
+                    Err(why) => return Err(self.fatal(sqlstate::PROTOCOL_VIOLATION, why)),
                 };
-                if &body[..nul] != b"SCRAM-SHA-256" {
+                if initial.mechanism != b"SCRAM-SHA-256" {
                     return Err(self.fatal(
                         sqlstate::PROTOCOL_VIOLATION,
                         "client selected an invalid SASL authentication mechanism",
                     ));
                 }
-                let data = body.get(nul + 5..).unwrap_or_default();
+                let data = initial.data.unwrap_or_default();
                 let (exchange, server_first) = match scram::start(verifier, data) {
                     Ok(started) => started,
                     Err(why) => return Err(self.fatal(sqlstate::PROTOCOL_VIOLATION, why)),
