@@ -357,3 +357,154 @@ fn the_control_api_drives_a_python_consumer_through_faults() {
     assert!(status.success());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Starts `pgoutput serve` with `args` and `env`, and returns it with its standard
+/// error up to the "listening" line and what follows within half a second (a warning).
+/// The rest of its standard error is read and dropped while it runs.
+fn spawn_serve_logged(args: &[&str], env: &[(&str, &str)]) -> (std::process::Child, String) {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pgoutput"))
+        .arg("serve")
+        .args(args)
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stderr.lines() {
+            let Ok(line) = line else { break };
+            let _ = tx.send(line);
+        }
+    });
+    let mut log = String::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !log.contains("listening on") && Instant::now() < deadline {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(line) => log.push_str(&(line + "\n")),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(_) => break,
+        }
+    }
+    while let Ok(line) = rx.recv_timeout(Duration::from_millis(500)) {
+        log.push_str(&(line + "\n"));
+    }
+    (child, log)
+}
+
+#[test]
+fn serve_keeps_passwords_out_of_sight_and_refuses_empty_ones() {
+    // An empty password: PostgreSQL stores none, so neither does serve.
+    let port = free_port();
+    let output = Command::new(env!("CARGO_BIN_EXE_pgoutput"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--user", "rep", "--password", ""])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("empty string is not a valid password")
+    );
+
+    // --password-file, and the password is not in the log line.
+    let dir = std::env::temp_dir().join(format!("pgoutput-serve-pw-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("pw");
+    std::fs::write(&file, "s3cret-from-file\n").unwrap();
+    let port = free_port();
+    let (mut child, log) = spawn_serve_logged(
+        &[
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--user",
+            "rep",
+            "--password-file",
+            file.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(!log.contains("s3cret"), "{log}");
+    let info = ConnInfo::parse(
+        Some(&format!(
+            "host=127.0.0.1 port={port} user=rep password=s3cret-from-file dbname=postgres"
+        )),
+        |_| None,
+    )
+    .unwrap();
+    Connection::connect(&info).expect("the password from the file is the one");
+    let wrong = ConnInfo::parse(
+        Some(&format!(
+            "host=127.0.0.1 port={port} user=rep password=s3cret-from-fil dbname=postgres"
+        )),
+        |_| None,
+    )
+    .unwrap();
+    let err = Connection::connect(&wrong).unwrap_err();
+    assert_eq!(err.server_error().unwrap().code, "28P01");
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    // The environment variable, and a cleartext password from --config kept out of the log.
+    let config = dir.join("config.json");
+    std::fs::write(
+        &config,
+        r#"{"auth": {"method": "password", "user": "rep", "password": "hunter2 with spaces"}}"#,
+    )
+    .unwrap();
+    let port = free_port();
+    let (mut child, log) = spawn_serve_logged(
+        &[
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--config",
+            config.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(!log.contains("hunter2"), "{log}");
+    let info = ConnInfo::parse(
+        Some(&format!(
+            "host=127.0.0.1 port={port} user=rep password='hunter2 with spaces' dbname=postgres"
+        )),
+        |_| None,
+    )
+    .unwrap();
+    Connection::connect(&info).expect("the configured password logs in");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let port = free_port();
+    let (mut child, _) = spawn_serve_logged(
+        &["--listen", &format!("127.0.0.1:{port}"), "--user", "rep"],
+        &[("PGOUTPUT_SERVE_PASSWORD", "from-the-env")],
+    );
+    let info = ConnInfo::parse(
+        Some(&format!(
+            "host=127.0.0.1 port={port} user=rep password=from-the-env dbname=postgres"
+        )),
+        |_| None,
+    )
+    .unwrap();
+    Connection::connect(&info).expect("the password from the environment is the one");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn serve_warns_when_it_trusts_everyone_beyond_loopback() {
+    let port = free_port();
+    let (mut child, log) = spawn_serve_logged(&["--listen", &format!("0.0.0.0:{port}")], &[]);
+    assert!(
+        log.contains("warning: listening on 0.0.0.0 with trust authentication"),
+        "{log}"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let port = free_port();
+    let (mut child, log) = spawn_serve_logged(&["--listen", &format!("127.0.0.1:{port}")], &[]);
+    assert!(!log.contains("warning"), "{log}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

@@ -71,6 +71,23 @@ enum AuthKind {
 }
 
 impl Auth {
+    /// Whether the password is empty (a verifier is checked when it costs little).
+    fn has_empty_password(&self) -> bool {
+        match &self.0 {
+            AuthKind::Trust => false,
+            AuthKind::Cleartext { password, .. } => password.is_empty(),
+            AuthKind::Scram { verifier, .. } => {
+                verifier.iterations() <= 100_000 && verifier.is_for("")
+            }
+        }
+    }
+
+    /// Whether anyone may log in (trust).
+    #[must_use]
+    pub fn is_trust(&self) -> bool {
+        matches!(self.0, AuthKind::Trust)
+    }
+
     /// Any user, no password (`trust` in `pg_hba.conf`).
     #[must_use]
     pub fn trust() -> Auth {
@@ -310,6 +327,13 @@ impl Builder {
                 self.server_version
             ))
         })?;
+        if self.auth.has_empty_password() {
+            // PostgreSQL stores no empty password ("empty string is not a valid password,
+            // clearing password"), so no one logs in with one.
+            return Err(invalid(
+                "empty string is not a valid password (PostgreSQL clears such a password)".into(),
+            ));
+        }
         for fault in &self.faults {
             fault
                 .check()
@@ -386,6 +410,16 @@ impl Builder {
             accept: Some(accept),
         })
     }
+}
+
+/// A value as a libpq connection string needs it: quoted, with `\\` and `'` escaped,
+/// when it is empty or holds a space, a quote or a backslash.
+fn conninfo_value(value: &str) -> String {
+    if !value.is_empty() && !value.contains([' ', '\'', '\\']) {
+        return value.to_owned();
+    }
+    let escaped = value.replace('\\', "\\\\").replace('\'', "\\'");
+    format!("'{escaped}'")
 }
 
 fn major_version(version: &str) -> Option<u32> {
@@ -623,18 +657,15 @@ impl TestServer {
     pub fn connection_string(&self) -> String {
         let config = &self.shared.config;
         let mut text = format!(
-            "host={} port={} dbname={}",
+            "host={} port={} dbname={} user={}",
             self.addr.ip(),
             self.addr.port(),
-            config.database
+            conninfo_value(&config.database),
+            conninfo_value(config.auth.user().unwrap_or("postgres"))
         );
-        text.push_str(&format!(
-            " user={}",
-            config.auth.user().unwrap_or("postgres")
-        ));
         // The cleartext password is known; a SCRAM verifier does not reveal one.
         if let AuthKind::Cleartext { password, .. } = &config.auth.0 {
-            text.push_str(&format!(" password={password}"));
+            text.push_str(&format!(" password={}", conninfo_value(password)));
         }
         text
     }

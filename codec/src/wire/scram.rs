@@ -41,6 +41,31 @@ impl Verifier {
         (verifier.stored_key.len() == 32 && verifier.server_key.len() == 32).then_some(verifier)
     }
 
+    /// Whether the verifier was made from `password` (RFC 5802's `Hi`, then the stored
+    /// key), compared in constant time.
+    pub(crate) fn is_for(&self, password: &str) -> bool {
+        let mut block = self.salt.clone();
+        block.extend_from_slice(&1u32.to_be_bytes());
+        let mut u = hmac(password.as_bytes(), &block);
+        let mut salted = u.clone();
+        for _ in 1..self.iterations {
+            u = hmac(password.as_bytes(), &u);
+            for (s, b) in salted.iter_mut().zip(&u) {
+                *s ^= b;
+            }
+        }
+        let client_key = hmac(&salted, b"Client Key");
+        Sha256::digest(&client_key)
+            .as_slice()
+            .ct_eq(&self.stored_key)
+            .into()
+    }
+
+    /// The iteration count (what checking a password against the verifier costs).
+    pub(crate) fn iterations(&self) -> u32 {
+        self.iterations
+    }
+
     /// A verifier for `password` with a random salt and 4096 iterations, as
     /// `CREATE ROLE … PASSWORD` makes it.
     pub(crate) fn from_password(password: &str) -> Verifier {
@@ -165,6 +190,14 @@ impl Exchange {
 mod tests {
     use super::*;
     use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256};
+
+    #[test]
+    fn a_verifier_knows_its_password() {
+        let verifier = Verifier::from_password("pw");
+        assert!(verifier.is_for("pw"));
+        assert!(!verifier.is_for("pW"));
+        assert!(Verifier::from_password("").is_for(""));
+    }
 
     fn exchange(server_password: &str, client_password: &str) -> Result<(), Failure> {
         let verifier = Verifier::from_password(server_password);

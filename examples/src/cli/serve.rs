@@ -97,12 +97,17 @@ pub struct ServeArgs {
     /// The server_version to announce, which decides what clients ask for [default: 18.6].
     #[arg(long)]
     server_version: Option<String>,
-    /// Require this user and password (SCRAM-SHA-256) instead of trusting everyone.
-    #[arg(long, requires = "password")]
+    /// Require this user and password (SCRAM-SHA-256) instead of trusting everyone; the
+    /// password comes from --password, --password-file or PGOUTPUT_SERVE_PASSWORD.
+    #[arg(long)]
     user: Option<String>,
-    /// The password for --user.
-    #[arg(long, requires = "user")]
+    /// The password for --user (visible to `ps`: prefer --password-file or the
+    /// environment variable PGOUTPUT_SERVE_PASSWORD).
+    #[arg(long, requires = "user", conflicts_with = "password_file")]
     password: Option<String>,
+    /// Read the password for --user from this file's first line.
+    #[arg(long, value_name = "FILE", requires = "user")]
+    password_file: Option<PathBuf>,
     /// PostgreSQL's wal_sender_timeout: a streaming client silent this long is
     /// disconnected (`60s`, `500ms`; 0 turns it off) [default: 60s].
     #[arg(long, value_name = "TIME")]
@@ -250,6 +255,22 @@ impl AuthConfig {
     }
 }
 
+/// The password for --user: --password, else --password-file's first line, else
+/// PGOUTPUT_SERVE_PASSWORD.
+fn password(args: &ServeArgs) -> Result<String, String> {
+    if let Some(password) = &args.password {
+        return Ok(password.clone());
+    }
+    if let Some(path) = &args.password_file {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        return Ok(text.lines().next().unwrap_or_default().to_owned());
+    }
+    std::env::var("PGOUTPUT_SERVE_PASSWORD").map_err(|_| {
+        "--user needs a password: --password, --password-file FILE or PGOUTPUT_SERVE_PASSWORD"
+            .to_owned()
+    })
+}
+
 fn read_config(path: &Path) -> Result<Config, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
@@ -341,7 +362,12 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode, String> {
     let mut builder = TestServer::builder()
         .listen(args.listen)
         .script(script)
-        .logger(|line| eprintln!("pgoutput serve: {line}"));
+        // A closed standard error must not take a connection down with it (eprintln!
+        // panics when it cannot write).
+        .logger(|line| {
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "pgoutput serve: {line}");
+        });
     for publication in publications {
         builder = builder.publication(publication);
     }
@@ -423,8 +449,13 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode, String> {
     if let Some(auth) = &config.auth {
         builder = builder.auth(auth.auth()?);
     }
-    if let (Some(user), Some(password)) = (&args.user, &args.password) {
-        builder = builder.auth(Auth::scram(user, password));
+    let mut trusting = config
+        .auth
+        .as_ref()
+        .is_none_or(|a| matches!(a, AuthConfig::Trust));
+    if let Some(user) = &args.user {
+        builder = builder.auth(Auth::scram(user, &password(args)?));
+        trusting = false;
     }
     let server = builder.start().map_err(|e| match e.kind() {
         std::io::ErrorKind::InvalidInput => match &args.script {
@@ -433,11 +464,19 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode, String> {
         },
         _ => format!("{}: {e}", args.listen),
     })?;
+    // The connection string without its password, which the log is no place for.
+    let conninfo = server.connection_string();
+    let shown = conninfo.split(" password=").next().unwrap_or_default();
     eprintln!(
-        "pgoutput serve: listening on {}; connect with '{}'",
-        server.addr(),
-        server.connection_string()
+        "pgoutput serve: listening on {}; connect with '{shown}'",
+        server.addr()
     );
+    if trusting && !server.addr().ip().is_loopback() {
+        eprintln!(
+            "pgoutput serve: warning: listening on {} with trust authentication: anyone who can reach it can connect and read the stream (--user and --password-file require a password)",
+            server.addr().ip()
+        );
+    }
     let server = Arc::new(server);
     let _control = match args.control {
         Some(addr) => {

@@ -375,3 +375,24 @@ fn tls_modes_against_a_server_without_tls() {
         }
     }
 }
+
+#[test]
+fn empty_passwords_are_refused_as_postgresql_refuses_them() {
+    for auth in [Auth::scram("u", ""), Auth::password("u", "")] {
+        let err = TestServer::builder().auth(auth).start().unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(
+            err.to_string()
+                .contains("empty string is not a valid password"),
+            "{err}"
+        );
+    }
+    // A stored verifier of the empty password too.
+    let verifier = postgres_protocol::password::scram_sha_256(b"");
+    let auth = Auth::scram_verifier("u", &verifier).unwrap();
+    assert!(TestServer::builder().auth(auth).start().is_err());
+    assert!(TestServer::builder()
+        .auth(Auth::scram("u", "pw"))
+        .start()
+        .is_ok());
+}
