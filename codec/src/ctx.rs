@@ -88,6 +88,45 @@ impl Streaming {
     }
 }
 
+/// A streaming mode's name that is not one (see [`Streaming`]'s `FromStr`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownStreaming(pub String);
+
+impl fmt::Display for UnknownStreaming {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown streaming mode {:?}; expected off, on or parallel",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownStreaming {}
+
+/// The names [`Streaming`]'s `Display` writes: `off`, `on`, `parallel`.
+///
+/// ```
+/// use pgoutput_codec::Streaming;
+///
+/// assert_eq!("parallel".parse::<Streaming>()?, Streaming::Parallel);
+/// assert_eq!(Streaming::On.to_string().parse::<Streaming>()?, Streaming::On);
+/// assert!("true".parse::<Streaming>().is_err());
+/// # Ok::<(), pgoutput_codec::UnknownStreaming>(())
+/// ```
+impl core::str::FromStr for Streaming {
+    type Err = UnknownStreaming;
+
+    fn from_str(text: &str) -> Result<Streaming, UnknownStreaming> {
+        match text {
+            "off" => Ok(Streaming::Off),
+            "on" => Ok(Streaming::On),
+            "parallel" => Ok(Streaming::Parallel),
+            other => Err(UnknownStreaming(other.to_owned())),
+        }
+    }
+}
+
 impl fmt::Display for Streaming {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

@@ -110,7 +110,7 @@ mod writer;
 pub mod __private;
 
 pub use codec::{decode, encode, encode_into, Decode, Encode, IntoOwned, StreamRole, Tagged};
-pub use ctx::{Ctx, CtxError, ProtocolVersion, Streaming};
+pub use ctx::{Ctx, CtxError, ProtocolVersion, Streaming, UnknownStreaming};
 pub use envelope::{
     ClientMessage, HotStandbyFeedback, PrimaryKeepalive, ServerMessage, StandbyStatusUpdate,
     XLogData,

@@ -101,11 +101,7 @@ fn real_streams() -> Vec<Stream> {
             let version =
                 ProtocolVersion::from_number(after("--proto-version").unwrap().parse().unwrap())
                     .unwrap();
-            let streaming = match after("--streaming").unwrap_or("off") {
-                "on" => Streaming::On,
-                "parallel" => Streaming::Parallel,
-                _ => Streaming::Off,
-            };
+            let streaming: Streaming = after("--streaming").unwrap_or("off").parse().unwrap();
             let payloads = text
                 .lines()
                 .filter(|l| !l.starts_with('#') && !l.trim().is_empty())

@@ -11,7 +11,9 @@ impl StreamOptions {
     /// Parses and checks START_REPLICATION's options as a server of major version
     /// `major` does.
     pub(crate) fn parse(options: &Options, major: u32) -> Result<StreamOptions, SqlError> {
-        let pg18 = major >= 16;
+        // From 16 on, pgoutput takes `streaming` as a mode (off, on, parallel) and knows
+        // `origin`, protocol 4 and an empty publication list; 15 takes a Boolean.
+        let since_16 = major >= 16;
         let mut seen: Vec<&str> = Vec::new();
         let mut proto: Option<u32> = None;
         let mut publications: Option<Vec<String>> = None;
@@ -54,7 +56,7 @@ impl StreamOptions {
                 "binary" => binary = boolean(name, value)?,
                 "messages" => messages = boolean(name, value)?,
                 "two_phase" => two_phase = boolean(name, value)?,
-                "streaming" if pg18 => {
+                "streaming" if since_16 => {
                     streaming = match value.map(str::to_ascii_lowercase).as_deref() {
                         None | Some("true") | Some("on") => Streaming::On,
                         Some("false") | Some("off") => Streaming::Off,
@@ -74,7 +76,7 @@ impl StreamOptions {
                         Streaming::Off
                     }
                 }
-                "origin" if pg18 => {
+                "origin" if since_16 => {
                     let value = value.ok_or_else(|| {
                         error(sqlstate::SYNTAX_ERROR, "origin requires a parameter")
                     })?;
@@ -97,7 +99,7 @@ impl StreamOptions {
                 }
             }
         }
-        if pg18 {
+        if since_16 {
             for (given, name) in [
                 (proto.is_some(), "proto_version"),
                 (publications.is_some(), "publication_names"),
@@ -111,8 +113,8 @@ impl StreamOptions {
             }
         }
         let proto = proto.unwrap_or(0);
-        let max = if pg18 { 4 } else { 3 };
-        let who = if pg18 {
+        let max = if since_16 { 4 } else { 3 };
+        let who = if since_16 {
             "server only supports"
         } else {
             "we only support"
@@ -130,7 +132,7 @@ impl StreamOptions {
             ));
         };
         let publication_names = publications.unwrap_or_default();
-        if !pg18 && publication_names.is_empty() {
+        if !since_16 && publication_names.is_empty() {
             return Err(error(
                 sqlstate::INVALID_PARAMETER_VALUE,
                 "publication_names parameter missing",
