@@ -8,6 +8,11 @@ use crate::{Ctx, DecodeError, EncodeError, Reader, TagSet, Writer};
 ///
 /// Implemented by `#[derive(Decode)]` for messages and their parts, and by hand for the
 /// wire's primitive types. `'a` is the lifetime of the input bytes.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be decoded: it does not implement `Decode`",
+    label = "this needs `Decode`",
+    note = "add `#[derive(Decode)]` to `{Self}` (messages and their parts derive it; see the `docs::attributes` guide)"
+)]
 pub trait Decode<'a>: Sized {
     /// The fewest bytes any value of this type takes on the wire, in any context.
     /// Counted parts check their count against it before allocating, so a count the bytes
@@ -38,6 +43,11 @@ pub trait Decode<'a>: Sized {
 }
 
 /// A value written to the wire.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be encoded: it does not implement `Encode`",
+    label = "this needs `Encode`",
+    note = "add `#[derive(Encode)]` to `{Self}`, with the same `#[codec(...)]` attributes as its `Decode`"
+)]
 pub trait Encode {
     /// Appends the value's bytes for context `ctx`, or explains why this context cannot
     /// carry it.
@@ -58,6 +68,11 @@ pub trait Encode {
 /// to tell whether an optional part is there, and the session [`Decoder`](crate::Decoder)
 /// and [`Encoder`](crate::Encoder) to follow stream blocks. `#[derive(Tagged)]`
 /// implements it.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` has no tag byte: it does not implement `Tagged`",
+    label = "this needs `Tagged`",
+    note = "add `#[derive(Tagged)]` to `{Self}` beside `#[codec(tag = b'…')]`"
+)]
 pub trait Tagged {
     /// The tag bytes a value can start with.
     const TAGS: TagSet;
