@@ -115,6 +115,9 @@ pub enum MessageKind {
 }
 
 impl MessageKind {
+    /// How many kinds there are.
+    const COUNT: usize = MessageKind::StreamPrepare as usize + 1;
+
     /// The kind of a pgoutput payload, from its tag byte.
     #[must_use]
     pub fn of(payload: &[u8]) -> Option<MessageKind> {
@@ -397,7 +400,8 @@ pub(crate) struct Facts {
 #[derive(Debug, Default)]
 pub(crate) struct Tracker {
     messages: u64,
-    by_kind: std::collections::HashMap<MessageKind, u64>,
+    /// Messages sent by kind, indexed by the kind's discriminant.
+    by_kind: [u64; MessageKind::COUNT],
     transactions: u64,
     /// The transaction sent whole that is open: its number and changes so far.
     open: Option<(u64, u64)>,
@@ -422,7 +426,7 @@ impl Tracker {
         let Some(kind) = kind else {
             return facts;
         };
-        let of_kind = self.by_kind.entry(kind).or_default();
+        let of_kind = &mut self.by_kind[kind as usize];
         *of_kind += 1;
         facts.number_of_kind = *of_kind;
         let xid_at = |at: usize| {

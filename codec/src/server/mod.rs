@@ -531,7 +531,11 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
                 }
                 let live = shared.lock().connection_count();
                 if live >= max_live_connections(shared.config.max_wal_senders) {
-                    too_many_clients(stream);
+                    refuse(
+                        stream,
+                        error::sqlstate::TOO_MANY_CONNECTIONS,
+                        "sorry, too many clients already",
+                    );
                     continue;
                 }
                 let attempt = shared.next_attempt();
@@ -565,15 +569,6 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
             Err(_) => std::thread::sleep(Duration::from_millis(10)),
         }
     }
-}
-
-/// What the postmaster tells a connection beyond its limit, without waiting on it.
-fn too_many_clients(stream: TcpStream) {
-    refuse(
-        stream,
-        error::sqlstate::TOO_MANY_CONNECTIONS,
-        "sorry, too many clients already",
-    );
 }
 
 /// A FATAL from the postmaster to a connection it will not serve, without waiting on it.

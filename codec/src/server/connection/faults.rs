@@ -4,6 +4,7 @@
 
 use std::io::Write;
 use std::net::{Shutdown, TcpStream};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Closed, Connection, Failure};
@@ -106,11 +107,11 @@ impl<W: Write> Connection<'_, W> {
         Some(walsnd.started + Duration::from_millis(walsnd.next_fault_ms?))
     }
 
-    /// Who this connection is, for the rules' scopes.
-    fn scope(&self) -> Scope {
+    /// Who this connection is, for the rules' scopes (shared, not copied per frame).
+    pub(super) fn scope(&self) -> Arc<Scope> {
         self.walsnd
             .as_ref()
-            .map(|w| w.scope.clone())
+            .map(|w| Arc::clone(&w.scope))
             .unwrap_or_default()
     }
 
@@ -191,49 +192,14 @@ impl<W: Write> Connection<'_, W> {
     /// The ErrorResponse of an `error` action: FATAL (then the connection closes) for the
     /// 57P0x codes, else an ERROR that ends the streaming.
     fn fault_error(&mut self, code: &str, message: Option<String>) -> Failure {
-        let slot = self
-            .walsnd
-            .as_ref()
-            .map(|w| w.scope.slot.clone().unwrap_or_default())
-            .unwrap_or_default();
-        let err = match (message, default_message(code)) {
-            (Some(message), _) => SqlError {
-                code: code.to_owned().into(),
-                message,
-                detail: None,
-            },
-            (None, Some(wording)) => self.worded(wording, &slot),
-            (None, None) => error(sqlstate::INTERNAL_ERROR, format!("fault {code}")),
-        };
+        let (slot, xid) = self.walsnd.as_ref().map_or((String::new(), 0), |w| {
+            (w.scope.slot.clone().unwrap_or_default(), w.tracker.xid)
+        });
+        let err = fault_sql_error(code, message, &slot, self.shared.config.major, xid);
         if code.starts_with("57P0") {
-            let closed = self.fatal_with(&err);
-            return closed.into();
+            return self.fatal_with(&err).into();
         }
         err.into()
-    }
-
-    /// PostgreSQL's wording for a walsender's known errors.
-    fn worded(&self, wording: ErrorWording, slot: &str) -> SqlError {
-        match wording {
-            ErrorWording::AdminShutdown => error(
-                sqlstate::ADMIN_SHUTDOWN,
-                "terminating connection due to administrator command",
-            ),
-            ErrorWording::SlotInvalidated => invalidated(slot, self.shared.config.major),
-            // The process id of a walsender that is not one of ours.
-            ErrorWording::SlotActive => in_use(slot, 0),
-            ErrorWording::DiskFull => error(
-                sqlstate::DISK_FULL,
-                format!(
-                    "could not write to data file for XID {}: No space left on device",
-                    self.walsnd.as_ref().map_or(0, |w| w.tracker.xid)
-                ),
-            ),
-            ErrorWording::Internal => error(
-                sqlstate::INTERNAL_ERROR,
-                "could not find record while sending logically-decoded data: missing contrecord",
-            ),
-        }
     }
 
     /// Paces the next message for a `slow` action: waits out the delay before it, or,
@@ -300,14 +266,18 @@ pub(super) fn on_connect(shared: &Shared, stream: &TcpStream, actions: Vec<Actio
                 }
             }
             Action::Error { code, message } => {
-                let text = message.unwrap_or_else(|| match default_message(&code) {
-                    Some(ErrorWording::AdminShutdown) | None => {
-                        "terminating connection due to administrator command".into()
-                    }
-                    Some(_) => format!("fault {code}"),
-                });
+                // Before the start-up packet every error is FATAL, and no slot is known.
+                let err = fault_sql_error(&code, message, "", shared.config.major, 0);
                 let mut out = Vec::new();
-                backend::error_or_notice(&mut out, b'E', "FATAL", &code, &text, None, None);
+                backend::error_or_notice(
+                    &mut out,
+                    b'E',
+                    "FATAL",
+                    &err.code,
+                    &err.message,
+                    err.detail.as_deref(),
+                    None,
+                );
                 let mut writer = stream;
                 let _ = writer.write_all(&out);
                 let _ = stream.shutdown(Shutdown::Both);
@@ -323,6 +293,46 @@ pub(super) fn on_connect(shared: &Shared, stream: &TcpStream, actions: Vec<Actio
         }
     }
     true
+}
+
+/// An `error` action's ErrorResponse: the rule's message, or PostgreSQL's wording for
+/// the known codes (about `slot`, in transaction `xid`).
+fn fault_sql_error(
+    code: &str,
+    message: Option<String>,
+    slot: &str,
+    major: u32,
+    xid: u32,
+) -> SqlError {
+    let wording = match (message, default_message(code)) {
+        (Some(message), _) => {
+            return SqlError {
+                code: code.to_owned().into(),
+                message,
+                detail: None,
+            }
+        }
+        (None, Some(wording)) => wording,
+        // Refused when the rule is added.
+        (None, None) => return error(sqlstate::INTERNAL_ERROR, format!("fault {code}")),
+    };
+    match wording {
+        ErrorWording::AdminShutdown => error(
+            sqlstate::ADMIN_SHUTDOWN,
+            "terminating connection due to administrator command",
+        ),
+        ErrorWording::SlotInvalidated => invalidated(slot, major),
+        // The process id of a walsender that is not one of ours.
+        ErrorWording::SlotActive => in_use(slot, 0),
+        ErrorWording::DiskFull => error(
+            sqlstate::DISK_FULL,
+            format!("could not write to data file for XID {xid}: No space left on device"),
+        ),
+        ErrorWording::Internal => error(
+            sqlstate::INTERNAL_ERROR,
+            "could not find record while sending logically-decoded data: missing contrecord",
+        ),
+    }
 }
 
 /// Makes closing `stream` send RST instead of FIN (a linger of zero), and wakes its

@@ -62,7 +62,7 @@ pub(super) struct WalSnd {
     /// The crash epoch streaming began in: after a crash its updates move no slot.
     epoch: u64,
     /// Who this connection is for the fault rules, and what it has sent.
-    pub(super) scope: Scope,
+    pub(super) scope: Arc<Scope>,
     pub(super) tracker: Tracker,
     /// When streaming began (the `time` trigger), the next `time` rule due (ms after),
     /// and how far the time rules have been looked at.
@@ -153,7 +153,7 @@ impl<W: Write> Connection<'_, W> {
             stopped: None,
             epoch,
             next_fault_ms: self.shared.faults.next_time(&scope, None),
-            scope,
+            scope: Arc::new(scope),
             tracker: Tracker::default(),
             started: now,
             time_checked: None,
@@ -461,7 +461,7 @@ impl<W: Write> Connection<'_, W> {
             state.add_findings(self.id, &mut self.walsnd.as_mut().expect("streaming").judge);
             state.confirm(&slot, update.flush_lsn, epoch)
         };
-        let scope = walsnd_scope(self);
+        let scope = self.scope();
         let met = self.shared.faults.fire(
             Some(&scope),
             |trigger| matches!(trigger, Trigger::Flush { lsn } if update.flush_lsn >= *lsn),
@@ -479,10 +479,6 @@ impl<W: Write> Connection<'_, W> {
         }
         Ok(())
     }
-}
-
-fn walsnd_scope<W: Write>(connection: &mut Connection<'_, W>) -> Scope {
-    connection.walsnd().scope.clone()
 }
 
 fn short(text: &str) -> SqlError {
