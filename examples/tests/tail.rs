@@ -381,12 +381,6 @@ fn the_file_holds_each_transaction_once_after_every_fault() {
         })
     };
     let script = (0..4).fold(Script::new(), |s, t| s.transaction(three(t)));
-    let message = |n, byte| Trigger::Message {
-        n,
-        kind: None,
-        before: false,
-        byte,
-    };
     let faults = [
         (
             "close inside a transaction",
@@ -404,8 +398,8 @@ fn the_file_holds_each_transaction_once_after_every_fault() {
             },
             Action::Reset,
         ),
-        ("close mid-frame", message(8, Some(20)), Action::Close),
-        ("reset mid-frame", message(3, Some(9)), Action::Reset),
+        ("close mid-frame", Trigger::mid_frame(8, 20), Action::Close),
+        ("reset mid-frame", Trigger::mid_frame(3, 9), Action::Reset),
         (
             "57P01",
             Trigger::Change {

@@ -88,6 +88,52 @@ pub enum Trigger {
     Connect { attempt: u64 },
 }
 
+impl Trigger {
+    /// After the n-th message sent.
+    #[must_use]
+    pub fn message(n: u64) -> Trigger {
+        Trigger::Message {
+            n,
+            kind: None,
+            before: false,
+            byte: None,
+        }
+    }
+
+    /// After the n-th message of `kind`.
+    #[must_use]
+    pub fn message_of(kind: MessageKind, n: u64) -> Trigger {
+        Trigger::Message {
+            n,
+            kind: Some(kind),
+            before: false,
+            byte: None,
+        }
+    }
+
+    /// Before the n-th message.
+    #[must_use]
+    pub fn before_message(n: u64) -> Trigger {
+        Trigger::Message {
+            n,
+            kind: None,
+            before: true,
+            byte: None,
+        }
+    }
+
+    /// After the first `byte` bytes of the n-th message's CopyData frame.
+    #[must_use]
+    pub fn mid_frame(n: u64, byte: usize) -> Trigger {
+        Trigger::Message {
+            n,
+            kind: None,
+            before: false,
+            byte: Some(byte),
+        }
+    }
+}
+
 /// A pgoutput message type, for [`Trigger::Message`]'s `kind`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -742,12 +788,7 @@ mod tests {
         tracker.frame(&begin());
         // A frame's facts are read before it is written: `before` rules see them too.
         let facts = tracker.frame(b"I");
-        let third = Trigger::Message {
-            n: 2,
-            kind: None,
-            before: true,
-            byte: None,
-        };
+        let third = Trigger::before_message(2);
         assert!(frame_matches(&third, Point::Before, &facts));
         assert!(!frame_matches(&third, Point::After, &facts));
         let change = Trigger::Change {

@@ -11,7 +11,7 @@ use pgoutput_codec::server::{
 };
 use pgoutput_codec::{Lsn, ProtocolVersion};
 
-use super::raw::{message, query, status_update, End, Raw, Read1, Target};
+use super::raw::{message, query, status_update, End, Msg, Raw, Read1, Target};
 use super::t1;
 
 /// Three transactions of three inserts: 15 messages for protocol 1 (the first
@@ -75,12 +75,26 @@ struct Received {
 impl Received {
     fn read(raw: &mut Raw, timeout: Duration) -> Received {
         let (chunks, end) = raw.bytes_until_end(timeout);
-        let bytes: Vec<u8> = chunks.into_iter().flat_map(|(_, c)| c).collect();
+        Received::of_chunks(&chunks, end)
+    }
+
+    /// What chunks read by [`Raw::bytes_until_end`] hold.
+    fn of_chunks(chunks: &[(Instant, Vec<u8>)], end: End) -> Received {
+        let bytes: Vec<u8> = chunks.iter().flat_map(|(_, c)| c.iter().copied()).collect();
         let (messages, partial) = split(&bytes);
         Received {
             messages,
             partial,
             end,
+        }
+    }
+
+    /// Messages read one by one (the connection still open).
+    fn of_messages(messages: impl IntoIterator<Item = Msg>) -> Received {
+        Received {
+            messages: messages.into_iter().map(|m| (m.tag, m.body)).collect(),
+            partial: Vec::new(),
+            end: End::TimedOut,
         }
     }
 
@@ -112,24 +126,20 @@ impl Received {
             .filter(|(tag, _)| *tag != b'd')
             .map(|(tag, body)| match tag {
                 b'E' | b'N' => {
-                    let fields = fields(body);
-                    let get = |c: u8| {
-                        fields
-                            .iter()
-                            .find(|(k, _)| *k == c)
-                            .map(|(_, v)| v.as_str())
-                            .unwrap_or("")
+                    let msg = Msg {
+                        tag: *tag,
+                        body: body.clone(),
+                    };
+                    let detail = match msg.field(b'D').as_str() {
+                        "" => String::new(),
+                        detail => format!(" DETAIL: {detail}"),
                     };
                     format!(
-                        "{} {} {} {}{}",
+                        "{} {} {} {}{detail}",
                         char::from(*tag),
-                        get(b'V'),
-                        get(b'C'),
-                        get(b'M'),
-                        match get(b'D') {
-                            "" => String::new(),
-                            detail => format!(" DETAIL: {detail}"),
-                        }
+                        msg.field(b'V'),
+                        msg.field(b'C'),
+                        msg.field(b'M'),
                     )
                 }
                 b'C' => format!("C {}", String::from_utf8_lossy(&body[..body.len() - 1])),
@@ -150,20 +160,6 @@ fn split(mut bytes: &[u8]) -> (Vec<(u8, Vec<u8>)>, Vec<u8>) {
         bytes = &bytes[len + 1..];
     }
     (messages, bytes.to_vec())
-}
-
-fn fields(body: &[u8]) -> Vec<(u8, String)> {
-    let mut out = Vec::new();
-    let mut rest = body;
-    while let Some((&code, tail)) = rest.split_first() {
-        if code == 0 {
-            break;
-        }
-        let end = tail.iter().position(|&b| b == 0).unwrap_or(tail.len());
-        out.push((code, String::from_utf8_lossy(&tail[..end]).into_owned()));
-        rest = &tail[(end + 1).min(tail.len())..];
-    }
-    out
 }
 
 /// The index in `expected` of transaction `k`'s (1-based) end.
@@ -226,15 +222,7 @@ fn a_close_inside_a_transaction_cuts_it_after_the_named_change() {
 
 #[test]
 fn a_reset_in_the_middle_of_a_frame_leaves_its_first_bytes() {
-    let rule = Fault::new(
-        Trigger::Message {
-            n: 3,
-            kind: None,
-            before: false,
-            byte: Some(10),
-        },
-        Action::Reset,
-    );
+    let rule = Fault::new(Trigger::mid_frame(3, 10), Action::Reset);
     let server = server(&[rule]);
     let expected = expected(&server);
     let mut raw = streaming(&server, "s");
@@ -263,12 +251,7 @@ fn a_stall_in_the_middle_of_a_frame_holds_its_rest_then_goes_on() {
     let mut raw = streaming(&server, "s");
     let (chunks, end) = raw.bytes_until_end(Duration::from_secs(3));
     assert_eq!(end, End::TimedOut);
-    let bytes: Vec<u8> = chunks.iter().flat_map(|(_, c)| c.clone()).collect();
-    let got = Received {
-        messages: split(&bytes).0,
-        partial: Vec::new(),
-        end,
-    };
+    let got = Received::of_chunks(&chunks, end);
     assert_eq!(
         got.payloads(),
         expected,
@@ -298,12 +281,7 @@ fn errors_come_in_postgresql_words() {
         )
         .slot("invalid"),
         Fault::new(
-            Trigger::Message {
-                n: 2,
-                kind: None,
-                before: true,
-                byte: None,
-            },
+            Trigger::before_message(2),
             Action::Error {
                 code: "53100".into(),
                 message: None,
@@ -329,15 +307,11 @@ fn errors_come_in_postgresql_words() {
         match raw.read(Duration::from_secs(5)) {
             Read1::Msg(b'd', _) => {}
             Read1::Msg(b'Z', _) => break,
-            Read1::Msg(tag, body) => seen.push((tag, body)),
+            Read1::Msg(tag, body) => seen.push(Msg { tag, body }),
             other => panic!("{other:?} after {seen:?}"),
         }
     }
-    let got = Received {
-        messages: seen,
-        partial: Vec::new(),
-        end: End::TimedOut,
-    };
+    let got = Received::of_messages(seen);
     assert_eq!(
         got.others(),
         ["E ERROR 55000 can no longer access replication slot \"invalid\" DETAIL: This replication slot has been invalidated due to \"wal_removed\"."]
@@ -483,11 +457,7 @@ fn slot_states_answer_as_postgresql_does() {
     }
     let start = |raw: &mut Raw, slot: &str| -> Vec<String> {
         let answer = raw.start(slot, "0/0", "p");
-        let got = Received {
-            messages: answer.into_iter().map(|m| (m.tag, m.body)).collect(),
-            partial: Vec::new(),
-            end: End::TimedOut,
-        };
+        let got = Received::of_messages(answer);
         got.others()
     };
     assert!(server.drop_slot("gone"));
@@ -529,11 +499,7 @@ fn postgresql_15_words_an_invalidated_slot_as_15_does() {
     raw.query("CREATE_REPLICATION_SLOT s LOGICAL pgoutput");
     assert!(server.invalidate_slot("s"));
     let answer = raw.start("s", "0/0", "p");
-    let got = Received {
-        messages: answer.into_iter().map(|m| (m.tag, m.body)).collect(),
-        partial: Vec::new(),
-        end: End::TimedOut,
-    };
+    let got = Received::of_messages(answer);
     assert_eq!(
         got.others(),
         ["E ERROR 55000 cannot read from logical replication slot \"s\" DETAIL: This slot has been invalidated because it exceeded the maximum reserved size.", "Z"]
@@ -545,28 +511,12 @@ fn connect_rules_and_scopes_pick_their_connection() {
     let rules = [
         Fault::new(Trigger::Connect { attempt: 2 }, Action::Reset),
         // Only the second START_REPLICATION of slot "s".
-        Fault::new(
-            Trigger::Message {
-                n: 1,
-                kind: None,
-                before: false,
-                byte: None,
-            },
-            Action::Close,
-        )
-        .slot("s")
-        .connection(2),
-        Fault::new(
-            Trigger::Message {
-                n: 1,
-                kind: None,
-                before: false,
-                byte: None,
-            },
-            Action::RequestReply,
-        )
-        .application_name("nobody")
-        .times(0),
+        Fault::new(Trigger::message(1), Action::Close)
+            .slot("s")
+            .connection(2),
+        Fault::new(Trigger::message(1), Action::RequestReply)
+            .application_name("nobody")
+            .times(0),
     ];
     let server = server(&rules);
     let expected = expected(&server);
@@ -600,12 +550,7 @@ fn connect_rules_and_scopes_pick_their_connection() {
 fn slow_and_reply_request_actions() {
     let rules = [
         Fault::new(
-            Trigger::Message {
-                n: 1,
-                kind: None,
-                before: false,
-                byte: None,
-            },
+            Trigger::message(1),
             Action::Slow {
                 delay_ms: Some(40),
                 bytes_per_second: None,
@@ -618,12 +563,7 @@ fn slow_and_reply_request_actions() {
     let mut raw = streaming(&server, "s");
     let started = Instant::now();
     let (chunks, _) = raw.bytes_until_end(Duration::from_secs(3));
-    let bytes: Vec<u8> = chunks.iter().flat_map(|(_, c)| c.clone()).collect();
-    let got = Received {
-        messages: split(&bytes).0,
-        partial: Vec::new(),
-        end: End::TimedOut,
-    };
+    let got = Received::of_chunks(&chunks, End::TimedOut);
     assert_eq!(got.payloads(), expected);
     assert_eq!(got.reply_requests(), 1);
     // Fourteen messages after the first, each 40 ms late.
@@ -673,12 +613,7 @@ fn account(server: &TestServer) -> String {
 fn a_consumer_that_confirms_a_transaction_at_its_begin_is_caught() {
     // Each message 300 ms late, so that the confirmation is read before the Commit goes.
     let slow = Fault::new(
-        Trigger::Message {
-            n: 1,
-            kind: None,
-            before: true,
-            byte: None,
-        },
+        Trigger::before_message(1),
         Action::Slow {
             delay_ms: Some(300),
             bytes_per_second: None,
@@ -858,12 +793,7 @@ fn pg_recvlogical_under_faults() {
             ),
             (
                 "reset in the third frame",
-                Trigger::Message {
-                    n: 3,
-                    kind: None,
-                    before: false,
-                    byte: Some(10),
-                },
+                Trigger::mid_frame(3, 10),
                 Action::Reset,
                 2,
                 // libpq words ECONNRESET so too.
@@ -881,12 +811,7 @@ fn pg_recvlogical_under_faults() {
             ),
             (
                 "close in the eighth frame",
-                Trigger::Message {
-                    n: 8,
-                    kind: None,
-                    before: false,
-                    byte: Some(20),
-                },
+                Trigger::mid_frame(8, 20),
                 Action::Close,
                 7,
                 "server closed the connection unexpectedly",
@@ -1027,16 +952,7 @@ fn the_crates_client_tells_each_fault_apart() {
             Action::Close,
             "closed",
         ),
-        (
-            Trigger::Message {
-                n: 3,
-                kind: None,
-                before: false,
-                byte: Some(10),
-            },
-            Action::Reset,
-            "reset",
-        ),
+        (Trigger::mid_frame(3, 10), Action::Reset, "reset"),
         (
             Trigger::Commit { transaction: 1 },
             Action::Error {
@@ -1138,12 +1054,7 @@ fn a_reset_inside_a_stream_block() {
 #[test]
 fn a_byte_rate_and_the_other_error_wordings() {
     let rate = Fault::new(
-        Trigger::Message {
-            n: 1,
-            kind: None,
-            before: true,
-            byte: None,
-        },
+        Trigger::before_message(1),
         Action::Slow {
             delay_ms: None,
             bytes_per_second: Some(2_000),
@@ -1170,12 +1081,7 @@ fn a_byte_rate_and_the_other_error_wordings() {
     let mut raw = streaming(&server, "slow");
     let started = Instant::now();
     let (chunks, _) = raw.bytes_until_end(Duration::from_secs(3));
-    let bytes: Vec<u8> = chunks.iter().flat_map(|(_, c)| c.clone()).collect();
-    let got = Received {
-        messages: split(&bytes).0,
-        partial: Vec::new(),
-        end: End::TimedOut,
-    };
+    let got = Received::of_chunks(&chunks, End::TimedOut);
     assert_eq!(got.payloads(), expected);
     let sent: usize = got.messages.iter().map(|(_, b)| b.len() + 5).sum();
     let took = chunks.last().unwrap().0 - started;

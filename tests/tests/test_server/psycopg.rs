@@ -108,28 +108,22 @@ fn psycopg2_under_faults() {
     if !super::psycopg2_found() {
         return;
     }
-    let message = |n, byte| Trigger::Message {
-        n,
-        kind: None,
-        before: false,
-        byte,
-    };
     let cases = [
         // psycopg2's words for a connection lost during the copy.
         (
-            message(4, None),
+            Trigger::message(4),
             Action::Close,
             4,
             "DatabaseError error with status PGRES_COPY_BOTH",
         ),
         (
-            message(3, Some(10)),
+            Trigger::mid_frame(3, 10),
             Action::Reset,
             2,
             "DatabaseError error with status PGRES_COPY_BOTH",
         ),
         (
-            message(4, None),
+            Trigger::message(4),
             Action::Error {
                 code: "57P01".into(),
                 message: None,
@@ -138,7 +132,7 @@ fn psycopg2_under_faults() {
             "AdminShutdown terminating connection due to administrator command",
         ),
         (
-            message(4, None),
+            Trigger::message(4),
             Action::Error {
                 code: "55000".into(),
                 message: None,
