@@ -358,6 +358,11 @@ fn the_control_api_drives_a_python_consumer_through_faults() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A parsed connection string.
+fn conninfo(text: &str) -> ConnInfo {
+    ConnInfo::parse(Some(text), |_| None).unwrap()
+}
+
 /// Starts `pgoutput serve` with `args` and `env`, and returns it with its standard
 /// error up to the "listening" line and what follows within half a second (a warning).
 /// The rest of its standard error is read and dropped while it runs.
@@ -426,21 +431,13 @@ fn serve_keeps_passwords_out_of_sight_and_refuses_empty_ones() {
         &[],
     );
     assert!(!log.contains("s3cret"), "{log}");
-    let info = ConnInfo::parse(
-        Some(&format!(
-            "host=127.0.0.1 port={port} user=rep password=s3cret-from-file dbname=postgres"
-        )),
-        |_| None,
-    )
-    .unwrap();
+    let info = conninfo(&format!(
+        "host=127.0.0.1 port={port} user=rep password=s3cret-from-file dbname=postgres"
+    ));
     Connection::connect(&info).expect("the password from the file is the one");
-    let wrong = ConnInfo::parse(
-        Some(&format!(
-            "host=127.0.0.1 port={port} user=rep password=s3cret-from-fil dbname=postgres"
-        )),
-        |_| None,
-    )
-    .unwrap();
+    let wrong = conninfo(&format!(
+        "host=127.0.0.1 port={port} user=rep password=s3cret-from-fil dbname=postgres"
+    ));
     let err = Connection::connect(&wrong).unwrap_err();
     assert_eq!(err.server_error().unwrap().code, "28P01");
     child.kill().unwrap();
@@ -464,13 +461,9 @@ fn serve_keeps_passwords_out_of_sight_and_refuses_empty_ones() {
         &[],
     );
     assert!(!log.contains("hunter2"), "{log}");
-    let info = ConnInfo::parse(
-        Some(&format!(
-            "host=127.0.0.1 port={port} user=rep password='hunter2 with spaces' dbname=postgres"
-        )),
-        |_| None,
-    )
-    .unwrap();
+    let info = conninfo(&format!(
+        "host=127.0.0.1 port={port} user=rep password='hunter2 with spaces' dbname=postgres"
+    ));
     Connection::connect(&info).expect("the configured password logs in");
     child.kill().unwrap();
     child.wait().unwrap();
@@ -479,13 +472,9 @@ fn serve_keeps_passwords_out_of_sight_and_refuses_empty_ones() {
         &["--listen", &format!("127.0.0.1:{port}"), "--user", "rep"],
         &[("PGOUTPUT_SERVE_PASSWORD", "from-the-env")],
     );
-    let info = ConnInfo::parse(
-        Some(&format!(
-            "host=127.0.0.1 port={port} user=rep password=from-the-env dbname=postgres"
-        )),
-        |_| None,
-    )
-    .unwrap();
+    let info = conninfo(&format!(
+        "host=127.0.0.1 port={port} user=rep password=from-the-env dbname=postgres"
+    ));
     Connection::connect(&info).expect("the password from the environment is the one");
     child.kill().unwrap();
     child.wait().unwrap();

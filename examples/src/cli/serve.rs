@@ -179,6 +179,21 @@ impl Setting {
     }
 }
 
+/// A time setting from its flag or, without one, from the config; its name in errors.
+fn time_setting(
+    name: &str,
+    flag: Option<&str>,
+    config: Option<&Setting>,
+    unit: Unit,
+) -> Result<Option<Duration>, String> {
+    let time = match (flag, config) {
+        (Some(text), _) => pg_duration(text, unit),
+        (None, Some(setting)) => setting.duration(unit),
+        (None, None) => return Ok(None),
+    };
+    time.map(Some).map_err(|e| format!("{name}: {e}"))
+}
+
 /// The unit of a bare number, as each setting has its own in postgresql.conf.
 #[derive(Debug, Clone, Copy)]
 enum Unit {
@@ -374,23 +389,20 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode, String> {
     for table in config.tables {
         builder = builder.table(table);
     }
-    let wal_sender_timeout = match (&args.wal_sender_timeout, &config.wal_sender_timeout) {
-        (Some(text), _) => Some(pg_duration(text, Unit::Milliseconds)),
-        (None, Some(setting)) => Some(setting.duration(Unit::Milliseconds)),
-        (None, None) => None,
-    };
-    if let Some(timeout) = wal_sender_timeout {
-        let timeout = timeout.map_err(|e| format!("wal_sender_timeout: {e}"))?;
+    if let Some(timeout) = time_setting(
+        "wal_sender_timeout",
+        args.wal_sender_timeout.as_deref(),
+        config.wal_sender_timeout.as_ref(),
+        Unit::Milliseconds,
+    )? {
         builder = builder.wal_sender_timeout(timeout);
     }
-    let authentication_timeout =
-        match (&args.authentication_timeout, &config.authentication_timeout) {
-            (Some(text), _) => Some(pg_duration(text, Unit::Seconds)),
-            (None, Some(setting)) => Some(setting.duration(Unit::Seconds)),
-            (None, None) => None,
-        };
-    if let Some(timeout) = authentication_timeout {
-        let timeout = timeout.map_err(|e| format!("authentication_timeout: {e}"))?;
+    if let Some(timeout) = time_setting(
+        "authentication_timeout",
+        args.authentication_timeout.as_deref(),
+        config.authentication_timeout.as_ref(),
+        Unit::Seconds,
+    )? {
         // PostgreSQL allows 1 s to 600 s.
         if !(Duration::from_secs(1)..=Duration::from_secs(600)).contains(&timeout) {
             return Err(format!(
@@ -406,13 +418,12 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode, String> {
     if let Some(max) = args.max_replication_slots.or(config.max_replication_slots) {
         builder = builder.max_replication_slots(max);
     }
-    let checkpoint_interval = match (&args.checkpoint_interval, &config.checkpoint_interval) {
-        (Some(text), _) => Some(pg_duration(text, Unit::Seconds)),
-        (None, Some(setting)) => Some(setting.duration(Unit::Seconds)),
-        (None, None) => None,
-    };
-    if let Some(interval) = checkpoint_interval {
-        let interval = interval.map_err(|e| format!("checkpoint_interval: {e}"))?;
+    if let Some(interval) = time_setting(
+        "checkpoint_interval",
+        args.checkpoint_interval.as_deref(),
+        config.checkpoint_interval.as_ref(),
+        Unit::Seconds,
+    )? {
         if interval.is_zero() {
             return Err("checkpoint_interval: 0 is not a time between checkpoints".into());
         }
