@@ -87,8 +87,9 @@ class Consumer:
             self.pending = None
             msg.cursor.send_feedback(write_lsn=end, flush_lsn=end, force=True)
 
-    def run_until(self, done, seconds=20):
-        """Reads and applies until done(), reconnecting when the server drops us."""
+    def run_until(self, done, seconds=20, reconnect=True):
+        """Reads and applies until done(), reconnecting when the server drops us (or,
+        without `reconnect`, until it does: then True)."""
         deadline = time.monotonic() + seconds
         while not done():
             assert time.monotonic() < deadline, f"timed out: applied {self.applied}"
@@ -99,11 +100,14 @@ class Consumer:
                 else:
                     self.handle(msg)
             except psycopg2.Error:
+                if not reconnect:
+                    return True
                 # A partial transaction is thrown away; we resume after the last applied one.
                 self.pending = None
                 self.disconnects += 1
                 time.sleep(0.2)
                 self.connect()
+        return False
 
 
 def main():
@@ -162,18 +166,7 @@ def main():
     # The fast shutdown: the walsender waits for the consumer to confirm all it was
     # sent, then ends the stream; the server then exits.
     assert api("POST", "/shutdown")[0] == 202
-    ended = False
-    deadline = time.monotonic() + 20
-    while not ended and time.monotonic() < deadline:
-        try:
-            msg = consumer.cur.read_message()
-            if msg is None:
-                select.select([consumer.cur], [], [], 0.05)
-            else:
-                consumer.handle(msg)
-        except psycopg2.Error:
-            ended = True
-    assert ended, "the stream did not end"
+    assert consumer.run_until(lambda: False, reconnect=False), "the stream did not end"
     print(json.dumps({"applied": [ids for _, ids in consumer.applied], "disconnects": consumer.disconnects}))
 
 
