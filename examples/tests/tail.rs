@@ -406,10 +406,7 @@ fn the_file_holds_each_transaction_once_after_every_fault() {
                 transaction: 2,
                 after: 1,
             },
-            Action::Error {
-                code: "57P01".into(),
-                message: None,
-            },
+            Action::error("57P01"),
         ),
         (
             "55000",
@@ -417,10 +414,7 @@ fn the_file_holds_each_transaction_once_after_every_fault() {
                 transaction: 2,
                 after: 1,
             },
-            Action::Error {
-                code: "55000".into(),
-                message: None,
-            },
+            Action::error("55000"),
         ),
         ("crash", Trigger::Commit { transaction: 3 }, Action::Crash),
         // The walsender's shutdown: everything is sent, tail confirms it, the stream

@@ -258,6 +258,18 @@ pub enum Action {
     Crash,
 }
 
+impl Action {
+    /// An ErrorResponse with SQLSTATE `code` in PostgreSQL's words (see
+    /// [`Action::Error`] for the codes it knows).
+    #[must_use]
+    pub fn error(code: &str) -> Action {
+        Action::Error {
+            code: code.to_owned(),
+            message: None,
+        }
+    }
+}
+
 /// A fault rule that cannot work.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FaultError(pub String);
@@ -866,13 +878,7 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("unknown variant `explode`"));
-        let no_message = Fault::new(
-            Trigger::Time { ms: 10 },
-            Action::Error {
-                code: "42P01".into(),
-                message: None,
-            },
-        );
+        let no_message = Fault::new(Trigger::Time { ms: 10 }, Action::error("42P01"));
         assert!(no_message
             .check()
             .unwrap_err()

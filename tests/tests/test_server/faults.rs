@@ -264,30 +264,9 @@ fn a_stall_in_the_middle_of_a_frame_holds_its_rest_then_goes_on() {
 #[test]
 fn errors_come_in_postgresql_words() {
     let rules = [
-        Fault::new(
-            Trigger::Commit { transaction: 1 },
-            Action::Error {
-                code: "57P01".into(),
-                message: None,
-            },
-        )
-        .slot("fatal"),
-        Fault::new(
-            Trigger::Time { ms: 200 },
-            Action::Error {
-                code: "55000".into(),
-                message: None,
-            },
-        )
-        .slot("invalid"),
-        Fault::new(
-            Trigger::before_message(2),
-            Action::Error {
-                code: "53100".into(),
-                message: None,
-            },
-        )
-        .slot("full"),
+        Fault::new(Trigger::Commit { transaction: 1 }, Action::error("57P01")).slot("fatal"),
+        Fault::new(Trigger::Time { ms: 200 }, Action::error("55000")).slot("invalid"),
+        Fault::new(Trigger::before_message(2), Action::error("53100")).slot("full"),
     ];
     let server = server(&rules);
     let expected = expected(&server);
@@ -588,10 +567,7 @@ fn rules_that_cannot_work_are_refused() {
     let err = TestServer::builder()
         .fault(Fault::new(
             Trigger::Commit { transaction: 1 },
-            Action::Error {
-                code: "22P02".into(),
-                message: None,
-            },
+            Action::error("22P02"),
         ))
         .start()
         .unwrap_err();
@@ -819,10 +795,7 @@ fn pg_recvlogical_under_faults() {
             (
                 "57P01 after transaction 1",
                 Trigger::Commit { transaction: 1 },
-                Action::Error {
-                    code: "57P01".into(),
-                    message: None,
-                },
+                Action::error("57P01"),
                 6,
                 "terminating connection due to administrator command",
             ),
@@ -832,10 +805,7 @@ fn pg_recvlogical_under_faults() {
                     transaction: 2,
                     after: 1,
                 },
-                Action::Error {
-                    code: "55000".into(),
-                    message: None,
-                },
+                Action::error("55000"),
                 8,
                 "replication slot \"s\"",
             ),
@@ -955,18 +925,12 @@ fn the_crates_client_tells_each_fault_apart() {
         (Trigger::mid_frame(3, 10), Action::Reset, "reset"),
         (
             Trigger::Commit { transaction: 1 },
-            Action::Error {
-                code: "57P01".into(),
-                message: None,
-            },
+            Action::error("57P01"),
             "57P01",
         ),
         (
             Trigger::Commit { transaction: 1 },
-            Action::Error {
-                code: "55000".into(),
-                message: None,
-            },
+            Action::error("55000"),
             "55000",
         ),
         (Trigger::Commit { transaction: 1 }, Action::Shutdown, "end"),

@@ -124,19 +124,13 @@ fn psycopg2_under_faults() {
         ),
         (
             Trigger::message(4),
-            Action::Error {
-                code: "57P01".into(),
-                message: None,
-            },
+            Action::error("57P01"),
             4,
             "AdminShutdown terminating connection due to administrator command",
         ),
         (
             Trigger::message(4),
-            Action::Error {
-                code: "55000".into(),
-                message: None,
-            },
+            Action::error("55000"),
             4,
             "ObjectNotInPrerequisiteState can no longer access replication slot \"psy\"",
         ),
