@@ -43,9 +43,8 @@ fn serialize_bytes<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error>
     match std::str::from_utf8(bytes) {
         Ok(text) => s.serialize_str(text),
         Err(_) => {
-            let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
             let mut map = s.serialize_map(Some(1))?;
-            map.serialize_entry("hex", &hex)?;
+            map.serialize_entry("hex", &hex::encode(bytes))?;
             map.end()
         }
     }
@@ -76,18 +75,8 @@ impl<'de> Visitor<'de> for BytesVisitor {
         if map.next_key::<Cow<'de, str>>()?.is_some() {
             return Err(de::Error::custom("expected only the key \"hex\""));
         }
-        decode_hex(&hex).ok_or_else(|| de::Error::custom(format!("invalid hex {hex:?}")))
+        hex::decode(&*hex).map_err(|e| de::Error::custom(format!("invalid hex {hex:?}: {e}")))
     }
-}
-
-fn decode_hex(hex: &str) -> Option<Vec<u8>> {
-    if !hex.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 impl Serialize for PgStr<'_> {

@@ -2,4 +2,3 @@
 
 pub mod cli;
 pub mod extension;
-pub mod hex;

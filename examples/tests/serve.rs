@@ -276,16 +276,7 @@ fn serve_takes_postgresql_limits_from_flags_and_the_config() {
 /// test suite in another language would: `examples/tests/control_api.py`.
 #[test]
 fn the_control_api_drives_a_python_consumer_through_faults() {
-    let found = Command::new("python3")
-        .args(["-c", "import psycopg2"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        assert!(
-            std::env::var_os("PGOUTPUT_REQUIRE_LIVE").is_none(),
-            "psycopg2 is required (PGOUTPUT_REQUIRE_LIVE=1): pip install psycopg2-binary"
-        );
-        eprintln!("psycopg2 not found: skipping");
+    if !pgoutput_tests::pg::psycopg2_found() {
         return;
     }
     let dir = std::env::temp_dir().join(format!("pgoutput-control-{}", std::process::id()));

@@ -13,12 +13,12 @@ use pgoutput_codec::{
 
 /// Lower-case hex, no separators (as PostgreSQL's `encode(…, 'hex')` prints bytea).
 pub fn hex(bytes: &[u8]) -> String {
-    pgoutput_examples::hex::to_hex(bytes)
+    hex::encode(bytes)
 }
 
 /// The bytes of a hex string; panics on malformed input (test fixtures only).
 pub fn unhex(hex: &str) -> Vec<u8> {
-    pgoutput_examples::hex::parse_hex(hex).unwrap_or_else(|e| panic!("{e}: {hex:?}"))
+    hex::decode(hex).unwrap_or_else(|e| panic!("{e}: {hex:?}"))
 }
 
 /// What a round-trip snapshot shows: the context, the bytes and the decoded value.

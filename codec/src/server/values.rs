@@ -36,16 +36,7 @@ pub(crate) fn text_to_binary(type_oid: Oid, text: &[u8]) -> Option<Vec<u8>> {
         OID => parse()?.parse::<u32>().ok()?.to_be_bytes().to_vec(),
         FLOAT4 => parse()?.parse::<f32>().ok()?.to_be_bytes().to_vec(),
         FLOAT8 => parse()?.parse::<f64>().ok()?.to_be_bytes().to_vec(),
-        BYTEA => {
-            let hex = parse()?.strip_prefix("\\x")?;
-            if hex.len() % 2 != 0 {
-                return None;
-            }
-            (0..hex.len())
-                .step_by(2)
-                .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
-                .collect::<Option<Vec<u8>>>()?
-        }
+        BYTEA => hex::decode(parse()?.strip_prefix("\\x")?).ok()?,
         _ => return None,
     })
 }
@@ -65,10 +56,7 @@ pub(crate) fn binary_to_text(type_oid: Oid, bytes: &[u8]) -> Option<Vec<u8>> {
         OID => u32::from_be_bytes(bytes.try_into().ok()?).to_string(),
         FLOAT4 => float_text(f64::from(f32::from_be_bytes(bytes.try_into().ok()?))),
         FLOAT8 => float_text(f64::from_be_bytes(bytes.try_into().ok()?)),
-        BYTEA => {
-            let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-            format!("\\x{hex}")
-        }
+        BYTEA => format!("\\x{}", hex::encode(bytes)),
         _ => return None,
     };
     Some(text.into_bytes())

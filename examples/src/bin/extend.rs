@@ -7,7 +7,6 @@ use pgoutput_codec::{
     Decoder, Encoder, PgOutputMessage, ProtocolVersion, StreamStart, StreamStop, Streaming, Xid,
 };
 use pgoutput_examples::extension::{ExtendedMessage, Heartbeat};
-use pgoutput_examples::hex::to_hex;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut encoder = Encoder::new(ProtocolVersion::V2, Streaming::On)?;
@@ -32,7 +31,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let bytes = encoder.encode(message)?;
         let decoded: ExtendedMessage<'_> = decoder.decode_as(&bytes)?;
         assert_eq!(&decoded, message);
-        let hex = to_hex(&bytes);
+        let hex = hex::encode(&bytes);
         println!("{hex:<40} {decoded:?}");
     }
     Ok(())

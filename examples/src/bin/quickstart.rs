@@ -7,7 +7,6 @@ use pgoutput_codec::{
     decode, encode, Ctx, Lsn, Message, MessageFlags, PgOutputMessage, PgTimestamp, ProtocolVersion,
     StreamAbort, Streaming, Xid,
 };
-use pgoutput_examples::hex::to_hex;
 
 /// Encodes `message` in `ctx`, prints it, and checks it decodes back to the same value.
 fn show(
@@ -20,7 +19,7 @@ fn show(
     assert_eq!(&decoded, message);
     println!(
         "{label}\n  context: {ctx}\n  bytes:   {}\n  decoded: {decoded:?}\n",
-        to_hex(&bytes)
+        hex::encode(&bytes)
     );
     Ok(())
 }

@@ -10,7 +10,6 @@ use pgoutput_codec::{Decoder, Encoder, PgOutputMessage};
 
 use super::input::{frames, text_lines, InputFormat};
 use super::SessionArgs;
-use crate::hex::to_hex;
 
 #[derive(Debug, Args)]
 pub struct DecodeArgs {
@@ -95,7 +94,7 @@ pub fn encode(args: &EncodeArgs) -> Result<ExitCode, String> {
             }
         };
         match encoded {
-            Ok(bytes) => writeln!(out, "{}", to_hex(&bytes)).map_err(io_error)?,
+            Ok(bytes) => writeln!(out, "{}", hex::encode(&bytes)).map_err(io_error)?,
             Err(err) => {
                 failed += 1;
                 out.flush().map_err(io_error)?;
@@ -138,8 +137,8 @@ pub fn check(args: &DecodeArgs) -> Result<ExitCode, String> {
                 .unwrap_or(again.len().min(bytes.len()));
             Err(format!(
                 "re-encoded bytes differ from the input at byte {at}: input {}, re-encoded {}",
-                to_hex(&bytes),
-                to_hex(&again)
+                hex::encode(&bytes),
+                hex::encode(&again)
             ))
         });
         match outcome {

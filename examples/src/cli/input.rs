@@ -4,8 +4,6 @@ use std::io::{self, BufRead, Read};
 
 use clap::ValueEnum;
 
-use crate::hex::parse_hex;
-
 pub const FORMATS_HELP: &str = "\
 Input formats (--input):
   hex  One message per line as hex digits, upper or lower case; spaces between digits are
@@ -93,6 +91,20 @@ fn hex_frames(reader: impl Read + 'static) -> impl Iterator<Item = io::Result<Fr
             position: index + 1,
             bytes,
         }))
+    })
+}
+
+/// A hex line's bytes; spaces between the digits are ignored.
+fn parse_hex(line: &str) -> Result<Vec<u8>, String> {
+    let digits: String = line.split_ascii_whitespace().collect();
+    hex::decode(&digits).map_err(|err| match err {
+        hex::FromHexError::InvalidHexCharacter { c, .. } => {
+            format!("invalid hex: {c:?} is not a hex digit")
+        }
+        hex::FromHexError::OddLength => {
+            format!("invalid hex: odd number of digits ({})", digits.len())
+        }
+        other => format!("invalid hex: {other}"),
     })
 }
 

@@ -120,19 +120,4 @@ pub fn binaries(major: &str) -> Option<ServerBinaries> {
     found
 }
 
-/// Whether python3 can import psycopg2 (`false` is a failure under
-/// `PGOUTPUT_REQUIRE_LIVE=1`).
-pub fn psycopg2_found() -> bool {
-    let found = std::process::Command::new("python3")
-        .args(["-c", "import psycopg2"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        assert!(
-            std::env::var_os("PGOUTPUT_REQUIRE_LIVE").is_none(),
-            "psycopg2 is required (PGOUTPUT_REQUIRE_LIVE=1): pip install psycopg2-binary"
-        );
-        eprintln!("psycopg2 not found: skipping what needs it");
-    }
-    found
-}
+pub use pgoutput_tests::pg::psycopg2_found;
