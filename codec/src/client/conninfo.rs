@@ -191,11 +191,14 @@ impl ConnInfo {
     /// [`ClientError::Config`] saying what is wrong with the string or the environment.
     ///
     /// ```
-    /// use pgoutput_codec::client::ConnInfo;
+    /// use pgoutput_codec::client::{ClientError, ConnInfo};
     ///
     /// let info = ConnInfo::parse(Some("postgresql://repl@db.example/app?connect_timeout=5"), |_| None)?;
     /// assert_eq!((info.host.as_str(), info.port, info.dbname.as_str()), ("db.example", 5432, "app"));
-    /// assert!(ConnInfo::parse(Some("host=db user=repl colour=red"), |_| None).is_err());
+    ///
+    /// let err = ConnInfo::parse(Some("host=db user=repl colour=red"), |_| None).unwrap_err();
+    /// assert!(matches!(err, ClientError::Config(_)));
+    /// assert!(err.to_string().starts_with(r#"unsupported connection option "colour"; expected one of host, port"#));
     /// # Ok::<(), pgoutput_codec::client::ClientError>(())
     /// ```
     pub fn parse(
@@ -420,23 +423,21 @@ fn parse_uri(uri: &str) -> Result<Vec<(String, String)>, ClientError> {
     Ok(pairs)
 }
 
-/// `%XX` escapes to bytes; the result must be UTF-8.
+/// `%XX` escapes to bytes, checked as libpq's `conninfo_uri_decode` checks them (two hex
+/// digits after every `%`, never `%00`); the result must be UTF-8.
 fn percent_decode(text: &str) -> Result<String, ClientError> {
-    let invalid = || ClientError::Config(format!("invalid percent-encoding in {text:?}"));
-    let mut bytes = Vec::with_capacity(text.len());
-    let mut rest = text.as_bytes();
-    while let Some((&b, tail)) = rest.split_first() {
-        if b == b'%' {
-            let hex = tail.get(..2).ok_or_else(invalid)?;
-            let hex = std::str::from_utf8(hex).map_err(|_| invalid())?;
-            bytes.push(u8::from_str_radix(hex, 16).map_err(|_| invalid())?);
-            rest = &tail[2..];
-        } else {
-            bytes.push(b);
-            rest = tail;
+    let error = |what: &str| ClientError::Config(format!("{what}: {text:?}"));
+    for (at, _) in text.match_indices('%') {
+        match text.get(at + 1..at + 3) {
+            Some("00") => return Err(error("forbidden value %00 in percent-encoded value")),
+            Some(digits) if digits.bytes().all(|b| b.is_ascii_hexdigit()) => {}
+            _ => return Err(error("invalid percent-encoded token")),
         }
     }
-    String::from_utf8(bytes).map_err(|_| invalid())
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8()
+        .map(|decoded| decoded.into_owned())
+        .map_err(|_| error("percent-decoded value is not UTF-8"))
 }
 
 /// `key=value key2='quoted value'`.
@@ -453,7 +454,7 @@ fn parse_key_values(text: &str) -> Result<Vec<(String, String)>, ClientError> {
         while chars.next_if(|c| c.is_whitespace()).is_some() {}
         if chars.next() != Some('=') {
             return Err(ClientError::Config(format!(
-                "invalid connection string: expected '=' after {key:?}"
+                "missing \"=\" after {key:?} in connection info string"
             )));
         }
         while chars.next_if(|c| c.is_whitespace()).is_some() {}
@@ -487,6 +488,15 @@ mod tests {
             vars.iter()
                 .find(|(k, _)| *k == name)
                 .map(|(_, v)| (*v).to_owned())
+        }
+    }
+
+    /// The message of the configuration error `conninfo` (with `vars` as the environment)
+    /// is refused with; panics if it is accepted or refused otherwise.
+    fn refused(conninfo: &str, vars: &'static [(&'static str, &'static str)]) -> String {
+        match ConnInfo::parse(Some(conninfo), env(vars)) {
+            Err(ClientError::Config(message)) => message,
+            other => panic!("{conninfo:?} should be a configuration error, got {other:?}"),
         }
     }
 
@@ -573,21 +583,31 @@ mod tests {
                 SslMode::VerifyCa
             );
         } else {
-            assert!(mode("sslmode=require user=x", &[]).is_err());
-            assert!(mode("postgresql://u@h/db?sslmode=require", &[]).is_err());
-            assert!(mode("user=x", &[("PGSSLMODE", "require")]).is_err());
+            const NO_TLS: &str = "sslmode=require needs TLS, which this build leaves out: enable \
+                the `tls` feature of pgoutput-codec (disable, allow and prefer connect without it)";
+            assert_eq!(refused("sslmode=require user=x", &[]), NO_TLS);
+            assert_eq!(refused("postgresql://u@h/db?sslmode=require", &[]), NO_TLS);
+            assert_eq!(refused("user=x", &[("PGSSLMODE", "require")]), NO_TLS);
         }
         assert_eq!(
             mode("postgresql://u@h/db?sslmode=disable", &[]).unwrap(),
             SslMode::Disable
         );
         assert_eq!(mode("user=x", &[]).unwrap(), SslMode::Prefer);
-        assert!(ConnInfo::parse(Some("user=x sslrootcert=system"), env(&[])).is_err());
+        assert_eq!(refused("user=x sslrootcert=system", &[]),
+            "sslrootcert=system (the operating system's trusted roots) is not supported: give the CA certificate's file");
         let err = ConnInfo::parse(Some("postgresql://u@h/db?colour=red"), env(&[])).unwrap_err();
         assert!(err.to_string().contains("\"colour\""), "{err}");
-        assert!(ConnInfo::parse(Some("host=a,b user=x"), env(&[])).is_err());
-        assert!(ConnInfo::parse(Some("user=x sslmode=sometimes"), env(&[])).is_err());
-        assert!(ConnInfo::parse(Some("host"), env(&[])).is_err());
+        assert_eq!(
+            refused("host=a,b user=x", &[]),
+            "host=\"a,b\": several hosts are not supported; give one"
+        );
+        assert_eq!(refused("user=x sslmode=sometimes", &[]),
+            "invalid sslmode value: \"sometimes\" (expected disable, allow, prefer, require, verify-ca or verify-full)");
+        assert_eq!(
+            refused("host", &[]),
+            "missing \"=\" after \"host\" in connection info string"
+        );
     }
 
     #[test]
@@ -608,7 +628,10 @@ mod tests {
             ),
             ("us@er", Some("p:ss"), "::1", 6543, "my db", "app")
         );
-        assert!(ConnInfo::parse(Some("postgresql://u@h/db%zz"), env(&[])).is_err());
+        assert_eq!(
+            refused("postgresql://u@h/db%zz", &[]),
+            "invalid percent-encoded token: \"db%zz\""
+        );
     }
 
     #[test]
@@ -654,6 +677,9 @@ mod tests {
         assert_eq!(info.connect_timeout, None);
         assert_eq!(info.passfile.as_deref(), Some(Path::new("/p")));
         assert_eq!(info.client_encoding, "LATIN1");
-        assert!(ConnInfo::parse(Some("user=x connect_timeout=soon"), env(&[])).is_err());
+        assert_eq!(
+            refused("user=x connect_timeout=soon", &[]),
+            "invalid integer value \"soon\" for connect_timeout"
+        );
     }
 }
