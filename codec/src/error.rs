@@ -9,7 +9,7 @@ use crate::{Ctx, TagSet};
 
 /// One step of an error's location: a type and one of its fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Frame {
+pub struct PathStep {
     /// The Rust type being decoded or encoded, e.g. `StreamAbort`.
     pub message: &'static str,
     /// Its field, e.g. `abort_lsn`; `tag` for the leading tag byte.
@@ -17,10 +17,10 @@ pub struct Frame {
 }
 
 /// Writes `in Outer.field > Inner.field`, outermost first.
-fn write_path(f: &mut fmt::Formatter<'_>, path: &[Frame]) -> fmt::Result {
-    for (i, frame) in path.iter().rev().enumerate() {
+fn write_path(f: &mut fmt::Formatter<'_>, path: &[PathStep]) -> fmt::Result {
+    for (i, step) in path.iter().rev().enumerate() {
         f.write_str(if i == 0 { " in " } else { " > " })?;
-        write!(f, "{}.{}", frame.message, frame.field)?;
+        write!(f, "{}.{}", step.message, step.field)?;
     }
     Ok(())
 }
@@ -148,7 +148,7 @@ impl DecodeErrorKind {
 struct DecodeErrorInner {
     kind: DecodeErrorKind,
     offset: usize,
-    path: Vec<Frame>,
+    path: Vec<PathStep>,
 }
 
 /// Why bytes could not be decoded, where, and in which message and field.
@@ -184,7 +184,7 @@ impl DecodeError {
     #[cold]
     #[must_use]
     pub fn in_field(mut self, message: &'static str, field: &'static str) -> Self {
-        self.0.path.push(Frame { message, field });
+        self.0.path.push(PathStep { message, field });
         self
     }
 
@@ -203,18 +203,18 @@ impl DecodeError {
     /// The outermost type being decoded, e.g. `Message`.
     #[must_use]
     pub fn message(&self) -> Option<&'static str> {
-        self.0.path.last().map(|frame| frame.message)
+        self.0.path.last().map(|step| step.message)
     }
 
     /// The innermost field being decoded, e.g. `flags`.
     #[must_use]
     pub fn field(&self) -> Option<&'static str> {
-        self.0.path.first().map(|frame| frame.field)
+        self.0.path.first().map(|step| step.field)
     }
 
     /// The whole location, innermost first.
     #[must_use]
-    pub fn path(&self) -> &[Frame] {
+    pub fn path(&self) -> &[PathStep] {
         &self.0.path
     }
 }
@@ -317,7 +317,7 @@ impl fmt::Display for EncodeErrorKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct EncodeErrorInner {
     kind: EncodeErrorKind,
-    path: Vec<Frame>,
+    path: Vec<PathStep>,
 }
 
 /// Why a value could not be encoded, and in which message and field.
@@ -357,7 +357,7 @@ impl EncodeError {
     #[cold]
     #[must_use]
     pub fn in_field(mut self, message: &'static str, field: &'static str) -> Self {
-        self.0.path.push(Frame { message, field });
+        self.0.path.push(PathStep { message, field });
         self
     }
 
@@ -380,18 +380,18 @@ impl EncodeError {
     /// The outermost type being encoded.
     #[must_use]
     pub fn message(&self) -> Option<&'static str> {
-        self.0.path.last().map(|frame| frame.message)
+        self.0.path.last().map(|step| step.message)
     }
 
     /// The innermost field being encoded.
     #[must_use]
     pub fn field(&self) -> Option<&'static str> {
-        self.0.path.first().map(|frame| frame.field)
+        self.0.path.first().map(|step| step.field)
     }
 
     /// The whole location, innermost first.
     #[must_use]
-    pub fn path(&self) -> &[Frame] {
+    pub fn path(&self) -> &[PathStep] {
         &self.0.path
     }
 }
@@ -407,8 +407,8 @@ impl fmt::Display for EncodeError {
             None => f.write_str("value")?,
             Some((outer, inner)) => {
                 write!(f, "{}.{}", outer.message, outer.field)?;
-                for frame in inner.iter().rev() {
-                    write!(f, " > {}.{}", frame.message, frame.field)?;
+                for step in inner.iter().rev() {
+                    write!(f, " > {}.{}", step.message, step.field)?;
                 }
             }
         }

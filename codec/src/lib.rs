@@ -115,7 +115,7 @@ pub use envelope::{
     ClientMessage, HotStandbyFeedback, PrimaryKeepalive, ServerMessage, StandbyStatusUpdate,
     XLogData,
 };
-pub use error::{DecodeError, DecodeErrorKind, EncodeError, EncodeErrorKind, Frame};
+pub use error::{DecodeError, DecodeErrorKind, EncodeError, EncodeErrorKind, PathStep};
 pub use message::{
     Begin, BeginPrepare, ColumnValue, Commit, CommitPrepared, Delete, Insert, Message,
     MessageFlags, OldTuple, Origin, PgOutputMessage, Prepare, Relation, RelationColumn,
@@ -132,7 +132,7 @@ pub use types::{
 pub use writer::Writer;
 
 /// The names most programs use, for a glob import that clashes with nothing common: it
-/// leaves out [`Message`], [`Type`] and [`Frame`] (reach them as `pgoutput_codec::Message`
+/// leaves out [`Message`] and [`Type`] (reach them as `pgoutput_codec::Message`
 /// or `pgoutput_codec::message::Type`).
 ///
 /// ```

@@ -49,7 +49,7 @@ pub use catalog::{Column, Publication, Table};
 pub use control::Control;
 pub use faults::{Action, Fault, FaultError, MessageKind, Trigger};
 pub use findings::{Finding, SentMessage};
-pub use render::{Frame, RenderError};
+pub use render::{RenderError, RenderedMessage};
 pub use script::{End, Event, Script, ScriptError, Step, Transaction, MAX_LINE_LEN};
 
 use crate::wire::scram::Verifier;
@@ -726,7 +726,7 @@ impl TestServer {
     ///
     /// [`RenderError`] when the script holds what those options cannot carry (a value a
     /// binary client cannot be sent, a message the protocol version lacks).
-    pub fn render(&self, options: &StreamOptions) -> Result<Vec<Frame>, RenderError> {
+    pub fn render(&self, options: &StreamOptions) -> Result<Vec<RenderedMessage>, RenderError> {
         let entries = {
             let wal = self.shared.wal();
             wal.entries(0, wal.len())

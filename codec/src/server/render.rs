@@ -25,7 +25,7 @@ use crate::{
 /// One XLogData payload and the WAL position its frame header carries (`0/0` for
 /// Relation and Type, as PostgreSQL sends them).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Frame {
+pub struct RenderedMessage {
     /// `dataStart` and `walEnd` of the XLogData header.
     pub lsn: Lsn,
     /// The pgoutput message.
@@ -50,9 +50,9 @@ pub(crate) struct Stopped;
 
 /// Frames collected in a list (what [`TestServer::render`](super::TestServer::render)
 /// returns).
-impl Sink for Vec<Frame> {
+impl Sink for Vec<RenderedMessage> {
     fn frame(&mut self, lsn: Lsn, payload: &[u8]) -> Result<(), Stopped> {
-        self.push(Frame {
+        self.push(RenderedMessage {
             lsn,
             payload: payload.to_vec(),
         });

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::Args;
 use pgoutput_codec::{Decoder, Encoder, PgOutputMessage};
 
-use super::input::{frames, text_lines, InputFormat};
+use super::input::{messages, text_lines, InputFormat};
 use super::SessionArgs;
 
 #[derive(Debug, Args)]
@@ -49,13 +49,15 @@ pub fn decode(args: &DecodeArgs) -> Result<ExitCode, String> {
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     let mut failed = 0;
-    for frame in frames(open(&args.file)?, args.input) {
-        let frame = frame.map_err(io_error)?;
-        let label = frame.label(args.input);
-        let decoded = frame.bytes.and_then(|bytes| match decoder.decode(&bytes) {
-            Ok(message) => serde_json::to_string(&message).map_err(|e| e.to_string()),
-            Err(err) => Err(err.to_string()),
-        });
+    for message in messages(open(&args.file)?, args.input) {
+        let message = message.map_err(io_error)?;
+        let label = message.label(args.input);
+        let decoded = message
+            .bytes
+            .and_then(|bytes| match decoder.decode(&bytes) {
+                Ok(message) => serde_json::to_string(&message).map_err(|e| e.to_string()),
+                Err(err) => Err(err.to_string()),
+            });
         match decoded {
             Ok(json) => writeln!(out, "{json}").map_err(io_error)?,
             Err(err) => {
@@ -118,10 +120,10 @@ pub fn check(args: &DecodeArgs) -> Result<ExitCode, String> {
     let (mut passed, mut failed) = (0usize, 0usize);
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
-    for frame in frames(open(&args.file)?, args.input) {
-        let frame = frame.map_err(io_error)?;
-        let label = frame.label(args.input);
-        let outcome = frame.bytes.and_then(|bytes| {
+    for message in messages(open(&args.file)?, args.input) {
+        let message = message.map_err(io_error)?;
+        let label = message.label(args.input);
+        let outcome = message.bytes.and_then(|bytes| {
             let message = decoder.decode(&bytes).map_err(|e| e.to_string())?;
             // Keep the encoder's stream state in step with the decoder's.
             let again = encoder

@@ -24,14 +24,14 @@ pub enum InputFormat {
 }
 
 /// One message read from the input, or why it could not be read.
-pub struct Frame {
+pub struct InputMessage {
     /// The line (hex) or message number (raw), counting from 1.
     pub position: usize,
     pub bytes: Result<Vec<u8>, String>,
 }
 
-impl Frame {
-    /// How errors name this frame.
+impl InputMessage {
+    /// How errors name this message.
     pub fn label(&self, format: InputFormat) -> String {
         match format {
             InputFormat::Hex => format!("line {}", self.position),
@@ -41,13 +41,13 @@ impl Frame {
 }
 
 /// Every message of `reader` in `format`, in order.
-pub fn frames(
+pub fn messages(
     reader: impl Read + 'static,
     format: InputFormat,
-) -> Box<dyn Iterator<Item = io::Result<Frame>>> {
+) -> Box<dyn Iterator<Item = io::Result<InputMessage>>> {
     match format {
-        InputFormat::Hex => Box::new(hex_frames(reader)),
-        InputFormat::Raw => Box::new(raw_frames(reader)),
+        InputFormat::Hex => Box::new(hex_messages(reader)),
+        InputFormat::Raw => Box::new(raw_messages(reader)),
     }
 }
 
@@ -71,7 +71,7 @@ pub fn text_lines(
     })
 }
 
-fn hex_frames(reader: impl Read + 'static) -> impl Iterator<Item = io::Result<Frame>> {
+fn hex_messages(reader: impl Read + 'static) -> impl Iterator<Item = io::Result<InputMessage>> {
     text_lines(reader).enumerate().filter_map(|(index, line)| {
         let line = match line {
             Ok(line) => line,
@@ -87,7 +87,7 @@ fn hex_frames(reader: impl Read + 'static) -> impl Iterator<Item = io::Result<Fr
             }
             Err(err) => Err(err),
         };
-        Some(Ok(Frame {
+        Some(Ok(InputMessage {
             position: index + 1,
             bytes,
         }))
@@ -108,7 +108,7 @@ fn parse_hex(line: &str) -> Result<Vec<u8>, String> {
     })
 }
 
-fn raw_frames(mut reader: impl Read + 'static) -> impl Iterator<Item = io::Result<Frame>> {
+fn raw_messages(mut reader: impl Read + 'static) -> impl Iterator<Item = io::Result<InputMessage>> {
     let mut position = 0;
     let mut ended = false;
     std::iter::from_fn(move || {
@@ -127,7 +127,7 @@ fn raw_frames(mut reader: impl Read + 'static) -> impl Iterator<Item = io::Resul
         if got < 4 {
             // A cut-off prefix is damage, not a clean end.
             ended = true;
-            return Some(Ok(Frame {
+            return Some(Ok(InputMessage {
                 position,
                 bytes: Err(format!(
                     "input ended inside the 4-byte length prefix ({got} bytes of it)"
@@ -137,7 +137,7 @@ fn raw_frames(mut reader: impl Read + 'static) -> impl Iterator<Item = io::Resul
         let len = u32::from_be_bytes(len) as usize;
         let mut bytes = Vec::new();
         let read = (&mut reader).take(len as u64).read_to_end(&mut bytes);
-        Some(read.map(|n| Frame {
+        Some(read.map(|n| InputMessage {
             position,
             bytes: if n == len {
                 Ok(bytes)
