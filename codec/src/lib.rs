@@ -101,8 +101,7 @@ mod session;
 mod tags;
 mod types;
 #[cfg(feature = "client")]
-#[cfg_attr(docsrs, doc(cfg(feature = "client")))]
-pub mod wire;
+mod wire;
 mod writer;
 
 #[doc(hidden)]

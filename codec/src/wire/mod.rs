@@ -16,4 +16,4 @@ pub(crate) mod scram;
 pub(crate) mod socket;
 
 pub(crate) use socket::is_timeout as socket_timeout;
-pub use socket::Socket;
+pub(crate) use socket::Socket;

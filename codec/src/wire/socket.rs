@@ -1,14 +1,14 @@
 //! One socket type for TCP, Unix-domain and (with the `tls` feature) TLS connections.
 
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpStream};
+use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 /// A connected stream socket: TCP, or a Unix-domain socket (PostgreSQL's
 /// `/dir/.s.PGSQL.port`).
 #[derive(Debug)]
-pub enum Socket {
+pub(crate) enum Socket {
     /// A TCP connection.
     Tcp(TcpStream),
     /// A Unix-domain socket connection.
@@ -21,7 +21,7 @@ pub enum Socket {
 impl Socket {
     /// Whether the connection is encrypted.
     #[must_use]
-    pub fn is_tls(&self) -> bool {
+    pub(crate) fn is_tls(&self) -> bool {
         #[cfg(feature = "tls")]
         if let Socket::Tls(_) = self {
             return true;
@@ -35,7 +35,7 @@ impl Socket {
     /// # Errors
     ///
     /// What the operating system says.
-    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+    pub(crate) fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         match self {
             Socket::Tcp(s) => s.set_read_timeout(timeout),
             Socket::Unix(s) => s.set_read_timeout(timeout),
@@ -44,46 +44,18 @@ impl Socket {
         }
     }
 
-    /// How long a write may block before failing.
-    ///
-    /// # Errors
-    ///
-    /// What the operating system says.
-    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        match self {
-            Socket::Tcp(s) => s.set_write_timeout(timeout),
-            Socket::Unix(s) => s.set_write_timeout(timeout),
-            #[cfg(feature = "tls")]
-            Socket::Tls(s) => s.sock.set_write_timeout(timeout),
-        }
-    }
-
-    /// Another handle to the same socket (to shut it down from another thread); for TLS,
-    /// a handle to the TCP connection underneath.
-    ///
-    /// # Errors
-    ///
-    /// What the operating system says.
-    pub fn try_clone(&self) -> io::Result<Socket> {
-        match self {
-            Socket::Tcp(s) => s.try_clone().map(Socket::Tcp),
-            Socket::Unix(s) => s.try_clone().map(Socket::Unix),
-            #[cfg(feature = "tls")]
-            Socket::Tls(s) => s.sock.try_clone().map(Socket::Tcp),
-        }
-    }
-
     /// Shuts down both directions: blocked reads and writes on any handle return.
     ///
     /// # Errors
     ///
     /// What the operating system says.
-    pub fn shutdown(&self) -> io::Result<()> {
+    #[cfg(feature = "server")]
+    pub(crate) fn shutdown(&self) -> io::Result<()> {
         match self {
-            Socket::Tcp(s) => s.shutdown(Shutdown::Both),
-            Socket::Unix(s) => s.shutdown(Shutdown::Both),
+            Socket::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+            Socket::Unix(s) => s.shutdown(std::net::Shutdown::Both),
             #[cfg(feature = "tls")]
-            Socket::Tls(s) => s.sock.shutdown(Shutdown::Both),
+            Socket::Tls(s) => s.sock.shutdown(std::net::Shutdown::Both),
         }
     }
 }
