@@ -109,7 +109,7 @@ fn serve_runs_on_its_own() {
     let deadline = Instant::now() + Duration::from_secs(20);
     while commits < 8 && Instant::now() < deadline {
         if let pgoutput_codec::client::CopyEvent::Data(frame) =
-            conn.poll_copy_data(Duration::from_millis(200)).unwrap()
+            conn.recv_copy_data(Duration::from_millis(200)).unwrap()
         {
             if frame[0] == b'w' && frame[25] == b'C' {
                 commits += 1;
@@ -261,7 +261,7 @@ fn serve_takes_postgresql_limits_from_flags_and_the_config() {
     .unwrap();
     let started = Instant::now();
     let ended = loop {
-        match conn.poll_copy_data(Duration::from_millis(100)) {
+        match conn.recv_copy_data(Duration::from_millis(100)) {
             Ok(_) if started.elapsed() < Duration::from_secs(10) => {}
             other => break other,
         }

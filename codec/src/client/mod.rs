@@ -15,7 +15,7 @@
 //! conn.start_replication(
 //!     "START_REPLICATION SLOT \"s\" LOGICAL 0/0 (proto_version '1', publication_names 'p')",
 //! )?;
-//! while let CopyEvent::Data(frame) = conn.poll_copy_data(Duration::from_secs(1))? {
+//! while let CopyEvent::Data(frame) = conn.recv_copy_data(Duration::from_secs(1))? {
 //!     println!("{} bytes", frame.len()); // an XLogData or keepalive: decode with the codec
 //! }
 //! # Ok::<(), pgoutput_codec::client::ClientError>(())
@@ -80,7 +80,7 @@ pub enum CopyEvent {
     /// A CopyData payload: a slice of the connection's read buffer, handed over without a
     /// copy (it derefs to `[u8]`).
     Data(Bytes),
-    /// Nothing within the poll interval.
+    /// Nothing arrived within the wait.
     Idle,
     /// The server ended the stream (CopyDone, or the end of the command). A connection
     /// that is lost instead is [`ClientError::Closed`].
@@ -499,13 +499,14 @@ impl Connection {
         }
     }
 
-    /// The next CopyData payload, or `Idle` when none arrives within `wait`.
+    /// The next CopyData payload, or `Idle` when none arrives within `wait`: this blocks
+    /// for up to `wait` (as `std::sync::mpsc::Receiver::recv_timeout` does).
     ///
     /// # Errors
     ///
     /// [`ClientError::Server`] for an ErrorResponse in the stream, [`ClientError::Closed`]
     /// when the connection is lost, [`ClientError::Io`] otherwise.
-    pub fn poll_copy_data(&mut self, wait: Duration) -> Result<CopyEvent, ClientError> {
+    pub fn recv_copy_data(&mut self, wait: Duration) -> Result<CopyEvent, ClientError> {
         loop {
             if let Some(message) = self.parse()? {
                 let Backend::Message(message) = message else {

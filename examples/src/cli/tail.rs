@@ -509,7 +509,7 @@ fn stream(
         if stop.load(Ordering::SeqCst) {
             return Ok(Stopped::Interrupted);
         }
-        let event = session.conn.poll_copy_data(Duration::from_millis(200))?;
+        let event = session.conn.recv_copy_data(Duration::from_millis(200))?;
         match event {
             CopyEvent::Data(frame) => {
                 match decode::<ServerMessage<'_>>(&frame, envelope).map_err(|e| e.to_string())? {

@@ -715,7 +715,7 @@ fn slot_confirmed(server: &Server) -> Result<Lsn, String> {
 fn next_frame(conn: &mut Connection, deadline: Instant) -> Result<Bytes, String> {
     loop {
         match conn
-            .poll_copy_data(Duration::from_millis(500))
+            .recv_copy_data(Duration::from_millis(500))
             .map_err(|e| e.to_string())?
         {
             CopyEvent::Data(frame) => return Ok(frame),

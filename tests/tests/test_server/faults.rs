@@ -950,7 +950,7 @@ fn the_crates_client_tells_each_fault_apart() {
         let mut confirmed = false;
         let got = loop {
             assert!(Instant::now() < deadline, "{want}: no end");
-            match conn.poll_copy_data(Duration::from_millis(100)) {
+            match conn.recv_copy_data(Duration::from_millis(100)) {
                 Ok(CopyEvent::Data(frame)) => {
                     // Confirm everything once a keepalive says where the WAL ends.
                     if frame[0] == b'k' && !confirmed && want == "end" {
@@ -1154,7 +1154,7 @@ fn the_crates_client_after_a_crash_gets_what_it_confirmed_again() {
                 "stuck after {} messages",
                 payloads.len()
             );
-            match conn.poll_copy_data(Duration::from_millis(100)) {
+            match conn.recv_copy_data(Duration::from_millis(100)) {
                 Ok(CopyEvent::Data(frame)) if frame[0] == b'w' => {
                     payloads.push(frame[25..].to_vec())
                 }

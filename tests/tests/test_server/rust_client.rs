@@ -40,7 +40,7 @@ fn stream(conn: &mut Connection, slot: &str, options: &StreamOptions, until: Lsn
             Instant::now() < deadline,
             "the stream did not reach {until}"
         );
-        match conn.poll_copy_data(Duration::from_millis(200)).unwrap() {
+        match conn.recv_copy_data(Duration::from_millis(200)).unwrap() {
             CopyEvent::Data(frame) => {
                 match decode::<ServerMessage<'_>>(&frame, envelope).unwrap() {
                     ServerMessage::XLogData(xlog) => {
@@ -339,7 +339,7 @@ fn stream_more(conn: &mut Connection, until: Lsn) -> Vec<Vec<u8>> {
     let mut payloads = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
-        if let CopyEvent::Data(frame) = conn.poll_copy_data(Duration::from_millis(100)).unwrap() {
+        if let CopyEvent::Data(frame) = conn.recv_copy_data(Duration::from_millis(100)).unwrap() {
             match decode::<ServerMessage<'_>>(&frame, envelope).unwrap() {
                 ServerMessage::XLogData(x) => payloads.push(x.data.to_vec()),
                 ServerMessage::PrimaryKeepalive(k) if k.wal_end >= until => return payloads,
