@@ -122,7 +122,7 @@ impl<'a> Reader<'a> {
     /// # Errors
     ///
     /// [`DecodeErrorKind::UnexpectedEnd`] at the end of input,
-    /// [`DecodeErrorKind::UnknownTag`] for a byte outside the set.
+    /// [`DecodeErrorKind::InvalidValue`] for a byte outside `allowed`.
     #[inline]
     pub fn read_u8_in(
         &mut self,
@@ -218,7 +218,7 @@ impl<'a> Reader<'a> {
     ///
     /// # Errors
     ///
-    /// [`DecodeErrorKind::UnexpectedEnd`] when no NUL byte ends the string.
+    /// [`DecodeErrorKind::MissingNul`] when no NUL byte ends the string.
     pub fn read_cstr(&mut self) -> Result<&'a [u8], DecodeError> {
         match self.rest.iter().position(|&b| b == 0) {
             Some(len) => {

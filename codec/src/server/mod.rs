@@ -3,8 +3,9 @@
 //! scripted pgoutput stream from, re-encoded for each client's options.
 //!
 //! ```
-//! use std::time::Duration;
+//! use pgoutput_codec::client::StreamOptions;
 //! use pgoutput_codec::server::{Publication, Script, Table, TestServer, Transaction};
+//! use pgoutput_codec::{Decoder, PgOutputMessage, ProtocolVersion, Streaming};
 //!
 //! let accounts = Table::new(16385, "public", "accounts").key_column("id", 23).column("name", 25);
 //! let script = Script::new().transaction(
@@ -14,10 +15,27 @@
 //!     .publication(Publication::new("app").table(accounts))
 //!     .script(script)
 //!     .start()?;
-//! // Point the consumer under test at server.connection_string(), then:
-//! let end = server.wal_end();
-//! assert!(server.wait_for_confirmed_flush("app_slot", end, Duration::from_millis(10)).is_err());
-//! # Ok::<(), std::io::Error>(())
+//! // Point the consumer under test at server.connection_string(); what a client with these
+//! // options is sent, frame by frame:
+//! let options = StreamOptions::new(ProtocolVersion::V1, &["app"]);
+//! let mut decoder = Decoder::new(ProtocolVersion::V1, Streaming::Off)?;
+//! let mut kinds = Vec::new();
+//! for frame in server.render(&options)? {
+//!     kinds.push(match decoder.decode(&frame.payload)? {
+//!         PgOutputMessage::Begin(_) => "begin",
+//!         PgOutputMessage::Relation(_) => "relation",
+//!         PgOutputMessage::Insert(_) => "insert",
+//!         PgOutputMessage::Commit(commit) => {
+//!             assert_eq!(commit.end_lsn, server.wal_end());
+//!             "commit"
+//!         }
+//!         other => panic!("unexpected {other:?}"),
+//!     });
+//! }
+//! assert_eq!(kinds, ["begin", "relation", "insert", "insert", "commit"]);
+//! // Then `server.wait_for_confirmed_flush("app_slot", server.wal_end(), timeout)` returns
+//! // once the consumer under test has confirmed all of it.
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! Blocking `std::net` with one thread per connection: it needs no async runtime and runs
