@@ -710,5 +710,10 @@ pub fn fit_to_context(message: &mut PgOutputMessage<'_>, ctx: Ctx) {
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
 
+/// The test server guide's examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/test-server.md")]
+pub struct TestServerGuideDoctests;
+
 pub mod fuzz;
 pub mod pg;

@@ -371,8 +371,9 @@ fn oversized_counts_allocate_nothing_from_them() {
 }
 
 /// The minimum wire sizes the counts are checked against, and the bound they give:
-/// decoding never allocates more than `size_of::<T>() / MIN_WIRE_LEN` bytes per input
-/// byte for a counted part (the README states it).
+/// decoding allocates nothing, and an owned copy never takes more than
+/// `size_of::<T>() / MIN_WIRE_LEN` bytes per input byte for a counted part (the README
+/// states it).
 #[test]
 fn heap_during_decode_is_a_small_multiple_of_the_input() {
     use pgoutput_codec::{ColumnValue, Decode, Insert, Oid, Relation, RelationColumn};
@@ -411,12 +412,16 @@ fn heap_during_decode_is_a_small_multiple_of_the_input() {
         (&truncate, 1),
     ] {
         let (message, allocated) = allocated_by(|| decode::<PgOutputMessage<'_>>(bytes, v1));
-        message.unwrap();
+        let message = message.unwrap();
+        assert_eq!(allocated, 0, "decoding allocated {allocated} bytes");
+        // Detached from its input, the value takes at most `bound` bytes per input byte.
+        let (owned, allocated) = allocated_by(|| pgoutput_codec::IntoOwned::into_owned(message));
         assert!(
             allocated <= bound * bytes.len(),
             "{allocated} bytes allocated for {} input bytes",
             bytes.len()
         );
+        drop(owned);
     }
 }
 

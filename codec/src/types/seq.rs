@@ -297,7 +297,13 @@ where
     fn into_owned(self) -> Self::Owned {
         match self.repr {
             Repr::Owned(elements) => elements.into_iter().map(IntoOwned::into_owned).collect(),
-            Repr::Wire { .. } => self.iter().map(IntoOwned::into_owned).collect(),
+            Repr::Wire { .. } => {
+                // Sized once from the count: collecting would grow the vector by doubling
+                // (the iterator's lower bound is 0), twice the memory in all.
+                let mut owned = Vec::with_capacity(self.len());
+                owned.extend(self.iter().map(IntoOwned::into_owned));
+                owned.into()
+            }
         }
     }
 }
