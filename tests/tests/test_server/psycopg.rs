@@ -65,7 +65,7 @@ fn psycopg2_streams_and_confirms() {
         .render(&StreamOptions::new(ProtocolVersion::V1, &["p"]))
         .unwrap()
         .iter()
-        .map(|f| f.payload.iter().map(|b| format!("{b:02x}")).collect())
+        .map(|message| pgoutput_tests::hex(&message.payload))
         .collect();
     assert_eq!(printed, expected);
     // send_feedback's flush position reached the server before the slot was dropped.
