@@ -103,10 +103,15 @@ pub(crate) fn message(tag: u8, body: &[u8]) -> Vec<u8> {
 }
 
 pub(crate) fn startup_packet(user: &str) -> Vec<u8> {
+    startup_packet_to(user, "postgres")
+}
+
+/// A logical walsender's start-up packet for `user` and `database`.
+pub(crate) fn startup_packet_to(user: &str, database: &str) -> Vec<u8> {
     let mut body = 196_608u32.to_be_bytes().to_vec();
     for (k, v) in [
         ("user", user),
-        ("database", "postgres"),
+        ("database", database),
         ("replication", "database"),
     ] {
         body.extend_from_slice(k.as_bytes());

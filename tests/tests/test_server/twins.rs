@@ -15,7 +15,11 @@ use pgoutput_codec::server::{Auth, Publication, Script, Table, TestServer, Trans
 use pgoutput_codec::Lsn;
 use pgoutput_tests::pg::Server;
 
-use super::raw::{message, startup_packet, status_update, summaries, Raw, Read1, Target};
+use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256};
+
+use super::raw::{
+    message, startup_packet, startup_packet_to, status_update, summaries, Msg, Raw, Read1, Target,
+};
 
 /// How long each server waits, in both: short, so the test is quick.
 const WAL_SENDER_TIMEOUT: Duration = Duration::from_millis(1000);
@@ -593,6 +597,57 @@ fn malformed_sasl_initial_responses(_: &Twin, target: &Target) -> Vec<String> {
     out
 }
 
+/// A SCRAM login to a database that does not exist: the password is asked for first, a
+/// wrong one is refused as wrong (a stranger learns nothing about database names), and
+/// only the right one learns, after AuthenticationOk, that there is no such database.
+fn an_unknown_database_is_told_only_after_the_password(_: &Twin, target: &Target) -> Vec<String> {
+    // Authentication requests with their code (10 SASL, 11 continue, 12 final, 0 ok).
+    let line = |msg: &Msg| match msg.tag {
+        b'R' => format!(
+            "R {}",
+            u32::from_be_bytes(msg.body[..4].try_into().unwrap())
+        ),
+        _ => msg.summary(),
+    };
+    let mut out = Vec::new();
+    for password in ["wrong", "pw"] {
+        let mut raw = Raw::connect(target);
+        raw.send(&startup_packet_to("tailer", "nosuchdb"));
+        let mut scram = ScramSha256::new(password.as_bytes(), ChannelBinding::unsupported());
+        let read = |raw: &mut Raw, out: &mut Vec<String>| match raw.read(Duration::from_secs(5)) {
+            Read1::Msg(tag, body) => {
+                out.push(line(&Msg {
+                    tag,
+                    body: body.clone(),
+                }));
+                (tag == b'R').then_some(body)
+            }
+            other => {
+                out.push(format!("{other:?}"));
+                None
+            }
+        };
+        if read(&mut raw, &mut out).is_none() {
+            continue;
+        }
+        let mut first = b"SCRAM-SHA-256\0".to_vec();
+        first.extend_from_slice(&(scram.message().len() as i32).to_be_bytes());
+        first.extend_from_slice(scram.message());
+        raw.send(&message(b'p', &first));
+        let Some(server_first) = read(&mut raw, &mut out) else {
+            continue;
+        };
+        scram.update(&server_first[4..]).unwrap();
+        raw.send(&message(b'p', scram.message()));
+        let drained = raw.drain(Duration::from_secs(5));
+        out.extend(drained.messages.iter().map(line));
+        if drained.closed {
+            out.push("closed".into());
+        }
+    }
+    out
+}
+
 fn a_trickled_start_up_packet(_: &Twin, target: &Target) -> Vec<String> {
     let mut raw = Raw::connect(target);
     let packet = startup_packet("postgres");
@@ -626,7 +681,7 @@ fn the_test_server_answers_as_postgresql_15_does() {
     let pg = Server::start_with_settings(&binaries, &settings).unwrap();
     pg.psql(
         "CREATE TABLE t (id int PRIMARY KEY, v text); CREATE PUBLICATION p FOR TABLE t;\
-         CREATE ROLE tailer LOGIN PASSWORD 'pw';",
+         CREATE ROLE tailer LOGIN REPLICATION PASSWORD 'pw';",
     )
     .unwrap();
     let postgres = Target::Postgres(pg.socket_dir().join(format!(".s.PGSQL.{}", pg.port())));
@@ -644,7 +699,7 @@ fn the_test_server_answers_as_postgresql_15_does() {
         ours: None,
         bin: binaries.bin.clone(),
     };
-    let scenarios: [(&str, Scenario, bool); 18] = [
+    let scenarios: [(&str, Scenario, bool); 19] = [
         (
             "copy after copy",
             copy_messages_after_the_copy_are_ignored,
@@ -726,11 +781,24 @@ fn the_test_server_answers_as_postgresql_15_does() {
             malformed_sasl_initial_responses,
             true,
         ),
+        (
+            "unknown database",
+            an_unknown_database_is_told_only_after_the_password,
+            true,
+        ),
         // Last: the real server restarts.
         ("fast shutdown", a_fast_shutdown_waits_for_the_client, false),
     ];
     // Beyond being alike: what each real-client scenario is there to show.
-    let required: [(&str, &[&str]); 4] = [
+    let required: [(&str, &[&str]); 5] = [
+        (
+            "unknown database",
+            &[
+                "E FATAL 28P01 password authentication failed for user \"tailer\"",
+                "R 0",
+                "E FATAL 3D000 database \"nosuchdb\" does not exist",
+            ],
+        ),
         (
             "fast shutdown",
             &[

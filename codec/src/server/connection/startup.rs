@@ -97,10 +97,13 @@ impl<W: Write> Connection<'_, W> {
         }))
     }
 
-    /// After authentication: the database must exist (PostgreSQL tells a stranger
-    /// nothing about database names before the password), then the welcome.
+    /// After authentication: AuthenticationOk, then the database must exist, then the
+    /// welcome. PostgreSQL says so in this order (`ClientAuthentication` ends with
+    /// AuthenticationOk; `InitPostgres` looks the database up afterwards), so a stranger
+    /// learns nothing about database names before the password.
     pub(super) fn welcome(&mut self, login: &Login) -> Result<(), Closed> {
         self.deadline = None;
+        backend::authentication(&mut self.out, backend::AUTH_OK, &[]);
         let config = &self.shared.config;
         if login.database != config.database {
             return Err(self.fatal(
@@ -108,7 +111,6 @@ impl<W: Write> Connection<'_, W> {
                 &format!("database \"{}\" does not exist", login.database),
             ));
         }
-        backend::authentication(&mut self.out, backend::AUTH_OK, &[]);
         let mut status = vec![
             ("in_hot_standby", "off"),
             ("integer_datetimes", "on"),
