@@ -229,14 +229,21 @@ fn authentication() {
         );
         let info = ConnInfo::parse(Some(&good), |_| None).unwrap();
         Connection::connect(&info).expect("the right password logs in");
-        let bad = format!(
-            "{} password=wrong",
-            server.connection_string().replace(" password=s3cret", "")
-        );
-        let info = ConnInfo::parse(Some(&bad), |_| None).unwrap();
-        match Connection::connect(&info) {
-            Err(ClientError::Server(err)) => assert_eq!(err.code, "28P01"),
-            other => panic!("wrong password: {other:?}"),
+        // Wrong, a prefix, one byte more, one byte changed: compared in constant time,
+        // each is refused alike.
+        for wrong in ["wrong", "s3cre", "s3crett", "s3creT"] {
+            let bad = format!(
+                "{} password={wrong}",
+                server.connection_string().replace(" password=s3cret", "")
+            );
+            let info = ConnInfo::parse(Some(&bad), |_| None).unwrap();
+            match Connection::connect(&info) {
+                Err(ClientError::Server(err)) => assert_eq!(
+                    (err.code.as_str(), err.message.as_str()),
+                    ("28P01", "password authentication failed for user \"alice\"")
+                ),
+                other => panic!("password {wrong:?}: {other:?}"),
+            }
         }
     }
 }
