@@ -101,6 +101,8 @@ mod session;
 mod tags;
 mod types;
 #[cfg(feature = "client")]
+mod values;
+#[cfg(feature = "client")]
 mod wire;
 mod writer;
 

@@ -57,11 +57,37 @@ pub enum ClientError {
     Protocol(String),
     /// The server closed the connection.
     Closed,
+    /// A CopyData frame of the stream does not decode.
+    Decode {
+        /// The XLogData position of the frame, when the envelope decoded.
+        lsn: Option<crate::Lsn>,
+        /// What is wrong with it, and where.
+        source: crate::DecodeError,
+    },
     /// Reading or writing the socket failed.
     Io(io::Error),
 }
 
 impl ClientError {
+    /// Whether the failure is the kind that passes, worth reconnecting after: the
+    /// connection or the server went away; the server is starting or shutting down
+    /// (SQLSTATE class 57), has a connection exception (08) or too many connections (53);
+    /// or the slot is still held by a walsender that has not noticed its client is gone
+    /// (55006). Configuration, authentication and protocol errors do not pass.
+    #[must_use]
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ClientError::Closed | ClientError::Io(_) | ClientError::Connect { .. } => true,
+            ClientError::Server(err) => {
+                err.code.starts_with("57")
+                    || err.code.starts_with("08")
+                    || err.code.starts_with("53")
+                    || err.code == "55006"
+            }
+            _ => false,
+        }
+    }
+
     /// The server's error, when that is what this is.
     #[must_use]
     pub fn server_error(&self) -> Option<&ServerError> {
@@ -82,6 +108,13 @@ impl fmt::Display for ClientError {
             ClientError::Server(err) => write!(f, "server error: {err}"),
             ClientError::Protocol(text) => write!(f, "protocol violation: {text}"),
             ClientError::Closed => f.write_str("the server closed the connection"),
+            ClientError::Decode {
+                lsn: Some(lsn),
+                source,
+            } => write!(f, "the message at {lsn} does not decode: {source}"),
+            ClientError::Decode { lsn: None, source } => {
+                write!(f, "a replication frame does not decode: {source}")
+            }
             ClientError::Io(err) => write!(f, "connection: {err}"),
         }
     }
@@ -91,6 +124,7 @@ impl std::error::Error for ClientError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             ClientError::Connect { source, .. } | ClientError::Io(source) => Some(source),
+            ClientError::Decode { source, .. } => Some(source),
             _ => None,
         }
     }

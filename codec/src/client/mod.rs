@@ -21,10 +21,12 @@
 //! # Ok::<(), pgoutput_codec::client::ClientError>(())
 //! ```
 
+mod blocking;
 mod conninfo;
 mod error;
 mod options;
 mod passfile;
+pub mod stream;
 #[cfg(feature = "tls")]
 mod tls;
 
@@ -42,9 +44,11 @@ use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM
 use postgres_protocol::message::backend::{ErrorResponseBody, Header, Message};
 use postgres_protocol::message::frontend;
 
+pub use blocking::{Consumer, ConsumerConfig, Finished, Reconnecting};
 pub use conninfo::{ConnInfo, Keepalives, SslMode, TlsSettings};
 pub use error::{ClientError, ServerError};
 pub use options::{parse_identifier_list, quote_identifier, StreamOptions};
+pub use stream::{Event, Replication};
 
 use crate::wire::{socket_timeout, Socket};
 use passfile::Lookup;
@@ -67,6 +71,10 @@ fn keepalives(tcp: &TcpStream, settings: &Keepalives) -> io::Result<()> {
     }
     socket.set_tcp_keepalive(&keepalive)
 }
+
+/// The longest message PostgreSQL sends or accepts (`PQ_LARGE_MESSAGE_LIMIT`, which is
+/// `MaxAllocSize - 1`), its length field included.
+const MAX_MESSAGE_LEN: usize = 0x3FFF_FFFE;
 
 /// A backend message: postgres-protocol's, or the CopyBothResponse it does not know.
 enum Backend {
@@ -389,18 +397,39 @@ impl Connection {
     ///
     /// postgres-protocol parses every backend message but CopyBothResponse (`'W'`), which
     /// only replication uses; that one is recognised from its header here.
+    ///
+    /// A message is parsed only once all of it is in: postgres-protocol reserves room for
+    /// the length a header announces, and a hostile server's header could announce 1 GiB
+    /// before sending any of it. A length beyond PostgreSQL's own limit for a message
+    /// (`PQ_LARGE_MESSAGE_LIMIT`, 1 GiB less one byte) is refused outright; a tag the
+    /// protocol does not have is a protocol violation, not a lost connection.
     fn parse(&mut self) -> Result<Option<Backend>, ClientError> {
-        if let Some(header) = Header::parse(&self.input)? {
-            if header.tag() == b'W' {
-                let total = header.len() as usize + 1;
-                if self.input.len() < total {
-                    return Ok(None);
-                }
-                let _ = self.input.split_to(total);
-                return Ok(Some(Backend::CopyBothResponse));
-            }
+        let Some(header) = Header::parse(&self.input).map_err(|e| protocol(&e.to_string()))? else {
+            return Ok(None);
+        };
+        let length = header.len() as usize;
+        if length > MAX_MESSAGE_LEN {
+            return Err(ClientError::Protocol(format!(
+                "the server announced a message of {length} bytes (tag {:?}), more than \
+                 PostgreSQL sends",
+                char::from(header.tag())
+            )));
         }
-        Ok(Message::parse(&mut self.input)?.map(Backend::Message))
+        let total = length + 1;
+        if self.input.len() < total {
+            return Ok(None);
+        }
+        if header.tag() == b'W' {
+            let _ = self.input.split_to(total);
+            return Ok(Some(Backend::CopyBothResponse));
+        }
+        match Message::parse(&mut self.input) {
+            Ok(message) => Ok(message.map(Backend::Message)),
+            Err(err) => Err(ClientError::Protocol(format!(
+                "backend message {:?}: {err}",
+                char::from(header.tag())
+            ))),
+        }
     }
 
     /// The next message, waiting as long as it takes.
@@ -551,22 +580,39 @@ impl Connection {
         self.send(&out)
     }
 
-    /// Ends copy-both mode and waits for the server to finish (its ReadyForQuery), ignoring
-    /// data still in flight.
+    /// Ends copy-both mode and waits up to `wait` for the server to finish (its
+    /// ReadyForQuery), ignoring data still in flight. `Ok(false)` when the server has not
+    /// finished in time: a server gone silent must not hold a client that is stopping
+    /// (pg_recvlogical does not wait at all).
     ///
     /// # Errors
     ///
     /// [`ClientError::Server`] when the server ends with an error, and the connection
     /// errors.
-    pub fn finish_copy(&mut self) -> Result<(), ClientError> {
+    pub fn finish_copy(&mut self, wait: Duration) -> Result<bool, ClientError> {
         let mut out = BytesMut::new();
         frontend::copy_done(&mut out);
         self.send(&out)?;
+        let deadline = std::time::Instant::now() + wait;
         loop {
-            match self.recv()? {
-                Message::ReadyForQuery(_) => return Ok(()),
-                Message::ErrorResponse(body) => return Err(server_error(&body)),
-                _ => {}
+            match self.parse()? {
+                Some(Backend::Message(Message::ReadyForQuery(_))) => return Ok(true),
+                Some(Backend::Message(Message::ErrorResponse(body))) => {
+                    return Err(server_error(&body))
+                }
+                Some(_) => continue,
+                None => {}
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Ok(false);
+            }
+            self.socket.set_read_timeout(Some(left))?;
+            match self.fill() {
+                Ok(true) => {}
+                Ok(false) => return Err(ClientError::Closed),
+                Err(ClientError::Io(e)) if socket_timeout(&e) => return Ok(false),
+                Err(e) => return Err(e),
             }
         }
     }

@@ -53,7 +53,6 @@ mod queries;
 mod render;
 mod script;
 mod state;
-mod values;
 
 use std::fmt;
 use std::io::{self, Write};

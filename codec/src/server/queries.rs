@@ -6,7 +6,7 @@
 
 use super::catalog::{Catalog, Table};
 use super::error::{error, sqlstate, SqlError};
-use super::values::text_to_binary;
+use crate::values::text_to_binary;
 use crate::wire::backend::Column;
 use crate::{Oid, ReplicaIdentity};
 

@@ -14,8 +14,8 @@ use std::fmt;
 use super::catalog::{Catalog, Column, Table};
 use super::error::{error, sqlstate, SqlError};
 use super::script::{relations_of, End, Event, Step, Transaction};
-use super::values::{binary_to_text, text_to_binary};
 use super::StreamOptions;
+use crate::values::{binary_to_text, text_to_binary};
 use crate::{
     Begin, BeginPrepare, ColumnValue, Commit, CommitPrepared, Encoder, Lsn, Oid, OldTuple, Origin,
     PgOutputMessage, PgStr, Prepare, RollbackPrepared, StreamAbort, StreamCommit, StreamPrepare,

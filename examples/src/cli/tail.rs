@@ -435,7 +435,7 @@ fn follow(
     // Whatever stopped us, the server learns what is safely out, then the stream ends.
     output.sync().map_err(|e| e.to_string())?;
     session.send_status(output, false)?;
-    session.conn.finish_copy()?;
+    session.conn.finish_copy(Duration::from_secs(1))?;
     // pg_recvlogical reconnects when the server ends the stream (a walsender does when
     // its server shuts down); only --no-loop makes that the end.
     if why == Stopped::ServerEnded && !args.no_loop {

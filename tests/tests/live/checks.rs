@@ -693,7 +693,8 @@ pub fn check_walsender(server: &Server, _facts: &Facts) -> Result<String, String
     ensure(after == last_commit, || {
         format!("confirmed_flush_lsn {after}, expected {last_commit} (was {before})")
     })?;
-    conn.finish_copy().map_err(|e| e.to_string())?;
+    conn.finish_copy(std::time::Duration::from_secs(10))
+        .map_err(|e| e.to_string())?;
     Ok(format!(
         "{} payloads equal to the SQL interface's, {keepalives} keepalives, slot confirmed \
          {before} -> {after}",

@@ -3,6 +3,7 @@
 //! 18 subscriber. Real-client tests need the servers `scripts/install-postgres` installs
 //! (and psycopg2); without them they say so and pass, unless `PGOUTPUT_REQUIRE_LIVE=1`.
 
+mod consumer;
 mod faults;
 mod hostile;
 mod psycopg;
@@ -13,8 +14,8 @@ mod rust_client;
 mod subscriber;
 mod twins;
 
-use pgoutput_codec::server::{Publication, Script, Table, Transaction};
-use pgoutput_codec::{ColumnValue, TruncateOptions};
+use pgoutput_codec::server::{Publication, Script, StreamOptions, Table, Transaction};
+use pgoutput_codec::{ColumnValue, ProtocolVersion, Streaming, TruncateOptions};
 use pgoutput_tests::pg::{find_servers, ServerBinaries};
 
 /// `t1 (id int4 primary key, v text)`.
@@ -103,6 +104,28 @@ pub fn expected_rows(copied: bool) -> (Vec<&'static str>, Vec<&'static str>) {
         t1.push("100|initial");
     }
     (t1, vec!["2|\\x0a0b|3.25"])
+}
+
+/// Every protocol version with every streaming mode it allows, text and binary (and
+/// two-phase with binary from protocol 3).
+pub fn option_sets() -> Vec<StreamOptions> {
+    let mut sets = Vec::new();
+    for version in ProtocolVersion::ALL {
+        for streaming in [Streaming::Off, Streaming::On, Streaming::Parallel] {
+            if version < streaming.min_version() {
+                continue;
+            }
+            for binary in [false, true] {
+                sets.push(
+                    StreamOptions::new(version, &["p"])
+                        .streaming(streaming)
+                        .binary(binary)
+                        .two_phase(version >= ProtocolVersion::V3 && binary),
+                );
+            }
+        }
+    }
+    sets
 }
 
 /// The server binaries of `major`, or `None` (a failure under `PGOUTPUT_REQUIRE_LIVE=1`).

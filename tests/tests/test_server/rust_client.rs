@@ -12,7 +12,7 @@ use pgoutput_codec::{
     StandbyStatusUpdate, Streaming,
 };
 
-use super::{publication, script};
+use super::{option_sets, publication, script};
 
 fn server() -> TestServer {
     TestServer::builder()
@@ -73,26 +73,6 @@ fn confirm(conn: &mut Connection, lsn: Lsn) {
         .unwrap();
 }
 
-fn option_sets() -> Vec<StreamOptions> {
-    let mut sets = Vec::new();
-    for version in ProtocolVersion::ALL {
-        for streaming in [Streaming::Off, Streaming::On, Streaming::Parallel] {
-            if version < streaming.min_version() {
-                continue;
-            }
-            for binary in [false, true] {
-                sets.push(
-                    StreamOptions::new(version, &["p"])
-                        .streaming(streaming)
-                        .binary(binary)
-                        .two_phase(version >= ProtocolVersion::V3 && binary),
-                );
-            }
-        }
-    }
-    sets
-}
-
 #[test]
 fn every_option_set_byte_for_byte() {
     let server = server();
@@ -125,7 +105,7 @@ fn every_option_set_byte_for_byte() {
             server.wait_for_confirmed_flush(&slot, end, Duration::from_secs(5)),
             Ok(end)
         );
-        conn.finish_copy().unwrap();
+        assert!(conn.finish_copy(Duration::from_secs(10)).unwrap());
         conn.close().unwrap();
     }
     let client = &server.clients()[0];

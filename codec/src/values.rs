@@ -1,7 +1,7 @@
 //! Column values between PostgreSQL's text and binary forms, for the built-in types whose
-//! forms are simple and fixed. A script can hold either form; each client gets the one it
-//! asked for (`binary 'true'` or not), as PostgreSQL's output and send functions would
-//! write it.
+//! forms are simple and fixed: the test server sends each client the form it asked for
+//! (`binary 'true'` or not), as PostgreSQL's output and send functions would write it, and
+//! the client reads either form into Rust values.
 
 use crate::Oid;
 
@@ -21,6 +21,7 @@ const BPCHAR: u32 = 1042;
 const VARCHAR: u32 = 1043;
 
 /// The binary (send) form of a value given in text form, if this type's is known here.
+#[cfg(feature = "server")]
 pub(crate) fn text_to_binary(type_oid: Oid, text: &[u8]) -> Option<Vec<u8>> {
     let parse = || std::str::from_utf8(text).ok().map(str::trim);
     Some(match type_oid.0 {

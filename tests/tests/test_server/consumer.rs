@@ -1,0 +1,409 @@
+//! The consumer API (`client::Consumer` over `client::Replication`) against the test
+//! server: every message of every option set, rows by column name, feedback reaching the
+//! slot, reply requests answered while the consumer is busy, and a resume after a
+//! dropped connection with no transaction lost or repeated.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use pgoutput_codec::client::{
+    ConnInfo, Connection, Consumer, ConsumerConfig, Finished, Reconnecting,
+};
+use pgoutput_codec::server::{
+    Action, Fault, Publication, Script, Table, TestServer, Transaction, Trigger,
+};
+use pgoutput_codec::{Decoder, IntoOwned, Lsn, PgOutputMessage, ProtocolVersion};
+
+use super::{option_sets, publication, script};
+
+fn connect(server: &TestServer) -> (Connection, ConnInfo) {
+    let info = ConnInfo::parse(Some(&server.connection_string()), |_| None).unwrap();
+    (Connection::connect(&info).expect("connects"), info)
+}
+
+/// A new slot on `server`, and a consumer of it.
+fn consume(server: &TestServer, slot: &str, config: ConsumerConfig) -> Consumer {
+    let (mut conn, info) = connect(server);
+    conn.simple_query(&format!(
+        "CREATE_REPLICATION_SLOT \"{slot}\" LOGICAL pgoutput (SNAPSHOT 'nothing')"
+    ))
+    .unwrap();
+    Consumer::start(conn, Some(info), config).expect("streaming starts")
+}
+
+/// What the test server renders for `options`: each message with its position.
+fn rendered(
+    server: &TestServer,
+    options: &pgoutput_codec::client::StreamOptions,
+) -> Vec<(Lsn, PgOutputMessage<'static>)> {
+    let mut decoder = Decoder::new(options.proto_version, options.streaming).unwrap();
+    server
+        .render(options)
+        .unwrap()
+        .iter()
+        .map(|m| (m.lsn, decoder.decode(&m.payload).unwrap().into_owned()))
+        .collect()
+}
+
+#[test]
+fn every_message_of_every_option_set_arrives_and_the_slot_follows() {
+    let server = TestServer::builder()
+        .publication(publication())
+        .script(script())
+        .start()
+        .unwrap();
+    let end = server.wal_end();
+    for (i, options) in option_sets().into_iter().enumerate() {
+        let slot = format!("c{i}");
+        let expected = rendered(&server, &options);
+        let config = ConsumerConfig::new(&slot, options.clone())
+            .auto_confirm(true)
+            .status_interval(Duration::from_millis(100));
+        let mut consumer = consume(&server, &slot, config);
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while got.len() < expected.len() {
+            assert!(
+                Instant::now() < deadline,
+                "{options:?}: {} of {}",
+                got.len(),
+                expected.len()
+            );
+            let Some(event) = consumer.next_within(Duration::from_millis(200)).unwrap() else {
+                continue;
+            };
+            // Every change is resolved to its table, and its rows to their columns.
+            if let Some(row) = event.new_row().or_else(|| event.old_row()) {
+                let table = event.relation().expect("a change's table is known");
+                assert_eq!(row.relation(), table);
+                assert!(table.name == "t1" || table.name == "t2");
+                assert!(row.column("id").is_some(), "{options:?}");
+            }
+            got.push((event.wal_start, event.message.into_owned()));
+        }
+        assert_eq!(got, expected, "{options:?}");
+        // auto_confirm: the slot reaches the end once the consumer has moved past it.
+        assert!(consumer
+            .next_within(Duration::from_millis(50))
+            .unwrap()
+            .is_none());
+        assert_eq!(
+            server.wait_for_confirmed_flush(&slot, end, Duration::from_secs(10)),
+            Ok(end),
+            "{options:?}"
+        );
+        consumer.close();
+    }
+}
+
+fn accounts() -> Table {
+    Table::new(16390, "public", "accounts")
+        .key_column("id", 20)
+        .column("name", 25)
+        .column("balance", 701)
+        .column("active", 16)
+        .column("photo", 17)
+}
+
+#[test]
+fn rows_read_by_column_name_in_text_and_binary() {
+    let accounts = accounts();
+    let server = TestServer::builder()
+        .publication(Publication::new("app").table(accounts.clone()))
+        .script(
+            Script::new().transaction(
+                Transaction::new()
+                    .insert(
+                        &accounts,
+                        [
+                            Some("1"),
+                            Some("alice"),
+                            Some("10.5"),
+                            Some("t"),
+                            Some("\\x0102"),
+                        ],
+                    )
+                    .insert(&accounts, [Some("2"), None, Some("-3"), Some("f"), None]),
+            ),
+        )
+        .start()
+        .unwrap();
+    for binary in [false, true] {
+        let slot = format!("rows_{binary}");
+        let options = pgoutput_codec::client::StreamOptions::new(ProtocolVersion::V1, &["app"])
+            .binary(binary);
+        let mut consumer = consume(&server, &slot, ConsumerConfig::new(&slot, options));
+        let mut rows = Vec::new();
+        while rows.len() < 2 {
+            let Some(event) = consumer.next_within(Duration::from_secs(10)).unwrap() else {
+                panic!("no insert within 10 s (binary {binary})");
+            };
+            if let Some(row) = event.new_row() {
+                rows.push((
+                    row.value::<i64>("id").unwrap(),
+                    row.value::<Option<String>>("name").unwrap(),
+                    row.value::<f64>("balance").unwrap(),
+                    row.value::<bool>("active").unwrap(),
+                    row.value::<Option<Vec<u8>>>("photo").unwrap(),
+                ));
+                // Asked as the wrong type, or a column that is not there: typed errors.
+                let err = row.value::<i64>("name").unwrap_err();
+                assert!(err.to_string().contains("\"name\""), "{err}");
+                assert!(row.value::<i32>("nope").is_err());
+                assert_eq!(row.get(0).unwrap().name(), "id");
+            }
+        }
+        assert_eq!(
+            rows,
+            [
+                (1, Some("alice".to_owned()), 10.5, true, Some(vec![1, 2])),
+                (2, None, -3.0, false, None)
+            ],
+            "binary {binary}"
+        );
+        let name = {
+            let event = loop {
+                // The Commit comes next.
+                if let Some(event) = consumer.next_within(Duration::from_secs(10)).unwrap() {
+                    break event;
+                }
+            };
+            event.confirmable_lsn()
+        };
+        assert_eq!(name, Some(server.wal_end()));
+        consumer.close();
+    }
+}
+
+/// A consumer that takes longer over one event than the server's wal_sender_timeout
+/// stays connected: the I/O thread answers reply requests at once and sends status
+/// updates on its interval while the consumer is busy.
+#[test]
+fn feedback_flows_while_the_consumer_is_busy() {
+    let t = Table::new(16385, "public", "t").key_column("id", 23);
+    let mut script = Script::new();
+    for i in 0..3 {
+        script = script.transaction(Transaction::new().insert(&t, [i.to_string()]));
+    }
+    let server = TestServer::builder()
+        .publication(Publication::new("p").table(t))
+        .script(script)
+        .wal_sender_timeout(Duration::from_millis(1500))
+        .fault(Fault::new(Trigger::message(3), Action::RequestReply).times(1))
+        .start()
+        .unwrap();
+    let options = pgoutput_codec::client::StreamOptions::new(ProtocolVersion::V1, &["p"]);
+    let config = ConsumerConfig::new("busy", options).status_interval(Duration::from_millis(300));
+    let mut consumer = consume(&server, "busy", config);
+    let mut commits = 0;
+    while commits < 3 {
+        let event = consumer
+            .next_within(Duration::from_secs(10))
+            .unwrap()
+            .expect("an event");
+        if let Some(end) = event.confirmable_lsn() {
+            commits += 1;
+            // Busy for twice the server's timeout, then done with the transaction.
+            std::thread::sleep(Duration::from_millis(3000));
+            consumer.confirm(end);
+        }
+    }
+    assert_eq!(
+        server.wait_for_confirmed_flush("busy", server.wal_end(), Duration::from_secs(5)),
+        Ok(server.wal_end())
+    );
+    let client = server
+        .clients()
+        .into_iter()
+        .find(|c| {
+            c.commands
+                .iter()
+                .any(|q| q.contains("\"busy\"") && q.starts_with("START"))
+        })
+        .unwrap();
+    assert!(client.connected, "dropped: {:?}", client.ended);
+    assert!(!client.replies.is_empty(), "the reply request was answered");
+    assert!(
+        client.replies.iter().all(|d| *d < Duration::from_secs(1)),
+        "replies took {:?}",
+        client.replies
+    );
+    assert!(client.findings.is_empty(), "{:?}", client.findings);
+    consumer.close();
+}
+
+/// Connections dropped mid-transaction (twice) and the server ending the stream: the
+/// consumer reconnects, resumes after the last whole transaction it delivered, and every
+/// transaction arrives whole exactly once; a partial one is marked `resumed`.
+#[test]
+fn a_resume_after_a_dropped_connection_loses_and_repeats_nothing() {
+    let t = Table::new(16385, "public", "t").key_column("id", 23);
+    let mut script = Script::new();
+    for i in 0..6 {
+        script = script.transaction(
+            Transaction::new()
+                .insert(&t, [format!("{i}0")])
+                .insert(&t, [format!("{i}1")]),
+        );
+    }
+    let server = TestServer::builder()
+        .publication(Publication::new("p").table(t))
+        .script(script)
+        .fault(Fault::new(
+            Trigger::Change {
+                transaction: 2,
+                after: 1,
+            },
+            Action::Close,
+        ))
+        .fault(Fault::new(
+            Trigger::Change {
+                transaction: 4,
+                after: 1,
+            },
+            Action::Reset,
+        ))
+        .start()
+        .unwrap();
+    // Once the consumer has confirmed everything, the walsender shuts down.
+    let end = server.wal_end();
+    server
+        .add_fault(Fault::new(Trigger::Flush { lsn: end }, Action::Shutdown))
+        .unwrap();
+    let notes = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&notes);
+    let options = pgoutput_codec::client::StreamOptions::new(ProtocolVersion::V1, &["p"]);
+    let config = ConsumerConfig::new("resume", options)
+        .auto_confirm(true)
+        .reconnect(Duration::from_millis(50))
+        .on_reconnect(move |note| {
+            log.lock().unwrap().push(match note {
+                Reconnecting::Lost(err) => format!("lost: {err}"),
+                Reconnecting::Retrying(err) => format!("retrying: {err}"),
+                Reconnecting::Resumed(at) => format!("resumed after {at}"),
+            })
+        });
+    let mut consumer = consume(&server, "resume", config);
+    let mut open: Vec<String> = Vec::new();
+    let mut committed: Vec<Vec<String>> = Vec::new();
+    let mut resumed = 0;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while committed.len() < 6 {
+        assert!(
+            Instant::now() < deadline,
+            "got {committed:?}, notes {:?}",
+            notes.lock().unwrap()
+        );
+        let Some(event) = consumer.next_within(Duration::from_millis(200)).unwrap() else {
+            continue;
+        };
+        if event.resumed() {
+            resumed += 1;
+            open.clear();
+        }
+        if let Some(row) = event.new_row() {
+            open.push(row.value::<String>("id").unwrap());
+        }
+        if event.confirmable_lsn().is_some() {
+            committed.push(std::mem::take(&mut open));
+        }
+    }
+    let expected: Vec<Vec<String>> = (0..6)
+        .map(|i| vec![format!("{i}0"), format!("{i}1")])
+        .collect();
+    assert_eq!(committed, expected);
+    assert_eq!(resumed, 2, "{:?}", notes.lock().unwrap());
+    // The shutdown once everything is confirmed ends the stream; the consumer reconnects
+    // after the end, and nothing comes twice.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while notes
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|n| n.starts_with("resumed"))
+        .count()
+        < 3
+    {
+        assert!(Instant::now() < deadline, "{:?}", notes.lock().unwrap());
+        if let Some(event) = consumer.next_within(Duration::from_millis(100)).unwrap() {
+            panic!("after the whole script: {:?}", event.message);
+        }
+    }
+    assert_eq!(
+        server.wait_for_confirmed_flush("resume", server.wal_end(), Duration::from_secs(10)),
+        Ok(server.wal_end())
+    );
+    let notes = notes.lock().unwrap().clone();
+    assert_eq!(
+        notes
+            .iter()
+            .filter(|n| n.starts_with("resumed after"))
+            .count(),
+        3,
+        "{notes:?}"
+    );
+    // Nothing confirmed that was not sent, no reply late, nothing sent twice. (The two
+    // connections cut within milliseconds of their start never got to a status update:
+    // NeverConfirmed is all the server can say of them.)
+    let findings = server.findings();
+    assert!(
+        findings
+            .iter()
+            .all(|(_, f)| matches!(f, pgoutput_codec::server::Finding::NeverConfirmed { .. })),
+        "{findings:?}"
+    );
+    assert!(findings.len() <= 2, "{findings:?}");
+    assert_eq!(consumer.finished(), None);
+    consumer.close();
+}
+
+/// Without reconnecting, a lost connection is the consumer's error, and an end position
+/// ends the stream where pg_recvlogical --endpos would.
+#[test]
+fn without_reconnecting_a_loss_is_an_error_and_an_end_position_ends_it() {
+    let t = Table::new(16385, "public", "t").key_column("id", 23);
+    let mut script = Script::new();
+    for i in 0..3 {
+        script = script.transaction(Transaction::new().insert(&t, [i.to_string()]));
+    }
+    let server = TestServer::builder()
+        .publication(Publication::new("p").table(t))
+        .script(script)
+        .fault(
+            Fault::new(
+                Trigger::Change {
+                    transaction: 3,
+                    after: 1,
+                },
+                Action::Close,
+            )
+            .slot("lost"),
+        )
+        .start()
+        .unwrap();
+    let options = pgoutput_codec::client::StreamOptions::new(ProtocolVersion::V1, &["p"]);
+    let mut consumer = consume(
+        &server,
+        "lost",
+        ConsumerConfig::new("lost", options.clone()),
+    );
+    let err = loop {
+        match consumer.next_within(Duration::from_secs(10)) {
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("no loss within 10 s"),
+            Err(err) => break err,
+        }
+    };
+    assert!(err.is_transient(), "{err}");
+    assert_eq!(consumer.finished(), Some(Finished::Closed));
+    // The first transaction's Commit is the end position: it is the last event.
+    let first_commit = server.events()[0].end_lsn();
+    let config = ConsumerConfig::new("ends", options).end_lsn(first_commit);
+    let mut consumer = consume(&server, "ends", config);
+    let mut last = None;
+    while let Some(event) = consumer.next().unwrap() {
+        last = Some(event.wal_start);
+    }
+    assert_eq!(last, Some(first_commit));
+    assert_eq!(consumer.finished(), Some(Finished::EndPosition));
+}
