@@ -469,7 +469,11 @@ fn the_file_holds_each_transaction_once_after_every_fault() {
             let value: serde_json::Value = serde_json::from_str(line).unwrap();
             match value["type"].as_str().unwrap() {
                 "begin" => {
-                    assert!(open.is_none(), "{name}: a Begin inside a transaction");
+                    assert!(
+                        open.is_none(),
+                        "{name}: a Begin inside a transaction: {}\n{stderr}",
+                        std::fs::read_to_string(&file).unwrap()
+                    );
                     open = Some(Vec::new());
                 }
                 "insert" => open

@@ -51,14 +51,29 @@ pub struct ConsumerConfig {
 /// What a consumer tells its owner about reconnecting (to log it).
 #[derive(Debug)]
 pub enum Reconnecting<'e> {
-    /// The connection was lost (or the server ended the stream); the next attempt is
-    /// after the reconnect delay.
-    Lost(&'e ClientError),
+    /// The connection was lost (`error`), or the server ended the stream (`None`), with
+    /// the slot confirmed up to `confirmed`; the next attempt is after `delay`.
+    Lost {
+        /// What happened.
+        error: Option<&'e ClientError>,
+        /// The flush position the server last heard of.
+        confirmed: Lsn,
+        /// The wait before connecting again.
+        delay: Duration,
+    },
     /// An attempt failed in a way that passes (the server is down or starting, the slot
-    /// still held); the next is after the delay.
-    Retrying(&'e ClientError),
-    /// Streaming again, after `resume` (the end of the last whole transaction delivered).
-    Resumed(Lsn),
+    /// still held); the next is after `delay`.
+    Retrying {
+        /// Why the attempt failed.
+        error: &'e ClientError,
+        /// The wait before the next.
+        delay: Duration,
+    },
+    /// Streaming again, after `after` (the end of the last whole transaction delivered).
+    Resumed {
+        /// Where the new session starts.
+        after: Lsn,
+    },
 }
 
 /// A callback for [`Reconnecting`] notes, called on the I/O thread.
@@ -483,7 +498,11 @@ impl Pump {
                 let _ = self.deliver.send(delivery.unwrap_or(Delivery::Lost(lost)));
                 return;
             };
-            self.note(&Reconnecting::Lost(&lost));
+            self.note(&Reconnecting::Lost {
+                error: delivery.is_none().then_some(&lost),
+                confirmed: self.feedback.flushed(),
+                delay,
+            });
             if self
                 .deliver
                 .send(delivery.unwrap_or(Delivery::Lost(lost)))
@@ -498,7 +517,7 @@ impl Pump {
             match self.reconnect(info, delay, resume) {
                 Some(Ok(new)) => {
                     conn = new;
-                    self.note(&Reconnecting::Resumed(resume));
+                    self.note(&Reconnecting::Resumed { after: resume });
                 }
                 Some(Err(err)) => {
                     let _ = self.deliver.send(Delivery::Failed(err));
@@ -537,7 +556,9 @@ impl Pump {
             });
             match attempt {
                 Ok(conn) => return Some(Ok(conn)),
-                Err(err) if err.is_transient() => self.note(&Reconnecting::Retrying(&err)),
+                Err(err) if err.is_transient() => {
+                    self.note(&Reconnecting::Retrying { error: &err, delay })
+                }
                 Err(err) => return Some(Err(err)),
             }
         }

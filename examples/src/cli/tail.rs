@@ -6,17 +6,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use pgoutput_codec::client::{
-    parse_identifier_list, quote_identifier, ClientError, ConnInfo, Connection, CopyEvent,
-    StreamOptions,
+    parse_identifier_list, quote_identifier, ClientError, ConnInfo, Connection, Consumer,
+    ConsumerConfig, Finished, Reconnecting, StreamOptions,
 };
-use pgoutput_codec::{
-    decode, encode, Ctx, Decoder, Lsn, PgOutputMessage, PgTimestamp, ProtocolVersion,
-    ServerMessage, StandbyStatusUpdate, Xid,
-};
+use pgoutput_codec::{Decoder, Lsn, PgOutputMessage, ProtocolVersion};
 
 use super::StreamingArg;
 use output::Output;
@@ -215,64 +212,103 @@ pub fn tail(args: &TailArgs) -> Result<ExitCode, String> {
         create_slot(args, &mut conn)?;
     }
     let mut output = Output::open(args.file.as_deref(), args.fsync_interval)?;
-    let mut resume = args.start_lsn.unwrap_or(Lsn(0));
-    loop {
-        let outcome = follow(args, conn, &options, resume, &mut output, &stop);
-        resume = resume.max(output.written());
-        // However the stream ended, the file does not end inside a transaction.
-        let cut = output.cut_unfinished().map_err(|e| e.to_string())?;
-        let lost = match outcome {
-            Ok(code) => {
-                if cut {
-                    eprintln!("pgoutput tail: removed the unfinished transaction from the file");
-                }
-                return Ok(code);
+    let mut config = ConsumerConfig::new(&args.slot, options)
+        .start_lsn(args.start_lsn.unwrap_or(Lsn(0)))
+        .status_interval(Duration::from_secs(args.status_interval.max(1)));
+    if let Some(end) = args.end_lsn {
+        config = config.end_lsn(end);
+    }
+    // A temporary slot is gone with its connection: nothing to reconnect to.
+    if !args.no_loop && !args.temporary {
+        config = config
+            .reconnect(Duration::from_secs(args.reconnect_delay))
+            .on_reconnect(report_reconnecting);
+    }
+    let outcome = Consumer::start(conn, Some(info), config)
+        .map_err(Failure::from)
+        .and_then(|mut consumer| follow(&mut consumer, args, &mut output, &stop));
+    // However the stream ended, the file does not end inside a transaction.
+    let cut = output.cut_unfinished().map_err(|e| e.to_string())?;
+    if cut {
+        eprintln!("pgoutput tail: removed the unfinished transaction from the file");
+    }
+    let confirmed = output.confirmable();
+    match outcome {
+        Ok(why) => {
+            match why {
+                // `| head -1`: the reader has what it wanted; say nothing.
+                Stopped::OutputClosed => {}
+                why => eprintln!(
+                    "pgoutput tail: stopped ({}); last flushed LSN {confirmed}",
+                    why.describe()
+                ),
             }
-            Err(Failure::Fatal(why)) => {
-                if cut {
-                    eprintln!("pgoutput tail: removed the unfinished transaction from the file");
-                }
-                eprintln!(
-                    "pgoutput tail: {why}; last flushed LSN {}",
-                    output.confirmable()
-                );
-                return Ok(ExitCode::from(1));
-            }
-            Err(Failure::Lost(why)) => why,
-        };
-        if cut {
-            eprintln!(
-                "pgoutput tail: removed the unfinished transaction from the file; it is sent again"
-            );
+            Ok(ExitCode::SUCCESS)
         }
-        let why = lost;
-        if args.no_loop || args.temporary {
+        Err(Failure::Stream(err)) if err.is_transient() => {
             let note = if args.temporary {
                 " (a temporary slot is gone with its connection)"
             } else {
                 ""
             };
             eprintln!(
-                "pgoutput tail: {why}; last flushed LSN {}{note}",
-                output.confirmable()
+                "pgoutput tail: {}; last flushed LSN {confirmed}{note}",
+                describe_loss(&err)
             );
-            return Ok(ExitCode::from(1));
+            Ok(ExitCode::from(1))
         }
-        eprintln!(
-            "pgoutput tail: {why}; last flushed LSN {}; reconnecting in {} s",
-            output.confirmable(),
-            args.reconnect_delay
-        );
-        conn = match reconnect(args, &info, &stop)? {
-            Some(conn) => conn,
-            None => {
-                eprintln!(
-                    "pgoutput tail: stopped (interrupted); last flushed LSN {}",
-                    output.confirmable()
-                );
-                return Ok(ExitCode::SUCCESS);
-            }
-        };
+        Err(Failure::Stream(err)) => {
+            eprintln!("pgoutput tail: {err}; last flushed LSN {confirmed}");
+            Ok(ExitCode::from(1))
+        }
+        Err(Failure::Output(err)) => {
+            eprintln!("pgoutput tail: {err}; last flushed LSN {confirmed}");
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+/// Why following the stream failed.
+#[derive(Debug)]
+enum Failure {
+    /// The connection or the stream: lost, refused, or a message that does not decode.
+    Stream(ClientError),
+    /// Writing the output.
+    Output(String),
+}
+
+impl From<ClientError> for Failure {
+    fn from(err: ClientError) -> Self {
+        Failure::Stream(err)
+    }
+}
+
+impl From<String> for Failure {
+    fn from(err: String) -> Self {
+        Failure::Output(err)
+    }
+}
+
+/// Says how reconnecting goes, on standard error.
+fn report_reconnecting(note: &Reconnecting<'_>) {
+    match note {
+        Reconnecting::Lost {
+            error,
+            confirmed,
+            delay,
+        } => {
+            let why = error.map_or_else(|| "the server ended the stream".into(), describe_loss);
+            eprintln!(
+                "pgoutput tail: {why}; last flushed LSN {confirmed}; reconnecting in {} s",
+                delay.as_secs()
+            );
+        }
+        Reconnecting::Retrying { error, delay } => eprintln!(
+            "pgoutput tail: {}; retrying in {} s",
+            describe_loss(error),
+            delay.as_secs()
+        ),
+        Reconnecting::Resumed { .. } => eprintln!("pgoutput tail: reconnected"),
     }
 }
 
@@ -300,55 +336,6 @@ fn create_slot(args: &TailArgs, conn: &mut Connection) -> Result<(), String> {
     Ok(())
 }
 
-/// Waits `--reconnect-delay` (watching for Ctrl-C) and connects again, as often as it
-/// takes while the failures are the kind that pass (server down or starting, the old
-/// walsender still holding the slot). `None` when interrupted.
-fn reconnect(
-    args: &TailArgs,
-    info: &ConnInfo,
-    stop: &AtomicBool,
-) -> Result<Option<Connection>, String> {
-    loop {
-        let until = Instant::now() + Duration::from_secs(args.reconnect_delay);
-        while Instant::now() < until {
-            if stop.load(Ordering::SeqCst) {
-                return Ok(None);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        match Connection::connect(info) {
-            Ok(conn) => {
-                eprintln!("pgoutput tail: reconnected");
-                return Ok(Some(conn));
-            }
-            Err(err) if passes(&err) => {
-                eprintln!(
-                    "pgoutput tail: {}; retrying in {} s",
-                    describe_loss(&err),
-                    args.reconnect_delay
-                );
-            }
-            Err(err) => return Err(err.to_string()),
-        }
-    }
-}
-
-/// Whether an error is worth waiting out: the connection or the server went away, the
-/// server is starting or shutting down, too many connections, or the slot is still held
-/// by a walsender that has not noticed its client is gone.
-fn passes(err: &ClientError) -> bool {
-    match err {
-        ClientError::Closed | ClientError::Io(_) | ClientError::Connect { .. } => true,
-        ClientError::Server(e) => {
-            e.code.starts_with("57") // operator intervention: shutdown, starting up
-                || e.code.starts_with("08") // connection exception
-                || e.code.starts_with("53") // insufficient resources
-                || e.code == "55006" // object in use: the slot is active elsewhere
-        }
-        _ => false,
-    }
-}
-
 /// What happened to the connection, in words a user can act on.
 fn describe_loss(err: &ClientError) -> String {
     match err {
@@ -358,32 +345,6 @@ fn describe_loss(err: &ClientError) -> String {
             format!("the server shut down: {}", e.message)
         }
         other => other.to_string(),
-    }
-}
-
-/// Why one connection's streaming ended badly.
-#[derive(Debug)]
-enum Failure {
-    /// The connection is gone, the server ended the stream on its own (a walsender does
-    /// at shutdown), or the server refused it for a while: reconnect. What happened.
-    Lost(String),
-    /// Anything else: stop.
-    Fatal(String),
-}
-
-impl From<ClientError> for Failure {
-    fn from(err: ClientError) -> Self {
-        if passes(&err) {
-            Failure::Lost(describe_loss(&err))
-        } else {
-            Failure::Fatal(err.to_string())
-        }
-    }
-}
-
-impl From<String> for Failure {
-    fn from(text: String) -> Self {
-        Failure::Fatal(text)
     }
 }
 
@@ -411,72 +372,6 @@ impl Stopped {
     }
 }
 
-/// One connection's stream: START_REPLICATION at `start`, the copy-both loop, and a clean
-/// end (a last status update, then CopyDone) when it stops as asked.
-fn follow(
-    args: &TailArgs,
-    conn: Connection,
-    options: &StreamOptions,
-    start: Lsn,
-    output: &mut Output,
-    stop: &AtomicBool,
-) -> Result<ExitCode, Failure> {
-    let mut session = Session {
-        conn,
-        last_status: Instant::now(),
-    };
-    session
-        .conn
-        .start_replication(&options.start_replication(&args.slot, start))?;
-    // A new session: Relation messages come again, so the decoder starts afresh.
-    let mut decoder = Decoder::new(options.proto_version, options.streaming)
-        .map_err(|e| Failure::Fatal(e.to_string()))?;
-    let why = stream(args, &mut session, &mut decoder, output, stop)?;
-    // Whatever stopped us, the server learns what is safely out, then the stream ends.
-    output.sync().map_err(|e| e.to_string())?;
-    session.send_status(output, false)?;
-    session.conn.finish_copy(Duration::from_secs(1))?;
-    // pg_recvlogical reconnects when the server ends the stream (a walsender does when
-    // its server shuts down); only --no-loop makes that the end.
-    if why == Stopped::ServerEnded && !args.no_loop {
-        return Err(Failure::Lost(why.describe().into()));
-    }
-    match why {
-        // `| head -1`: the reader has what it wanted; say nothing.
-        Stopped::OutputClosed => {}
-        why => eprintln!(
-            "pgoutput tail: stopped ({}); last flushed LSN {}",
-            why.describe(),
-            output.confirmable()
-        ),
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-struct Session {
-    conn: Connection,
-    last_status: Instant,
-}
-
-impl Session {
-    /// A standby status update: written up to what is on the output, flushed (and so
-    /// confirmed) up to what is safely there.
-    fn send_status(&mut self, output: &Output, reply_requested: bool) -> Result<(), Failure> {
-        let update = StandbyStatusUpdate {
-            write_lsn: output.written(),
-            flush_lsn: output.confirmable(),
-            apply_lsn: output.confirmable(),
-            send_time: PgTimestamp::now(),
-            reply_requested,
-        };
-        let payload =
-            encode(&update, Ctx::plain(ProtocolVersion::V1)).map_err(|e| e.to_string())?;
-        self.conn.send_copy_data(&payload)?;
-        self.last_status = Instant::now();
-        Ok(())
-    }
-}
-
 /// A message's JSON line with its WAL position in front (`--wal-positions`).
 #[derive(serde::Serialize)]
 struct Positioned<'m, 'a> {
@@ -486,136 +381,106 @@ struct Positioned<'m, 'a> {
     message: &'m PgOutputMessage<'a>,
 }
 
-/// The copy-both loop. The slot's confirmed position moves to the end of each transaction
-/// once it is written out, and, when no transaction is open, to the WAL end the server
-/// reports in its keepalives (so the slot advances while the published tables are idle),
-/// but never past `--end-lsn`. Stops exactly where pg_recvlogical --endpos does: a record
-/// at the end position is printed, one beyond it is not.
-fn stream(
+/// The stream, written out. The slot is confirmed up to what is safely on the output:
+/// the end of each transaction once it is written (and, with --file, fsynced), and while
+/// no transaction is open, the WAL end the server reports (so the slot advances while the
+/// published tables are idle). The consumer stops exactly where pg_recvlogical --endpos
+/// does.
+fn follow(
+    consumer: &mut Consumer,
     args: &TailArgs,
-    session: &mut Session,
-    decoder: &mut Decoder,
     output: &mut Output,
     stop: &AtomicBool,
 ) -> Result<Stopped, Failure> {
-    let envelope = Ctx::plain(ProtocolVersion::V1);
-    let interval = Duration::from_secs(args.status_interval.max(1));
-    let cap = |lsn: Lsn| args.end_lsn.map_or(lsn, |end| lsn.min(end));
+    let why = stream(consumer, args, output, stop)?;
+    // Whatever stopped us, the server learns what is safely out, then the stream ends.
+    output.sync()?;
+    consumer.confirm(output.confirmable());
+    Ok(why)
+}
+
+fn stream(
+    consumer: &mut Consumer,
+    args: &TailArgs,
+    output: &mut Output,
+    stop: &AtomicBool,
+) -> Result<Stopped, Failure> {
     let mut announced = false;
-    let mut open_transaction = false;
-    // Streamed transactions with blocks out and no Stream Commit/Abort/Prepare yet.
-    let mut open_streams: Vec<Xid> = Vec::new();
     loop {
         if stop.load(Ordering::SeqCst) {
             return Ok(Stopped::Interrupted);
         }
-        let event = session.conn.recv_copy_data(Duration::from_millis(200))?;
-        match event {
-            CopyEvent::Data(frame) => {
-                match decode::<ServerMessage<'_>>(&frame, envelope).map_err(|e| e.to_string())? {
-                    ServerMessage::XLogData(xlog) => {
-                        if let Some(end) = args.end_lsn {
-                            // Relation and Type frames carry 0/0 and belong to what follows.
-                            if xlog.wal_start.is_valid() && xlog.wal_start > end {
-                                return Ok(Stopped::EndPosition);
-                            }
-                        }
-                        let message = decoder
-                            .decode(&xlog.data)
-                            .map_err(|e| format!("at {}: {e}", xlog.wal_start))?;
-                        let line = match args.format {
-                            OutputFormat::Json if args.wal_positions => {
-                                serde_json::to_string(&Positioned {
-                                    wal_start: xlog.wal_start,
-                                    wal_end: xlog.wal_end,
-                                    message: &message,
-                                })
-                            }
-                            OutputFormat::Json => serde_json::to_string(&message),
-                            OutputFormat::Compact => Ok(format!("{} {message:?}", xlog.wal_start)),
-                        }
-                        .map_err(|e| e.to_string())?;
-                        if !output.write_line(&line)? {
-                            return Ok(Stopped::OutputClosed);
-                        }
-                        match &message {
-                            PgOutputMessage::Begin(_) | PgOutputMessage::BeginPrepare(_) => {
-                                open_transaction = true
-                            }
-                            PgOutputMessage::StreamStart(start)
-                                if !open_streams.contains(&start.xid) =>
-                            {
-                                open_streams.push(start.xid)
-                            }
-                            PgOutputMessage::StreamAbort(abort) if abort.is_top_level() => {
-                                open_streams.retain(|x| *x != abort.xid)
-                            }
-                            PgOutputMessage::StreamCommit(commit) => {
-                                open_streams.retain(|x| *x != commit.xid)
-                            }
-                            PgOutputMessage::StreamPrepare(prepare) => {
-                                open_streams.retain(|x| *x != prepare.xid)
-                            }
-                            _ => {}
-                        }
-                        if let Some(end) = message.transaction_end_lsn() {
-                            open_transaction = false;
-                            let boundary = open_streams.is_empty();
-                            // A transaction counts as written only once it is out.
-                            if !output.finish_transaction(cap(end), boundary)? {
-                                return Ok(Stopped::OutputClosed);
-                            }
-                        }
-                        if args.end_lsn == Some(xlog.wal_start) {
-                            if !output.flush()? {
-                                return Ok(Stopped::OutputClosed);
-                            }
-                            return Ok(Stopped::EndPosition);
-                        }
-                    }
-                    ServerMessage::PrimaryKeepalive(keepalive) => {
-                        if !announced {
-                            announced = true;
-                            eprintln!(
-                                "pgoutput tail: streaming slot {} from {}",
-                                args.slot, keepalive.wal_end
-                            );
-                        }
-                        let idle = !open_transaction && open_streams.is_empty();
-                        if idle && !output.idle_at(cap(keepalive.wal_end))? {
-                            return Ok(Stopped::OutputClosed);
-                        }
-                        if let Some(end) = args.end_lsn {
-                            if idle && keepalive.wal_end >= end {
-                                return Ok(Stopped::EndPosition);
-                            }
-                        }
-                        if keepalive.reply_requested {
-                            output.sync().map_err(|e| e.to_string())?;
-                            session.send_status(output, false)?;
-                        }
-                    }
+        let event = consumer.next_within(Duration::from_millis(200))?;
+        let Some(event) = event else {
+            match consumer.finished() {
+                Some(Finished::EndPosition) => return Ok(Stopped::EndPosition),
+                Some(Finished::ServerEnded) if args.temporary => {
+                    return Err(ClientError::Closed.into())
+                }
+                Some(Finished::ServerEnded) => return Ok(Stopped::ServerEnded),
+                Some(Finished::Closed) => return Err(ClientError::Closed.into()),
+                None => {}
+            }
+            if !output.flush()? {
+                return Ok(Stopped::OutputClosed);
+            }
+            if !announced {
+                if let Some(end) = consumer.server_wal_end() {
+                    announced = true;
+                    eprintln!("pgoutput tail: streaming slot {} from {end}", args.slot);
                 }
             }
-            CopyEvent::Idle => {
-                if !output.flush()? {
-                    return Ok(Stopped::OutputClosed);
-                }
-                // Waiting for an end position: ask for a keepalive to learn how far the
-                // server is.
-                if args.end_lsn.is_some() || session.last_status.elapsed() >= interval {
-                    output.sync_if_due().map_err(|e| e.to_string())?;
-                    session.send_status(output, args.end_lsn.is_some())?;
-                }
+            // Nothing is open and the server has sent everything before its WAL end.
+            if consumer.idle()
+                && consumer.delivered() > output.written()
+                && !output.idle_at(consumer.delivered())?
+            {
+                return Ok(Stopped::OutputClosed);
             }
-            CopyEvent::End => {
-                output.flush()?;
-                return Ok(Stopped::ServerEnded);
+            output.sync_if_due()?;
+            consumer.confirm(output.confirmable());
+            continue;
+        };
+        if !announced {
+            announced = true;
+            eprintln!(
+                "pgoutput tail: streaming slot {} from {}",
+                args.slot, event.wal_start
+            );
+        }
+        // A new connection sends an unfinished transaction again in full: cut what the
+        // file holds of it first.
+        if event.resumed()
+            && output
+                .cut_unfinished()
+                .map_err(|e| format!("output: {e}"))?
+        {
+            eprintln!(
+                "pgoutput tail: removed the unfinished transaction from the file; it is sent again"
+            );
+        }
+        let line = match args.format {
+            OutputFormat::Json if args.wal_positions => serde_json::to_string(&Positioned {
+                wal_start: event.wal_start,
+                wal_end: event.wal_end,
+                message: &event.message,
+            }),
+            OutputFormat::Json => serde_json::to_string(&event.message),
+            OutputFormat::Compact => Ok(format!("{} {:?}", event.wal_start, event.message)),
+        }
+        .map_err(|e| e.to_string())?;
+        if !output.write_line(&line)? {
+            return Ok(Stopped::OutputClosed);
+        }
+        if let Some(end) = event.confirmable_lsn() {
+            // A transaction counts as written only once it is out; a place to cut the
+            // file back to only if no streamed transaction is open either.
+            let end = args.end_lsn.map_or(end, |stop_at| end.min(stop_at));
+            if !output.finish_transaction(end, consumer.idle())? {
+                return Ok(Stopped::OutputClosed);
             }
         }
-        if session.last_status.elapsed() >= interval {
-            output.sync_if_due().map_err(|e| e.to_string())?;
-            session.send_status(output, false)?;
-        }
+        output.sync_if_due()?;
+        consumer.confirm(output.confirmable());
     }
 }

@@ -278,9 +278,12 @@ fn a_resume_after_a_dropped_connection_loses_and_repeats_nothing() {
         .reconnect(Duration::from_millis(50))
         .on_reconnect(move |note| {
             log.lock().unwrap().push(match note {
-                Reconnecting::Lost(err) => format!("lost: {err}"),
-                Reconnecting::Retrying(err) => format!("retrying: {err}"),
-                Reconnecting::Resumed(at) => format!("resumed after {at}"),
+                Reconnecting::Lost {
+                    error: Some(err), ..
+                } => format!("lost: {err}"),
+                Reconnecting::Lost { error: None, .. } => "the server ended the stream".into(),
+                Reconnecting::Retrying { error, .. } => format!("retrying: {error}"),
+                Reconnecting::Resumed { after } => format!("resumed after {after}"),
             })
         });
     let mut consumer = consume(&server, "resume", config);

@@ -134,6 +134,12 @@ impl Feedback {
         encode(&update, ENVELOPE).unwrap_or_default()
     }
 
+    /// The flush position reported.
+    #[must_use]
+    pub fn flushed(&self) -> Lsn {
+        Lsn(self.flushed.load(Ordering::SeqCst))
+    }
+
     /// Whether the server asked for a reply since the last [`Feedback::take_reply`].
     #[must_use]
     pub fn reply_requested(&self) -> bool {
@@ -275,6 +281,10 @@ impl Replication {
                         lsn: Some(xlog.wal_start),
                         source,
                     })?;
+                if self.resumed {
+                    self.open_transaction = false;
+                    self.open_streams.clear();
+                }
                 self.track(&message);
                 if self.end_lsn == Some(xlog.wal_start) {
                     self.finished = true;
@@ -405,12 +415,13 @@ impl Replication {
 
     /// A new session on a new connection: the server starts again after
     /// [`Self::delivered`], with Relation messages again, so decoding and the relation
-    /// cache start afresh; the next event says [`Event::resumed`].
+    /// cache start afresh; the next event says [`Event::resumed`]. Until then the stream
+    /// is not [idle](Self::idle) if a transaction was open.
     pub fn resume(&mut self) {
         self.decoder = self.fresh;
         self.relations.clear();
-        self.open_transaction = false;
-        self.open_streams.clear();
+        // What was open stays open (not idle) until the new session's first message: the
+        // consumer still holds part of a transaction that is coming again.
         self.resumed = true;
     }
 }
