@@ -244,6 +244,7 @@ impl Consumer {
         }
         // Resuming after the start position confirms nothing the consumer has not seen.
         replication.resume_from(config.start_lsn);
+        let server_timeout = wal_sender_timeout(&mut conn);
         conn.start_replication(&config.command(config.start_lsn))?;
         let (deliver, deliveries) = mpsc::sync_channel(config.queue);
         let (resume, resumes) = mpsc::channel();
@@ -258,7 +259,7 @@ impl Consumer {
         };
         let io = std::thread::Builder::new()
             .name("pgoutput-consumer".into())
-            .spawn(move || pump.run(conn))
+            .spawn(move || pump.run(conn, server_timeout))
             .map_err(ClientError::Io)?;
         Ok(Consumer {
             replication,
@@ -476,9 +477,9 @@ const TICK: Duration = Duration::from_millis(100);
 const FINISH_WAIT: Duration = Duration::from_secs(1);
 
 impl Pump {
-    fn run(self, mut conn: Connection) {
+    fn run(self, mut conn: Connection, mut server_timeout: Option<Duration>) {
         loop {
-            let outcome = self.stream(&mut conn);
+            let outcome = self.stream(&mut conn, server_timeout);
             let (lost, delivery) = match outcome {
                 Outcome::Stop => {
                     let _ = conn.send_copy_data(&self.feedback.status_update(false));
@@ -515,8 +516,9 @@ impl Pump {
                 return;
             };
             match self.reconnect(info, delay, resume) {
-                Some(Ok(new)) => {
+                Some(Ok((new, timeout))) => {
                     conn = new;
+                    server_timeout = timeout;
                     self.note(&Reconnecting::Resumed { after: resume });
                 }
                 Some(Err(err)) => {
@@ -541,7 +543,7 @@ impl Pump {
         info: &ConnInfo,
         delay: Duration,
         resume: Lsn,
-    ) -> Option<Result<Connection, ClientError>> {
+    ) -> Option<Result<(Connection, Option<Duration>), ClientError>> {
         loop {
             let until = Instant::now() + delay;
             while Instant::now() < until {
@@ -551,11 +553,12 @@ impl Pump {
                 std::thread::sleep(Duration::from_millis(20).min(delay));
             }
             let attempt = Connection::connect(info).and_then(|mut conn| {
+                let timeout = wal_sender_timeout(&mut conn);
                 conn.start_replication(&self.config.command(resume))?;
-                Ok(conn)
+                Ok((conn, timeout))
             });
             match attempt {
-                Ok(conn) => return Some(Ok(conn)),
+                Ok(connected) => return Some(Ok(connected)),
                 Err(err) if err.is_transient() => {
                     self.note(&Reconnecting::Retrying { error: &err, delay })
                 }
@@ -564,16 +567,26 @@ impl Pump {
         }
     }
 
-    /// One connection's copy-both loop.
-    fn stream(&self, conn: &mut Connection) -> Outcome {
+    /// One connection's copy-both loop. While the consumer's queue is full nothing is
+    /// read, so the server's reply requests go unseen: status updates then go out at
+    /// half the server's `wal_sender_timeout`, as often as the walsender would ask.
+    fn stream(&self, conn: &mut Connection, server_timeout: Option<Duration>) -> Outcome {
         let interval = self.config.status_interval;
+        let blocked_interval = server_timeout
+            .map_or(interval, |timeout| (timeout / 2).min(interval))
+            .max(Duration::from_millis(50));
         let mut last_status = Instant::now();
         let mut waiting: Option<Delivery> = None;
         loop {
             if self.stop.load(Ordering::SeqCst) {
                 return Outcome::Stop;
             }
-            if last_status.elapsed() >= interval {
+            let due = if waiting.is_some() {
+                blocked_interval
+            } else {
+                interval
+            };
+            if last_status.elapsed() >= due {
                 if let Err(err) = conn.send_copy_data(&self.feedback.status_update(false)) {
                     return lost_or_failed(err);
                 }
@@ -625,6 +638,27 @@ impl Pump {
             }
         }
     }
+}
+
+/// The server's `wal_sender_timeout` (`SHOW` works on a replication connection), or
+/// `None` when it cannot be told or is 0 (no timeout).
+fn wal_sender_timeout(conn: &mut Connection) -> Option<Duration> {
+    let rows = conn.simple_query("SHOW wal_sender_timeout").ok()?;
+    let text = rows.first()?.first()?.as_deref()?.trim().to_owned();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().ok()?;
+    let millis = match unit.trim() {
+        "ms" => number,
+        "" | "s" => number * 1000,
+        "min" => number * 60_000,
+        "h" => number * 3_600_000,
+        "d" => number * 86_400_000,
+        _ => return None,
+    };
+    (millis > 0).then(|| Duration::from_millis(millis))
 }
 
 fn lost_or_failed(err: ClientError) -> Outcome {

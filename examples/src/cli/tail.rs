@@ -413,7 +413,13 @@ fn stream(
         let event = consumer.next_within(Duration::from_millis(200))?;
         let Some(event) = event else {
             match consumer.finished() {
-                Some(Finished::EndPosition) => return Ok(Stopped::EndPosition),
+                Some(Finished::EndPosition) => {
+                    // The end came with the server idle at or past it: that is out too.
+                    if consumer.idle() && consumer.delivered() > output.written() {
+                        output.idle_at(consumer.delivered())?;
+                    }
+                    return Ok(Stopped::EndPosition);
+                }
                 Some(Finished::ServerEnded) if args.temporary => {
                     return Err(ClientError::Closed.into())
                 }

@@ -11,6 +11,7 @@ mod bench_capture;
 mod capture;
 mod checks;
 mod conninfo;
+mod consumer;
 mod faults;
 mod scenario;
 mod tail;
@@ -238,6 +239,18 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
     report.record(
         &format!("{label}: walsender stream and status updates"),
         walsender,
+    );
+    report.record(
+        &format!("{label}: the consumer API, every option set byte for byte"),
+        guarded(|| consumer::check_every_option_set(&server, &option_sets(&server))),
+    );
+    report.record(
+        &format!("{label}: the consumer API busy under a 2 s wal_sender_timeout"),
+        guarded(|| consumer::check_busy_consumer_and_feedback(&server)),
+    );
+    report.record(
+        &format!("{label}: the consumer API resuming through killed walsenders"),
+        guarded(|| consumer::check_resume(&server)),
     );
     let tailed = option_sets(&server)
         .into_iter()

@@ -26,6 +26,8 @@ SELECT pg_replication_origin_create('upstream');
 SELECT pg_create_logical_replication_slot('plain', 'pgoutput') IS NOT NULL;
 SELECT pg_create_logical_replication_slot('two_phase', 'pgoutput', false, true) IS NOT NULL;
 SELECT pg_create_logical_replication_slot('walsender', 'pgoutput') IS NOT NULL;
+SELECT pg_create_logical_replication_slot('consumer_busy', 'pgoutput') IS NOT NULL;
+SELECT pg_create_logical_replication_slot('consumer_resume', 'pgoutput') IS NOT NULL;
 CREATE ROLE tailer LOGIN REPLICATION PASSWORD 'tailer-secret';
 SET password_encryption = 'md5';
 CREATE ROLE md5_tailer LOGIN REPLICATION PASSWORD 'md5-secret';

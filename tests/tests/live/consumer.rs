@@ -1,0 +1,303 @@
+//! The consumer API (`client::Consumer`) against the live server: every message of every
+//! option set byte for byte (re-encoded, compared with the SQL interface's payloads),
+//! feedback reaching the slot, reply requests answered while the consumer is busy for
+//! longer than `wal_sender_timeout`, and a resume after the walsender is killed with no
+//! transaction lost or repeated.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pgoutput_codec::client::{ConnInfo, Consumer, ConsumerConfig, Reconnecting, StreamOptions};
+use pgoutput_codec::{Encoder, Lsn, PgOutputMessage, ProtocolVersion, Streaming};
+use pgoutput_tests::pg::Server;
+
+use crate::{peek_slot, Options, Row};
+
+fn stream_options(options: &Options) -> StreamOptions {
+    StreamOptions::new(options.version, &["pub"])
+        .streaming(options.streaming)
+        .binary(options.binary)
+        .messages(true)
+        .two_phase(options.two_phase)
+}
+
+fn connect_info(server: &Server, application_name: &str) -> Result<ConnInfo, String> {
+    let mut info = ConnInfo::parse(Some(&server.conninfo("postgres", None)), |_| None)
+        .map_err(|e| e.to_string())?;
+    info.application_name = application_name.into();
+    Ok(info)
+}
+
+/// Reads `expected.len()` events from `consumer`, each re-encoded by a session encoder
+/// and compared with the SQL interface's payload; returns the transaction ends seen.
+fn read_all(
+    consumer: &mut Consumer,
+    options: &Options,
+    expected: &[Row],
+    mut busy: impl FnMut(usize),
+) -> Result<Vec<Lsn>, String> {
+    let mut encoder =
+        Encoder::new(options.version, options.streaming).map_err(|e| e.to_string())?;
+    let mut ends = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut received = 0;
+    while received < expected.len() {
+        if Instant::now() > deadline {
+            return Err(format!("{received} of {} events in 120 s", expected.len()));
+        }
+        let Some(event) = consumer
+            .next_within(Duration::from_millis(500))
+            .map_err(|e| e.to_string())?
+        else {
+            continue;
+        };
+        let bytes = encoder.encode(&event.message).map_err(|e| e.to_string())?;
+        let want = &expected[received];
+        if bytes != want.data {
+            return Err(format!(
+                "event {received}: the consumer's {:?} re-encodes to {} but the SQL interface sent {}",
+                event.message,
+                pgoutput_tests::hex(&bytes),
+                pgoutput_tests::hex(&want.data)
+            ));
+        }
+        if let (Some(row), Some(table)) = (event.new_row(), event.relation()) {
+            if row.len() != table.columns.len() {
+                return Err(format!(
+                    "a row of {} values for {} columns",
+                    row.len(),
+                    table.columns.len()
+                ));
+            }
+        }
+        if matches!(
+            event.message,
+            PgOutputMessage::Insert(_) | PgOutputMessage::Update(_) | PgOutputMessage::Delete(_)
+        ) && event.relation().is_none()
+        {
+            return Err(format!("event {received}: a change without its table"));
+        }
+        if let Some(end) = event.confirmable_lsn() {
+            ends.push(end);
+        }
+        received += 1;
+        busy(received);
+    }
+    Ok(ends)
+}
+
+/// Every option set's stream through the consumer, byte for byte; nothing confirmed, so
+/// the slots stay as the other checks need them.
+pub fn check_every_option_set(server: &Server, sets: &[Options]) -> Result<String, String> {
+    let mut events = 0;
+    for options in sets {
+        let expected = peek_slot(server, options.slot, options)?;
+        let info = connect_info(server, "consumer-check")?;
+        let config = ConsumerConfig::new(options.slot, stream_options(options));
+        let mut consumer = Consumer::connect(&info, config).map_err(|e| e.to_string())?;
+        read_all(&mut consumer, options, &expected, |_| {}).map_err(|e| {
+            format!(
+                "slot {}, proto {}, streaming {}, binary {}: {e}",
+                options.slot, options.version, options.streaming, options.binary
+            )
+        })?;
+        events += expected.len();
+        consumer.close();
+    }
+    Ok(format!("{} option sets, {events} events", sets.len()))
+}
+
+fn confirmed_flush(server: &Server, slot: &str) -> Result<Lsn, String> {
+    server
+        .query_one(&format!(
+            "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '{slot}';"
+        ))
+        .map_err(|e| e.to_string())?
+        .parse()
+        .map_err(|e| format!("{e}"))
+}
+
+fn wait_for_flush(server: &Server, slot: &str, lsn: Lsn) -> Result<Lsn, String> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let flushed = confirmed_flush(server, slot)?;
+        if flushed >= lsn {
+            return Ok(flushed);
+        }
+        if Instant::now() > deadline {
+            return Err(format!("slot {slot} confirmed {flushed}, not {lsn}"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Seconds since the walsender of `application_name` last heard a reply (or started).
+fn reply_age(server: &Server, application_name: &str) -> Result<Option<f64>, String> {
+    let age = server
+        .query_one(&format!(
+            "SELECT extract(epoch FROM clock_timestamp() - coalesce(reply_time, backend_start)) \
+             FROM pg_stat_replication WHERE application_name = '{application_name}';"
+        ))
+        .map_err(|e| e.to_string())?;
+    Ok(age.trim().parse().ok())
+}
+
+/// With `wal_sender_timeout` at 2 s: a consumer busy for 5 s on one event stays
+/// connected, its replies never older than the walsender's reply requests allow, and
+/// with auto-confirm the slot reaches the last commit.
+pub fn check_busy_consumer_and_feedback(server: &Server) -> Result<String, String> {
+    let options = Options {
+        slot: "consumer_busy",
+        version: ProtocolVersion::V1,
+        streaming: Streaming::Off,
+        binary: false,
+        two_phase: false,
+    };
+    let expected = peek_slot(server, options.slot, &options)?;
+    server
+        .psql("ALTER SYSTEM SET wal_sender_timeout = '2s'; SELECT pg_reload_conf();")
+        .map_err(|e| e.to_string())?;
+    let result = (|| {
+        let info = connect_info(server, "consumer-busy")?;
+        let config = ConsumerConfig::new(options.slot, stream_options(&options)).auto_confirm(true);
+        let mut consumer = Consumer::connect(&info, config).map_err(|e| e.to_string())?;
+        let mut oldest_reply = 0.0f64;
+        let mut busy_error = None;
+        let ends = read_all(&mut consumer, &options, &expected, |n| {
+            if n != 10 {
+                return;
+            }
+            // Busy for 5 s, looking at how fresh the server's last reply is meanwhile.
+            let until = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(250));
+                match reply_age(server, "consumer-busy") {
+                    Ok(Some(age)) => oldest_reply = oldest_reply.max(age),
+                    Ok(None) => {
+                        let seen = server
+                            .psql("SELECT application_name, state FROM pg_stat_replication;")
+                            .unwrap_or_default();
+                        busy_error = Some(format!("the walsender is gone: {seen:?}"));
+                    }
+                    Err(e) => busy_error = Some(e),
+                }
+            }
+        })?;
+        if let Some(err) = busy_error {
+            return Err(format!("while busy: {err}"));
+        }
+        // Reply requests come at half the timeout (1 s); each is answered at once.
+        if oldest_reply >= 1.9 {
+            return Err(format!("the last reply was {oldest_reply:.2} s old"));
+        }
+        let last = *ends.last().ok_or("no transaction")?;
+        // Moving past the last event confirms it.
+        let _ = consumer.next_within(Duration::from_millis(100));
+        consumer.close();
+        let flushed = wait_for_flush(server, options.slot, last)?;
+        Ok(format!(
+            "busy 5 s under a 2 s wal_sender_timeout, replies at most {oldest_reply:.2} s old; \
+             slot confirmed {flushed}"
+        ))
+    })();
+    server
+        .psql("ALTER SYSTEM RESET wal_sender_timeout; SELECT pg_reload_conf();")
+        .map_err(|e| e.to_string())?;
+    result
+}
+
+/// The walsender killed twice mid-stream: the consumer reconnects, resumes after the
+/// last whole transaction it delivered, and every transaction arrives exactly once.
+pub fn check_resume(server: &Server) -> Result<String, String> {
+    let options = Options {
+        slot: "consumer_resume",
+        version: ProtocolVersion::V2,
+        streaming: Streaming::On,
+        binary: true,
+        two_phase: false,
+    };
+    let expected = peek_slot(server, options.slot, &options)?;
+    // The transaction ends in order, from a reader that was never cut off.
+    let mut decoder = pgoutput_codec::Decoder::new(options.version, options.streaming)
+        .map_err(|e| e.to_string())?;
+    let mut want = Vec::new();
+    for row in &expected {
+        let message = decoder.decode(&row.data).map_err(|e| e.to_string())?;
+        if let Some(end) = message.transaction_end_lsn() {
+            want.push(end);
+        }
+    }
+    let info = connect_info(server, "consumer-resume")?;
+    let resumed = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&resumed);
+    // A short queue: what the consumer gets after a kill comes from the new connection.
+    let config = ConsumerConfig::new(options.slot, stream_options(&options))
+        .auto_confirm(true)
+        .queue(4)
+        .reconnect(Duration::from_millis(200))
+        .on_reconnect(move |note| {
+            if let Reconnecting::Resumed { .. } = note {
+                count.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+    let mut consumer = Consumer::connect(&info, config).map_err(|e| e.to_string())?;
+    let kill = "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_replication \
+                WHERE application_name = 'consumer-resume';";
+    let mut ends = Vec::new();
+    let mut kills = 0;
+    // Each kill lands on a walsender streaming since the last resume.
+    let mut kill_at = 2;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while ends.len() < want.len() {
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{} of {} transactions in 120 s",
+                ends.len(),
+                want.len()
+            ));
+        }
+        let Some(event) = consumer
+            .next_within(Duration::from_millis(500))
+            .map_err(|e| e.to_string())?
+        else {
+            continue;
+        };
+        let inside = event.confirmable_lsn().is_none();
+        if let Some(end) = event.confirmable_lsn() {
+            ends.push(end);
+        }
+        // Kill the walsender inside a transaction, twice, each time on a connection that
+        // has streamed two transactions since its resume.
+        if inside && kills < 2 && resumed.load(Ordering::SeqCst) == kills && ends.len() >= kill_at {
+            if server.query_one(kill).map_err(|e| e.to_string())?.trim() == "1" {
+                kills += 1;
+            }
+            kill_at = ends.len() + 2;
+        }
+    }
+    if ends != want {
+        return Err(format!("transaction ends {ends:?}, expected {want:?}"));
+    }
+    // The last kill may land after the last transaction was queued: wait for its resume.
+    let until = Instant::now() + Duration::from_secs(10);
+    while resumed.load(Ordering::SeqCst) < kills && Instant::now() < until {
+        if let Some(event) = consumer
+            .next_within(Duration::from_millis(100))
+            .map_err(|e| e.to_string())?
+        {
+            return Err(format!("after the last transaction: {:?}", event.message));
+        }
+    }
+    let seen = resumed.load(Ordering::SeqCst);
+    if seen != kills {
+        return Err(format!("{kills} kills but {seen} resumes"));
+    }
+    let _ = consumer.next_within(Duration::from_millis(100));
+    consumer.close();
+    let flushed = wait_for_flush(server, options.slot, *want.last().ok_or("no transaction")?)?;
+    Ok(format!(
+        "{} transactions exactly once through {kills} killed walsenders; slot confirmed {flushed}",
+        want.len()
+    ))
+}
