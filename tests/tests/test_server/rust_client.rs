@@ -1,16 +1,14 @@
 //! This crate's replication client against the test server: every option set byte for
-//! byte, confirmed positions, option errors, resuming, several clients, hostile input.
+//! byte through the consumer API, confirmed positions, option errors, resuming, several
+//! clients, hostile input.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use pgoutput_codec::client::{ClientError, ConnInfo, Connection, CopyEvent};
+use pgoutput_codec::client::{ClientError, ConnInfo, Connection, Consumer, ConsumerConfig};
 use pgoutput_codec::server::{Auth, StreamOptions, TestServer};
-use pgoutput_codec::{
-    decode, encode, Ctx, Decoder, Lsn, PgTimestamp, ProtocolVersion, ServerMessage,
-    StandbyStatusUpdate, Streaming,
-};
+use pgoutput_codec::{Encoder, Lsn, ProtocolVersion, Streaming};
 
 use super::{option_sets, publication, script};
 
@@ -27,50 +25,44 @@ fn connect(server: &TestServer) -> Connection {
     Connection::connect(&info).expect("connects")
 }
 
-/// Streams `slot` with `options` until the server's WAL end, and returns the payloads.
-fn stream(conn: &mut Connection, slot: &str, options: &StreamOptions, until: Lsn) -> Vec<Vec<u8>> {
-    conn.start_replication(&options.start_replication(slot, Lsn(0)))
-        .expect("streaming starts");
-    let envelope = Ctx::plain(ProtocolVersion::V1);
-    let mut decoder = Decoder::new(options.proto_version, options.streaming).unwrap();
-    let mut payloads = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        assert!(
-            Instant::now() < deadline,
-            "the stream did not reach {until}"
-        );
-        match conn.recv_copy_data(Duration::from_millis(200)).unwrap() {
-            CopyEvent::Data(frame) => {
-                match decode::<ServerMessage<'_>>(&frame, envelope).unwrap() {
-                    ServerMessage::XLogData(xlog) => {
-                        assert_eq!(xlog.wal_start, xlog.wal_end);
-                        decoder
-                            .decode(&xlog.data)
-                            .expect("every payload decodes in order");
-                        payloads.push(xlog.data.to_vec());
-                    }
-                    ServerMessage::PrimaryKeepalive(k) if k.wal_end >= until => break,
-                    ServerMessage::PrimaryKeepalive(_) => {}
-                }
-            }
-            CopyEvent::Idle => {}
-            CopyEvent::End => panic!("the server ended the stream"),
-        }
-    }
-    payloads
+/// A consumer of `slot` (through `client::Consumer`, status updates every 100 ms), whose
+/// messages are re-encoded by a session encoder: the bytes the server sent.
+struct Reader {
+    consumer: Consumer,
+    encoder: Encoder,
 }
 
-fn confirm(conn: &mut Connection, lsn: Lsn) {
-    let update = StandbyStatusUpdate {
-        write_lsn: lsn,
-        flush_lsn: lsn,
-        apply_lsn: lsn,
-        send_time: PgTimestamp::now(),
-        reply_requested: false,
-    };
-    conn.send_copy_data(&encode(&update, Ctx::plain(ProtocolVersion::V1)).unwrap())
-        .unwrap();
+impl Reader {
+    fn start(conn: Connection, slot: &str, options: &StreamOptions) -> Reader {
+        let config =
+            ConsumerConfig::new(slot, options.clone()).status_interval(Duration::from_millis(100));
+        Reader {
+            consumer: Consumer::start(conn, None, config).expect("streaming starts"),
+            encoder: Encoder::new(options.proto_version, options.streaming).unwrap(),
+        }
+    }
+
+    /// The payloads until the server reports its WAL end at `until` with nothing more.
+    fn until(&mut self, until: Lsn) -> Vec<Vec<u8>> {
+        let mut payloads = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            assert!(
+                Instant::now() < deadline,
+                "the stream did not reach {until}"
+            );
+            let event = self
+                .consumer
+                .next_within(Duration::from_millis(100))
+                .unwrap();
+            if let Some(event) = event {
+                assert!(event.wal_start == event.wal_end);
+                payloads.push(self.encoder.encode(&event.message).unwrap());
+            } else if self.consumer.server_wal_end() >= Some(until) {
+                return payloads;
+            }
+        }
+    }
 }
 
 #[test]
@@ -84,7 +76,8 @@ fn every_option_set_byte_for_byte() {
             "CREATE_REPLICATION_SLOT \"{slot}\" LOGICAL pgoutput (SNAPSHOT 'nothing')"
         ))
         .unwrap();
-        let payloads = stream(&mut conn, &slot, options, end);
+        let mut reader = Reader::start(conn, &slot, options);
+        let payloads = reader.until(end);
         let expected: Vec<Vec<u8>> = server
             .render(options)
             .unwrap()
@@ -100,17 +93,17 @@ fn every_option_set_byte_for_byte() {
             "{options:?}"
         );
         assert_eq!(tags.contains(&b'K'), options.two_phase, "{options:?}");
-        confirm(&mut conn, end);
+        reader.consumer.confirm(end);
         assert_eq!(
             server.wait_for_confirmed_flush(&slot, end, Duration::from_secs(5)),
             Ok(end)
         );
-        assert!(conn.finish_copy(Duration::from_secs(10)).unwrap());
-        conn.close().unwrap();
+        reader.consumer.close();
     }
     let client = &server.clients()[0];
-    assert_eq!(client.commands.len(), 2);
-    assert!(client.commands[1].starts_with("START_REPLICATION SLOT \"s0\""));
+    assert_eq!(client.commands.len(), 3, "{:?}", client.commands);
+    assert_eq!(client.commands[1], "SHOW wal_sender_timeout");
+    assert!(client.commands[2].starts_with("START_REPLICATION SLOT \"s0\""));
     assert_eq!(client.status_updates.last().unwrap().flush_lsn, end);
 }
 
@@ -123,14 +116,14 @@ fn reconnecting_resumes_after_the_confirmed_position() {
     let mut conn = connect(&server);
     conn.simple_query("CREATE_REPLICATION_SLOT resume LOGICAL pgoutput")
         .unwrap();
-    let all = stream(&mut conn, "resume", &options, server.wal_end());
-    confirm(&mut conn, first_end);
+    let mut reader = Reader::start(conn, "resume", &options);
+    let all = reader.until(server.wal_end());
+    reader.consumer.confirm(first_end);
     server
         .wait_for_confirmed_flush("resume", first_end, Duration::from_secs(5))
         .unwrap();
-    drop(conn);
-    let mut conn = connect(&server);
-    let rest = stream(&mut conn, "resume", &options, server.wal_end());
+    drop(reader);
+    let rest = Reader::start(connect(&server), "resume", &options).until(server.wal_end());
     // The first transaction (Begin, Relation t1, 2 inserts, Relation t2, insert, Commit) is
     // not sent again; the rest comes with the Relations a new session needs.
     assert_eq!(rest.first().map(|p| p[0]), Some(b'B'));
@@ -275,7 +268,7 @@ fn misbehaving_clients_affect_no_one_else() {
                 let mut conn = Connection::connect(&info).unwrap();
                 conn.simple_query(&format!("CREATE_REPLICATION_SLOT c{i} LOGICAL pgoutput"))
                     .unwrap();
-                stream(&mut conn, &format!("c{i}"), &options, end)
+                Reader::start(conn, &format!("c{i}"), &options).until(end)
             })
         })
         .collect();
@@ -306,35 +299,20 @@ fn appended_transactions_reach_connected_clients() {
     conn.simple_query("CREATE_REPLICATION_SLOT live LOGICAL pgoutput")
         .unwrap();
     let options = StreamOptions::new(ProtocolVersion::V1, &["p"]);
-    let before = stream(&mut conn, "live", &options, server.wal_end());
+    let mut reader = Reader::start(conn, "live", &options);
+    let before = reader.until(server.wal_end());
     let end = server
         .append(pgoutput_codec::server::Event::Transaction(
             pgoutput_codec::server::Transaction::new().insert(&super::t1(), ["30", "live"]),
         ))
         .unwrap();
-    let after = stream_more(&mut conn, end);
+    let after = reader.until(end);
     assert_eq!(
         after.len(),
         3,
         "Begin, Insert, Commit (t1's Relation was sent before)"
     );
     assert!(!before.is_empty());
-}
-
-fn stream_more(conn: &mut Connection, until: Lsn) -> Vec<Vec<u8>> {
-    let envelope = Ctx::plain(ProtocolVersion::V1);
-    let mut payloads = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if let CopyEvent::Data(frame) = conn.recv_copy_data(Duration::from_millis(100)).unwrap() {
-            match decode::<ServerMessage<'_>>(&frame, envelope).unwrap() {
-                ServerMessage::XLogData(x) => payloads.push(x.data.to_vec()),
-                ServerMessage::PrimaryKeepalive(k) if k.wal_end >= until => return payloads,
-                ServerMessage::PrimaryKeepalive(_) => {}
-            }
-        }
-    }
-    panic!("no keepalive at {until}");
 }
 
 /// The test server has no TLS: `prefer` goes on without it, `require` is refused with
