@@ -46,6 +46,7 @@ pub struct ConsumerConfig {
     auto_confirm: bool,
     reconnect: Option<Duration>,
     notify: Option<Notify>,
+    create_slot: bool,
 }
 
 /// What a consumer tells its owner about reconnecting (to log it).
@@ -102,7 +103,16 @@ impl ConsumerConfig {
             auto_confirm: false,
             reconnect: None,
             notify: None,
+            create_slot: false,
         }
+    }
+
+    /// Create the slot (pgoutput, two-phase when the options ask for two-phase) before
+    /// streaming, unless it exists.
+    #[must_use]
+    pub fn create_slot(mut self, create: bool) -> ConsumerConfig {
+        self.create_slot = create;
+        self
     }
 
     /// Start after this position instead of where the slot stands.
@@ -244,6 +254,9 @@ impl Consumer {
         }
         // Resuming after the start position confirms nothing the consumer has not seen.
         replication.resume_from(config.start_lsn);
+        if config.create_slot {
+            create_slot(&mut conn, &config.slot, config.options.two_phase)?;
+        }
         let server_timeout = wal_sender_timeout(&mut conn);
         conn.start_replication(&config.command(config.start_lsn))?;
         let (deliver, deliveries) = mpsc::sync_channel(config.queue);
@@ -637,6 +650,20 @@ impl Pump {
                 Err(err) => return lost_or_failed(err),
             }
         }
+    }
+}
+
+/// `CREATE_REPLICATION_SLOT`, content when the slot exists already (42710).
+fn create_slot(conn: &mut Connection, slot: &str, two_phase: bool) -> Result<(), ClientError> {
+    let two_phase = if two_phase { " TWO_PHASE" } else { "" };
+    let command = format!(
+        "CREATE_REPLICATION_SLOT {} LOGICAL pgoutput{two_phase}",
+        super::quote_identifier(slot)
+    );
+    match conn.simple_query(&command) {
+        Ok(_) => Ok(()),
+        Err(ClientError::Server(err)) if err.code == "42710" => Ok(()),
+        Err(err) => Err(err),
     }
 }
 

@@ -4,6 +4,10 @@
 //! business. Blocking `std::net` I/O: it runs on any thread, inside any async runtime's
 //! tests too.
 //!
+//! Most consumers want [`Consumer`]: events with their tables and rows by column name,
+//! feedback, resume (its [module](blocking) has an example). [`Replication`] is the same
+//! protocol without I/O. [`Connection`] is the framing level underneath:
+//!
 //! ```no_run
 //! use std::time::Duration;
 //! use pgoutput_codec::client::{ConnInfo, Connection, CopyEvent};
@@ -21,7 +25,7 @@
 //! # Ok::<(), pgoutput_codec::client::ClientError>(())
 //! ```
 
-mod blocking;
+pub mod blocking;
 mod conninfo;
 mod error;
 mod options;
