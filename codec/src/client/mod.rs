@@ -28,6 +28,7 @@
 pub mod blocking;
 mod conninfo;
 mod error;
+mod login;
 mod options;
 mod passfile;
 pub mod stream;
@@ -43,8 +44,6 @@ use std::time::Duration;
 pub use bytes::Bytes;
 use bytes::BytesMut;
 use fallible_iterator::FallibleIterator;
-use postgres_protocol::authentication::md5_hash;
-use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM_SHA_256};
 use postgres_protocol::message::backend::{ErrorResponseBody, Header, Message};
 use postgres_protocol::message::frontend;
 
@@ -55,7 +54,7 @@ pub use options::{parse_identifier_list, quote_identifier, StreamOptions};
 pub use stream::{Event, Replication};
 
 use crate::wire::{socket_timeout, Socket};
-use passfile::Lookup;
+use login::Login;
 
 /// Turns on TCP keepalives with the timings asked for.
 fn keepalives(tcp: &TcpStream, settings: &Keepalives) -> io::Result<()> {
@@ -79,6 +78,45 @@ fn keepalives(tcp: &TcpStream, settings: &Keepalives) -> io::Result<()> {
 /// The longest message PostgreSQL sends or accepts (`PQ_LARGE_MESSAGE_LIMIT`, which is
 /// `MaxAllocSize - 1`), its length field included.
 const MAX_MESSAGE_LEN: usize = 0x3FFF_FFFE;
+
+/// The next complete backend message in `input`, if there is one.
+///
+/// postgres-protocol parses every backend message but CopyBothResponse (`'W'`), which
+/// only replication uses; that one is recognised from its header here.
+///
+/// A message is parsed only once all of it is in: postgres-protocol reserves room for
+/// the length a header announces, and a hostile server's header could announce 1 GiB
+/// before sending any of it. A length beyond PostgreSQL's own limit for a message
+/// (`PQ_LARGE_MESSAGE_LIMIT`, 1 GiB less one byte) is refused outright; a tag the
+/// protocol does not have is a protocol violation, not a lost connection.
+fn parse_backend(input: &mut BytesMut) -> Result<Option<Backend>, ClientError> {
+    let Some(header) = Header::parse(&input).map_err(|e| protocol(&e.to_string()))? else {
+        return Ok(None);
+    };
+    let length = header.len() as usize;
+    if length > MAX_MESSAGE_LEN {
+        return Err(ClientError::Protocol(format!(
+            "the server announced a message of {length} bytes (tag {:?}), more than \
+             PostgreSQL sends",
+            char::from(header.tag())
+        )));
+    }
+    let total = length + 1;
+    if input.len() < total {
+        return Ok(None);
+    }
+    if header.tag() == b'W' {
+        let _ = input.split_to(total);
+        return Ok(Some(Backend::CopyBothResponse));
+    }
+    match Message::parse(input) {
+        Ok(message) => Ok(message.map(Backend::Message)),
+        Err(err) => Err(ClientError::Protocol(format!(
+            "backend message {:?}: {err}",
+            char::from(header.tag())
+        ))),
+    }
+}
 
 /// A backend message: postgres-protocol's, or the CopyBothResponse it does not know.
 enum Backend {
@@ -295,94 +333,14 @@ impl Connection {
 
     /// Start-up and authentication, up to the first ReadyForQuery.
     fn login(&mut self, info: &ConnInfo) -> Result<(), ClientError> {
-        let conn = self;
-        let mut out = BytesMut::new();
-        let mut params = vec![
-            ("user", info.user.as_str()),
-            ("database", info.dbname.as_str()),
-            ("replication", "database"),
-            ("application_name", info.application_name.as_str()),
-            ("client_encoding", info.client_encoding.as_str()),
-        ];
-        if let Some(options) = &info.options {
-            params.push(("options", options.as_str()));
-        }
-        frontend::startup_message(params.iter().copied(), &mut out)?;
-        conn.send(&out)?;
-        let password = || match &info.password {
-            Some(password) => Ok(password.clone()),
-            None => {
-                let lookup = info.passfile.as_deref().map_or(Lookup::NotFound, |path| {
-                    passfile::lookup(path, &info.host, info.port, &info.dbname, &info.user)
-                });
-                match lookup {
-                    Lookup::Found(password) => Ok(password),
-                    Lookup::NotFound => Err(ClientError::Auth(
-                        "the server asks for a password: give password=, set PGPASSWORD, \
-                         or add it to the password file (~/.pgpass)"
-                            .into(),
-                    )),
-                    Lookup::Ignored(why) => Err(ClientError::Auth(format!(
-                        "the server asks for a password: give password= or set PGPASSWORD \
-                         (the password file was not used: {why})"
-                    ))),
-                }
-            }
-        };
-        let mut scram: Option<ScramSha256> = None;
+        let (mut login, startup) = Login::start(info)?;
+        self.send(&startup)?;
         loop {
-            let mut out = BytesMut::new();
-            match conn.recv()? {
-                Message::AuthenticationOk => {}
-                Message::AuthenticationCleartextPassword => {
-                    frontend::password_message(password()?.as_bytes(), &mut out)?;
-                }
-                Message::AuthenticationMd5Password(body) => {
-                    let hash = md5_hash(info.user.as_bytes(), password()?.as_bytes(), body.salt());
-                    frontend::password_message(hash.as_bytes(), &mut out)?;
-                }
-                Message::AuthenticationSasl(body) => {
-                    let mut mechanisms = body.mechanisms();
-                    let mut offered = false;
-                    while let Some(mechanism) = mechanisms.next()? {
-                        offered |= mechanism == SCRAM_SHA_256;
-                    }
-                    if !offered {
-                        return Err(ClientError::Auth(
-                            "the server offers no SASL mechanism this client supports (SCRAM-SHA-256)".into(),
-                        ));
-                    }
-                    let client =
-                        ScramSha256::new(password()?.as_bytes(), ChannelBinding::unsupported());
-                    frontend::sasl_initial_response(SCRAM_SHA_256, client.message(), &mut out)?;
-                    scram = Some(client);
-                }
-                Message::AuthenticationSaslContinue(body) => {
-                    let client = scram
-                        .as_mut()
-                        .ok_or_else(|| protocol("SASL continue without SASL"))?;
-                    client
-                        .update(body.data())
-                        .map_err(|e| ClientError::Auth(format!("SCRAM: {e}")))?;
-                    frontend::sasl_response(client.message(), &mut out)?;
-                }
-                Message::AuthenticationSaslFinal(body) => {
-                    let client = scram
-                        .as_mut()
-                        .ok_or_else(|| protocol("SASL final without SASL"))?;
-                    client.finish(body.data()).map_err(|e| {
-                        ClientError::Auth(format!("SCRAM: the server's proof is wrong: {e}"))
-                    })?;
-                }
-                Message::ReadyForQuery(_) => return Ok(()),
-                Message::ErrorResponse(body) => return Err(server_error(&body)),
-                Message::ParameterStatus(_)
-                | Message::BackendKeyData(_)
-                | Message::NoticeResponse(_) => {}
-                _ => return Err(protocol("unexpected message during start-up")),
-            }
-            if !out.is_empty() {
-                conn.send(&out)?;
+            let message = self.recv()?;
+            match login.step(message)? {
+                login::Step::Send(out) => self.send(&out)?,
+                login::Step::Wait => {}
+                login::Step::Done => return Ok(()),
             }
         }
     }
@@ -397,43 +355,9 @@ impl Connection {
         self.socket.write_all(bytes).map_err(ClientError::Io)
     }
 
-    /// The next complete message in the input buffer, if there is one.
-    ///
-    /// postgres-protocol parses every backend message but CopyBothResponse (`'W'`), which
-    /// only replication uses; that one is recognised from its header here.
-    ///
-    /// A message is parsed only once all of it is in: postgres-protocol reserves room for
-    /// the length a header announces, and a hostile server's header could announce 1 GiB
-    /// before sending any of it. A length beyond PostgreSQL's own limit for a message
-    /// (`PQ_LARGE_MESSAGE_LIMIT`, 1 GiB less one byte) is refused outright; a tag the
-    /// protocol does not have is a protocol violation, not a lost connection.
+    /// The next complete message in the input buffer (see [`parse_backend`]).
     fn parse(&mut self) -> Result<Option<Backend>, ClientError> {
-        let Some(header) = Header::parse(&self.input).map_err(|e| protocol(&e.to_string()))? else {
-            return Ok(None);
-        };
-        let length = header.len() as usize;
-        if length > MAX_MESSAGE_LEN {
-            return Err(ClientError::Protocol(format!(
-                "the server announced a message of {length} bytes (tag {:?}), more than \
-                 PostgreSQL sends",
-                char::from(header.tag())
-            )));
-        }
-        let total = length + 1;
-        if self.input.len() < total {
-            return Ok(None);
-        }
-        if header.tag() == b'W' {
-            let _ = self.input.split_to(total);
-            return Ok(Some(Backend::CopyBothResponse));
-        }
-        match Message::parse(&mut self.input) {
-            Ok(message) => Ok(message.map(Backend::Message)),
-            Err(err) => Err(ClientError::Protocol(format!(
-                "backend message {:?}: {err}",
-                char::from(header.tag())
-            ))),
-        }
+        parse_backend(&mut self.input)
     }
 
     /// The next message, waiting as long as it takes.
