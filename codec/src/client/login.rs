@@ -123,7 +123,9 @@ impl<'i> Login<'i> {
             }
             Message::ReadyForQuery(_) => return Ok(Step::Done),
             Message::ErrorResponse(body) => return Err(server_error(&body)),
-            Message::ParameterStatus(_) | Message::BackendKeyData(_) | Message::NoticeResponse(_) => {}
+            Message::ParameterStatus(_)
+            | Message::BackendKeyData(_)
+            | Message::NoticeResponse(_) => {}
             _ => return Err(protocol("unexpected message during start-up")),
         }
         Ok(if out.is_empty() {

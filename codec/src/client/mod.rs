@@ -90,7 +90,7 @@ const MAX_MESSAGE_LEN: usize = 0x3FFF_FFFE;
 /// (`PQ_LARGE_MESSAGE_LIMIT`, 1 GiB less one byte) is refused outright; a tag the
 /// protocol does not have is a protocol violation, not a lost connection.
 fn parse_backend(input: &mut BytesMut) -> Result<Option<Backend>, ClientError> {
-    let Some(header) = Header::parse(&input).map_err(|e| protocol(&e.to_string()))? else {
+    let Some(header) = Header::parse(input).map_err(|e| protocol(&e.to_string()))? else {
         return Ok(None);
     };
     let length = header.len() as usize;
