@@ -59,8 +59,9 @@ fn read_message(socket: &mut TcpStream, tagged: bool) -> Option<(u8, Vec<u8>)> {
     Some((tag[0], body))
 }
 
-/// A walsender that logs anyone in, answers START_REPLICATION with CopyBothResponse
-/// and then runs `stream` on the socket; it counts the connections it accepts.
+/// A walsender that logs anyone in, refuses any query but START_REPLICATION, answers
+/// that with CopyBothResponse and then runs `stream` on the socket; it counts the
+/// connections it accepts.
 fn hostile_server(
     stream: impl Fn(&mut TcpStream) + Send + Sync + 'static,
 ) -> (String, Arc<AtomicUsize>) {
@@ -82,9 +83,23 @@ fn hostile_server(
             if socket.write_all(&hello).is_err() {
                 continue;
             }
-            match read_message(&mut socket, true) {
-                Some((b'Q', query)) if query.starts_with(b"START_REPLICATION") => {}
-                _ => continue,
+            // Any other query (SHOW wal_sender_timeout) is refused; START_REPLICATION
+            // goes on.
+            let started = loop {
+                match read_message(&mut socket, true) {
+                    Some((b'Q', query)) if query.starts_with(b"START_REPLICATION") => break true,
+                    Some((b'Q', _)) => {
+                        let mut refusal = message(b'E', b"SERROR\0C42601\0Mnot here\0\0");
+                        refusal.extend(message(b'Z', b"I"));
+                        if socket.write_all(&refusal).is_err() {
+                            break false;
+                        }
+                    }
+                    _ => break false,
+                }
+            };
+            if !started {
+                continue;
             }
             let _ = socket.write_all(&message(b'W', &[0, 0, 0]));
             stream(&mut socket);

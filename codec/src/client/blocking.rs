@@ -27,196 +27,23 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-
-use super::stream::{asks_for_reply, Event, Feedback, Replication};
-use super::{ClientError, ConnInfo, Connection, CopyEvent, StreamOptions};
+use super::consumer::{
+    blocked_interval, create_slot_command, lost_or_failed, parse_wal_sender_timeout, slot_exists,
+    ConsumerConfig, Delivery, Fed, Finished, Handled, Notify, Outcome, Reconnecting, FINISH_WAIT,
+    TICK,
+};
+use super::stream::{asks_for_reply, Event, Feedback};
+use super::{ClientError, ConnInfo, Connection, CopyEvent};
 use crate::Lsn;
-
-/// What to stream and how: the slot, the pgoutput options, where to start and stop,
-/// feedback and reconnecting.
-#[derive(Debug, Clone)]
-pub struct ConsumerConfig {
-    slot: String,
-    options: StreamOptions,
-    start_lsn: Lsn,
-    end_lsn: Option<Lsn>,
-    status_interval: Duration,
-    queue: usize,
-    auto_confirm: bool,
-    reconnect: Option<Duration>,
-    notify: Option<Notify>,
-    create_slot: bool,
-}
-
-/// What a consumer tells its owner about reconnecting (to log it).
-#[derive(Debug)]
-pub enum Reconnecting<'e> {
-    /// The connection was lost (`error`), or the server ended the stream (`None`), with
-    /// the slot confirmed up to `confirmed`; the next attempt is after `delay`.
-    Lost {
-        /// What happened.
-        error: Option<&'e ClientError>,
-        /// The flush position the server last heard of.
-        confirmed: Lsn,
-        /// The wait before connecting again.
-        delay: Duration,
-    },
-    /// An attempt failed in a way that passes (the server is down or starting, the slot
-    /// still held); the next is after `delay`.
-    Retrying {
-        /// Why the attempt failed.
-        error: &'e ClientError,
-        /// The wait before the next.
-        delay: Duration,
-    },
-    /// Streaming again, after `after` (the end of the last whole transaction delivered).
-    Resumed {
-        /// Where the new session starts.
-        after: Lsn,
-    },
-}
-
-/// A callback for [`Reconnecting`] notes, called on the I/O thread.
-#[derive(Clone)]
-struct Notify(Arc<dyn Fn(&Reconnecting<'_>) + Send + Sync>);
-
-impl std::fmt::Debug for Notify {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Notify(..)")
-    }
-}
-
-impl ConsumerConfig {
-    /// Stream `slot` with `options`, from where the slot stands, status updates every 10
-    /// seconds (as pg_recvlogical sends them), no reconnecting, confirming only what the
-    /// consumer confirms.
-    #[must_use]
-    pub fn new(slot: &str, options: StreamOptions) -> ConsumerConfig {
-        ConsumerConfig {
-            slot: slot.to_owned(),
-            options,
-            start_lsn: Lsn(0),
-            end_lsn: None,
-            status_interval: Duration::from_secs(10),
-            queue: 1024,
-            auto_confirm: false,
-            reconnect: None,
-            notify: None,
-            create_slot: false,
-        }
-    }
-
-    /// Create the slot (pgoutput, two-phase when the options ask for two-phase) before
-    /// streaming, unless it exists.
-    #[must_use]
-    pub fn create_slot(mut self, create: bool) -> ConsumerConfig {
-        self.create_slot = create;
-        self
-    }
-
-    /// Start after this position instead of where the slot stands.
-    #[must_use]
-    pub fn start_lsn(mut self, lsn: Lsn) -> ConsumerConfig {
-        self.start_lsn = lsn;
-        self
-    }
-
-    /// Stop where `pg_recvlogical --endpos` stops (see [`Replication::end_at`]).
-    #[must_use]
-    pub fn end_lsn(mut self, lsn: Lsn) -> ConsumerConfig {
-        self.end_lsn = Some(lsn);
-        self
-    }
-
-    /// How often a status update goes out when nothing else prompts one; keep it below
-    /// half the server's `wal_sender_timeout` (60 s by default).
-    #[must_use]
-    pub fn status_interval(mut self, interval: Duration) -> ConsumerConfig {
-        self.status_interval = interval.max(Duration::from_millis(10));
-        self
-    }
-
-    /// How many frames may wait for the consumer before the I/O thread stops reading.
-    #[must_use]
-    pub fn queue(mut self, frames: usize) -> ConsumerConfig {
-        self.queue = frames.max(1);
-        self
-    }
-
-    /// Treat each event as processed once the next one is asked for: the slot advances
-    /// to the end of every transaction the consumer has moved past. Without it, only
-    /// [`Consumer::confirm`] moves the slot.
-    #[must_use]
-    pub fn auto_confirm(mut self, on: bool) -> ConsumerConfig {
-        self.auto_confirm = on;
-        self
-    }
-
-    /// After a lost connection (or the server ending the stream, as a walsender does at
-    /// shutdown), connect again after `delay`, as often as the failures are the kind that
-    /// pass ([`ClientError::is_transient`]), and resume after the last whole transaction
-    /// delivered: nothing is lost, and no whole transaction comes twice; one the consumer
-    /// saw only part of comes again in full ([`Event::resumed`]).
-    #[must_use]
-    pub fn reconnect(mut self, delay: Duration) -> ConsumerConfig {
-        self.reconnect = Some(delay);
-        self
-    }
-
-    /// Calls `notify` (on the I/O thread) as reconnecting goes, to log it.
-    #[must_use]
-    pub fn on_reconnect(
-        mut self,
-        notify: impl Fn(&Reconnecting<'_>) + Send + Sync + 'static,
-    ) -> ConsumerConfig {
-        self.notify = Some(Notify(Arc::new(notify)));
-        self
-    }
-
-    /// The START_REPLICATION command for a start after `lsn`.
-    fn command(&self, lsn: Lsn) -> String {
-        self.options.start_replication(&self.slot, lsn)
-    }
-}
-
-/// Why a consumer's stream is over, when it ended as it should.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Finished {
-    /// The end position was reached.
-    EndPosition,
-    /// The server ended the stream (without reconnecting).
-    ServerEnded,
-    /// [`Consumer::close`] or a drop.
-    Closed,
-}
-
-/// What the I/O thread hands the consumer, in order.
-enum Delivery {
-    Frame(Bytes),
-    /// The connection is gone; with reconnecting on, the I/O thread waits for the
-    /// position to resume after.
-    Lost(ClientError),
-    /// The server ended the stream.
-    Ended,
-    /// Reconnecting failed for good, or the stream failed in a way that does not pass.
-    Failed(ClientError),
-}
 
 /// A replication stream read on the caller's thread: see the [module docs](self).
 #[derive(Debug)]
 pub struct Consumer {
-    replication: Replication,
-    /// The frame the last event borrows from.
-    frame: Bytes,
+    fed: Fed,
     deliveries: Receiver<Delivery>,
     resume: Sender<Lsn>,
     stop: Arc<AtomicBool>,
     io: Option<JoinHandle<()>>,
-    finished: Option<Finished>,
-    auto_confirm: bool,
-    reconnect: bool,
-    server_wal_end: Option<Lsn>,
 }
 
 impl Consumer {
@@ -243,21 +70,8 @@ impl Consumer {
         info: Option<ConnInfo>,
         config: ConsumerConfig,
     ) -> Result<Consumer, ClientError> {
-        let mut replication = Replication::new(&config.options)?;
-        if let Some(end) = config.end_lsn {
-            replication = replication.end_at(end);
-        }
-        if config.reconnect.is_some() && info.is_none() {
-            return Err(ClientError::Config(
-                "reconnecting needs the connection's ConnInfo".into(),
-            ));
-        }
-        // Resuming after the start position confirms nothing the consumer has not seen.
-        replication.resume_from(config.start_lsn);
-        if config.create_slot {
-            create_slot(&mut conn, &config.slot, config.options.two_phase)?;
-        }
-        let server_timeout = wal_sender_timeout(&mut conn);
+        let fed = Fed::new(&config, info.is_some())?;
+        let server_timeout = prepare(&mut conn, &config)?;
         conn.start_replication(&config.command(config.start_lsn))?;
         let (deliver, deliveries) = mpsc::sync_channel(config.queue);
         let (resume, resumes) = mpsc::channel();
@@ -266,25 +80,20 @@ impl Consumer {
             deliver,
             resumes,
             stop: Arc::clone(&stop),
-            feedback: replication.feedback(),
+            feedback: fed.replication.feedback(),
             info,
-            config: config.clone(),
+            config,
         };
         let io = std::thread::Builder::new()
             .name("pgoutput-consumer".into())
             .spawn(move || pump.run(conn, server_timeout))
             .map_err(ClientError::Io)?;
         Ok(Consumer {
-            replication,
-            frame: Bytes::new(),
+            fed,
             deliveries,
             resume,
             stop,
             io: Some(io),
-            finished: None,
-            auto_confirm: config.auto_confirm,
-            reconnect: config.reconnect.is_some(),
-            server_wal_end: None,
         })
     }
 
@@ -298,12 +107,11 @@ impl Consumer {
     #[allow(clippy::should_implement_trait)] // events borrow from the consumer
     pub fn next(&mut self) -> Result<Option<Event<'_>>, ClientError> {
         loop {
-            // `next_within` returns None also when the wait passes: wait again then.
-            if self.finished.is_some() {
+            if self.fed.finished().is_some() {
                 return Ok(None);
             }
-            if self.wait_for_delivery(Duration::from_secs(3600))? {
-                return self.take_event();
+            if self.wait_for_frame(Duration::from_secs(3600))? {
+                return self.fed.take_event();
             }
         }
     }
@@ -315,116 +123,79 @@ impl Consumer {
     ///
     /// As [`Self::next`].
     pub fn next_within(&mut self, wait: Duration) -> Result<Option<Event<'_>>, ClientError> {
-        if self.wait_for_delivery(wait)? {
-            self.take_event()
+        if self.wait_for_frame(wait)? {
+            self.fed.take_event()
         } else {
             Ok(None)
         }
     }
 
-    /// Handles deliveries until an XLogData frame is in `self.frame` (`true`), the wait
-    /// passes or the stream is over (`false`).
-    fn wait_for_delivery(&mut self, wait: Duration) -> Result<bool, ClientError> {
-        if self.auto_confirm {
-            self.replication.confirm(self.replication.delivered());
-        }
+    /// Handles deliveries until an XLogData frame is ready (`true`), the wait passes or
+    /// the stream is over (`false`).
+    fn wait_for_frame(&mut self, wait: Duration) -> Result<bool, ClientError> {
         let deadline = Instant::now() + wait;
-        loop {
-            if self.finished.is_some() {
-                return Ok(false);
-            }
-            if self.replication.is_finished() {
-                self.finish(Finished::EndPosition);
-                return Ok(false);
-            }
+        let mut ready = self.fed.before_wait();
+        while ready {
             let left = deadline.saturating_duration_since(Instant::now());
             let delivery = match self.deliveries.recv_timeout(left) {
                 Ok(delivery) => delivery,
                 Err(RecvTimeoutError::Timeout) => return Ok(false),
                 Err(RecvTimeoutError::Disconnected) => {
-                    self.finish(Finished::Closed);
+                    self.fed.finish(Finished::Closed);
                     return Err(ClientError::Closed);
                 }
             };
-            match delivery {
-                Delivery::Frame(frame) if frame.first() == Some(&b'w') => {
-                    self.frame = frame;
-                    return Ok(true);
+            match self.fed.handle(delivery) {
+                Ok(Handled::Frame) => return Ok(true),
+                Ok(Handled::Continue) => {}
+                Ok(Handled::Resume(at)) => {
+                    let _ = self.resume.send(at);
                 }
-                Delivery::Frame(frame) => {
-                    self.replication.handle_frame(&frame)?;
-                    if let Some(end) = keepalive_wal_end(&frame) {
-                        self.server_wal_end = Some(end);
-                    }
-                    if self.auto_confirm {
-                        self.replication.confirm(self.replication.delivered());
-                    }
-                }
-                // Everything the old connection delivered has been handled: resume after
-                // its last whole transaction.
-                Delivery::Lost(_) | Delivery::Ended if self.reconnect => {
-                    self.replication.resume();
-                    let _ = self.resume.send(self.replication.delivered());
-                }
-                Delivery::Ended => {
-                    self.finish(Finished::ServerEnded);
-                    return Ok(false);
-                }
-                Delivery::Lost(err) | Delivery::Failed(err) => {
-                    self.finish(Finished::Closed);
+                Ok(Handled::Over) => ready = false,
+                Err(err) => {
+                    self.stop.store(true, Ordering::SeqCst);
                     return Err(err);
                 }
             }
         }
-    }
-
-    /// The event of the XLogData frame in `self.frame`.
-    fn take_event(&mut self) -> Result<Option<Event<'_>>, ClientError> {
-        if let Some(end) = xlog_wal_end(&self.frame) {
-            self.server_wal_end = Some(end);
-        }
-        self.replication.handle_frame(&self.frame)
+        self.stop.store(true, Ordering::SeqCst);
+        Ok(false)
     }
 
     /// The consumer has processed everything up to `lsn` (an event's
     /// [`Event::confirmable_lsn`]); the next status update reports it.
     pub fn confirm(&mut self, lsn: Lsn) {
-        self.replication.confirm(lsn);
+        self.fed.replication.confirm(lsn);
     }
 
     /// What has been confirmed.
     #[must_use]
     pub fn confirmed(&self) -> Lsn {
-        self.replication.confirmed()
+        self.fed.replication.confirmed()
     }
 
     /// The end of the last whole transaction delivered (or the idle WAL end).
     #[must_use]
     pub fn delivered(&self) -> Lsn {
-        self.replication.delivered()
+        self.fed.replication.delivered()
     }
 
     /// Whether no transaction is open.
     #[must_use]
     pub fn idle(&self) -> bool {
-        self.replication.idle()
+        self.fed.replication.idle()
     }
 
     /// The WAL end the server last reported (`None` before its first frame).
     #[must_use]
     pub fn server_wal_end(&self) -> Option<Lsn> {
-        self.server_wal_end
+        self.fed.server_wal_end()
     }
 
     /// Why the stream is over, once it is.
     #[must_use]
     pub fn finished(&self) -> Option<Finished> {
-        self.finished
-    }
-
-    fn finish(&mut self, why: Finished) {
-        self.finished.get_or_insert(why);
-        self.stop.store(true, Ordering::SeqCst);
+        self.fed.finished()
     }
 
     /// Ends the stream: a last status update with what is confirmed, CopyDone, a short
@@ -434,10 +205,8 @@ impl Consumer {
     }
 
     fn shut_down(&mut self) {
-        if self.auto_confirm {
-            self.replication.confirm(self.replication.delivered());
-        }
-        self.finish(Finished::Closed);
+        self.fed.closing();
+        self.stop.store(true, Ordering::SeqCst);
         if let Some(io) = self.io.take() {
             let _ = io.join();
         }
@@ -450,19 +219,23 @@ impl Drop for Consumer {
     }
 }
 
-/// A keepalive's WAL end.
-fn keepalive_wal_end(frame: &[u8]) -> Option<Lsn> {
-    (frame.first() == Some(&b'k'))
-        .then(|| frame.get(1..9))
-        .flatten()
-        .map(|bytes| Lsn(u64::from_be_bytes(bytes.try_into().unwrap_or_default())))
-}
-
-/// An XLogData frame's `walEnd`.
-fn xlog_wal_end(frame: &[u8]) -> Option<Lsn> {
-    frame
-        .get(9..17)
-        .map(|bytes| Lsn(u64::from_be_bytes(bytes.try_into().unwrap_or_default())))
+/// Before START_REPLICATION: the slot if asked for, and the server's
+/// `wal_sender_timeout`.
+fn prepare(
+    conn: &mut Connection,
+    config: &ConsumerConfig,
+) -> Result<Option<Duration>, ClientError> {
+    if config.create_slot {
+        match conn.simple_query(&create_slot_command(&config.slot, config.options.two_phase)) {
+            Err(err) if !slot_exists(&err) => return Err(err),
+            _ => {}
+        }
+    }
+    Ok(conn
+        .simple_query("SHOW wal_sender_timeout")
+        .ok()
+        .and_then(|rows| rows.first()?.first()?.clone())
+        .and_then(|text| parse_wal_sender_timeout(&text)))
 }
 
 /// The I/O thread's side.
@@ -474,20 +247,6 @@ struct Pump {
     info: Option<ConnInfo>,
     config: ConsumerConfig,
 }
-
-/// How one connection's streaming ended.
-enum Outcome {
-    Stop,
-    Lost(ClientError),
-    Ended,
-    Failed(ClientError),
-}
-
-/// How long a read waits before the thread looks at its clock and the stop flag.
-const TICK: Duration = Duration::from_millis(100);
-
-/// How long a stopping consumer waits for the server to answer CopyDone.
-const FINISH_WAIT: Duration = Duration::from_secs(1);
 
 impl Pump {
     fn run(self, mut conn: Connection, mut server_timeout: Option<Duration>) {
@@ -566,7 +325,7 @@ impl Pump {
                 std::thread::sleep(Duration::from_millis(20).min(delay));
             }
             let attempt = Connection::connect(info).and_then(|mut conn| {
-                let timeout = wal_sender_timeout(&mut conn);
+                let timeout = prepare(&mut conn, &self.config)?;
                 conn.start_replication(&self.config.command(resume))?;
                 Ok((conn, timeout))
             });
@@ -585,9 +344,7 @@ impl Pump {
     /// half the server's `wal_sender_timeout`, as often as the walsender would ask.
     fn stream(&self, conn: &mut Connection, server_timeout: Option<Duration>) -> Outcome {
         let interval = self.config.status_interval;
-        let blocked_interval = server_timeout
-            .map_or(interval, |timeout| (timeout / 2).min(interval))
-            .max(Duration::from_millis(50));
+        let blocked_interval = blocked_interval(interval, server_timeout);
         let mut last_status = Instant::now();
         let mut waiting: Option<Delivery> = None;
         loop {
@@ -650,48 +407,5 @@ impl Pump {
                 Err(err) => return lost_or_failed(err),
             }
         }
-    }
-}
-
-/// `CREATE_REPLICATION_SLOT`, content when the slot exists already (42710).
-fn create_slot(conn: &mut Connection, slot: &str, two_phase: bool) -> Result<(), ClientError> {
-    let two_phase = if two_phase { " TWO_PHASE" } else { "" };
-    let command = format!(
-        "CREATE_REPLICATION_SLOT {} LOGICAL pgoutput{two_phase}",
-        super::quote_identifier(slot)
-    );
-    match conn.simple_query(&command) {
-        Ok(_) => Ok(()),
-        Err(ClientError::Server(err)) if err.code == "42710" => Ok(()),
-        Err(err) => Err(err),
-    }
-}
-
-/// The server's `wal_sender_timeout` (`SHOW` works on a replication connection), or
-/// `None` when it cannot be told or is 0 (no timeout).
-fn wal_sender_timeout(conn: &mut Connection) -> Option<Duration> {
-    let rows = conn.simple_query("SHOW wal_sender_timeout").ok()?;
-    let text = rows.first()?.first()?.as_deref()?.trim().to_owned();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: u64 = number.parse().ok()?;
-    let millis = match unit.trim() {
-        "ms" => number,
-        "" | "s" => number * 1000,
-        "min" => number * 60_000,
-        "h" => number * 3_600_000,
-        "d" => number * 86_400_000,
-        _ => return None,
-    };
-    (millis > 0).then(|| Duration::from_millis(millis))
-}
-
-fn lost_or_failed(err: ClientError) -> Outcome {
-    if err.is_transient() {
-        Outcome::Lost(err)
-    } else {
-        Outcome::Failed(err)
     }
 }

@@ -27,6 +27,7 @@
 
 pub mod blocking;
 mod conninfo;
+mod consumer;
 mod error;
 mod login;
 mod options;
@@ -47,8 +48,9 @@ use fallible_iterator::FallibleIterator;
 use postgres_protocol::message::backend::{ErrorResponseBody, Header, Message};
 use postgres_protocol::message::frontend;
 
-pub use blocking::{Consumer, ConsumerConfig, Finished, Reconnecting};
+pub use blocking::Consumer;
 pub use conninfo::{ConnInfo, Keepalives, SslMode, TlsSettings};
+pub use consumer::{ConsumerConfig, Finished, Reconnecting};
 pub use error::{ClientError, ServerError};
 pub use options::{parse_identifier_list, quote_identifier, StreamOptions};
 pub use stream::{Event, Replication};
