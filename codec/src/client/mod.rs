@@ -35,6 +35,9 @@ mod passfile;
 pub mod stream;
 #[cfg(feature = "tls")]
 mod tls;
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub mod tokio;
 
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -59,7 +62,7 @@ use crate::wire::{socket_timeout, Socket};
 use login::Login;
 
 /// Turns on TCP keepalives with the timings asked for.
-fn keepalives(tcp: &TcpStream, settings: &Keepalives) -> io::Result<()> {
+pub(crate) fn keepalives(tcp: &impl std::os::fd::AsFd, settings: &Keepalives) -> io::Result<()> {
     let socket = socket2::SockRef::from(tcp);
     if !settings.enabled {
         return socket.set_keepalive(false);
@@ -91,7 +94,7 @@ const MAX_MESSAGE_LEN: usize = 0x3FFF_FFFE;
 /// before sending any of it. A length beyond PostgreSQL's own limit for a message
 /// (`PQ_LARGE_MESSAGE_LIMIT`, 1 GiB less one byte) is refused outright; a tag the
 /// protocol does not have is a protocol violation, not a lost connection.
-fn parse_backend(input: &mut BytesMut) -> Result<Option<Backend>, ClientError> {
+pub(crate) fn parse_backend(input: &mut BytesMut) -> Result<Option<Backend>, ClientError> {
     let Some(header) = Header::parse(input).map_err(|e| protocol(&e.to_string()))? else {
         return Ok(None);
     };
@@ -121,7 +124,7 @@ fn parse_backend(input: &mut BytesMut) -> Result<Option<Backend>, ClientError> {
 }
 
 /// A backend message: postgres-protocol's, or the CopyBothResponse it does not know.
-enum Backend {
+pub(crate) enum Backend {
     Message(Message),
     CopyBothResponse,
 }
@@ -149,7 +152,7 @@ pub struct Connection {
     read_timeout: Option<Duration>,
 }
 
-fn server_error(body: &ErrorResponseBody) -> ClientError {
+pub(crate) fn server_error(body: &ErrorResponseBody) -> ClientError {
     let mut err = ServerError {
         severity: String::new(),
         code: String::new(),
@@ -172,13 +175,36 @@ fn server_error(body: &ErrorResponseBody) -> ClientError {
     ClientError::Server(err)
 }
 
-fn protocol(text: &str) -> ClientError {
+pub(crate) fn protocol(text: &str) -> ClientError {
     ClientError::Protocol(text.to_owned())
+}
+
+/// The attempts libpq makes for `info`'s sslmode: `allow` tries without TLS and then
+/// with it, `prefer` the other way round; never TLS on a Unix-domain socket.
+pub(crate) fn attempts(info: &ConnInfo) -> &'static [Attempt] {
+    use Attempt::*;
+    match info.tls.mode {
+        _ if info.is_unix_socket() => &[Plain],
+        SslMode::Disable => &[Plain],
+        _ if !cfg!(feature = "tls") => &[Plain],
+        SslMode::Allow => &[Plain, TlsRequired],
+        SslMode::Prefer => &[TlsIfOffered, Plain],
+        SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => &[TlsRequired],
+    }
+}
+
+/// Whether attempt `i` of `plan`, which failed with `err` (over TLS or not), is worth a
+/// second try the other way: only a login the server refused, and only when this try went
+/// the first way (prefer's TLS, allow's plain).
+pub(crate) fn try_the_other_way(err: &ClientError, tls: bool, i: usize, plan: &[Attempt]) -> bool {
+    matches!(err, ClientError::Server(_))
+        && i + 1 < plan.len()
+        && tls == (plan[i] != Attempt::Plain)
 }
 
 /// How one connection attempt treats TLS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Attempt {
+pub(crate) enum Attempt {
     /// No SSLRequest.
     Plain,
     /// SSLRequest; go on without TLS if the server declines.
@@ -200,27 +226,13 @@ impl Connection {
     /// passes), [`ClientError::Tls`] when TLS cannot be set up as asked,
     /// [`ClientError::Auth`] and [`ClientError::Server`] when the login fails.
     pub fn connect(info: &ConnInfo) -> Result<Connection, ClientError> {
-        use Attempt::*;
-        let plan: &[Attempt] = match info.tls.mode {
-            _ if info.is_unix_socket() => &[Plain],
-            SslMode::Disable => &[Plain],
-            _ if !cfg!(feature = "tls") => &[Plain],
-            SslMode::Allow => &[Plain, TlsRequired],
-            SslMode::Prefer => &[TlsIfOffered, Plain],
-            SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => &[TlsRequired],
-        };
+        let plan = attempts(info);
         let mut last = None;
         for (i, attempt) in plan.iter().enumerate() {
             match Connection::attempt(info, *attempt) {
                 Ok(conn) => return Ok(conn),
-                // Only a login the server refused is worth a second try the other way,
-                // and only when this try went the first way (prefer's TLS, allow's plain).
                 Err(failed) => match *failed {
-                    (err @ ClientError::Server(_), tls)
-                        if i + 1 < plan.len() && tls == (*attempt != Plain) =>
-                    {
-                        last = Some(err)
-                    }
+                    (err, tls) if try_the_other_way(&err, tls, i, plan) => last = Some(err),
                     (err, _) => return Err(err),
                 },
             }

@@ -3,6 +3,7 @@
 //! 18 subscriber. Real-client tests need the servers `scripts/install-postgres` installs
 //! (and psycopg2); without them they say so and pass, unless `PGOUTPUT_REQUIRE_LIVE=1`.
 
+mod async_consumer;
 mod consumer;
 mod faults;
 mod hostile;

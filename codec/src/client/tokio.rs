@@ -1,0 +1,702 @@
+//! The async driver of a [`Replication`](super::Replication), over tokio: the same
+//! consumer as [`client::Consumer`](super::Consumer), for services that run on tokio and
+//! should not block one of its threads (no `spawn_blocking`).
+//!
+//! A task owns the connection (tokio's `TcpStream`, or `UnixStream`; TLS through
+//! tokio-rustls with the same `sslmode` rules as the blocking client). It reads frames into
+//! a bounded queue, answers reply requests at once and sends status updates on an
+//! interval, so feedback flows while the consumer has not asked for the next event; when
+//! the queue is full it stops reading but not answering.
+//!
+//! ```no_run
+//! use pgoutput_codec::client::tokio::Consumer;
+//! use pgoutput_codec::client::{ConnInfo, ConsumerConfig, StreamOptions};
+//! use pgoutput_codec::ProtocolVersion;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let info = ConnInfo::parse(Some("host=localhost user=repl dbname=app"), |v| std::env::var(v).ok())?;
+//! let options = StreamOptions::new(ProtocolVersion::V1, &["app"]);
+//! let mut consumer = Consumer::connect(&info, ConsumerConfig::new("app_slot", options).auto_confirm(true)).await?;
+//! while let Some(event) = consumer.next().await? {
+//!     if let Some(row) = event.new_row() {
+//!         println!("{}: {:?}", row.relation().name, row.value::<Option<String>>("name")?);
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ::tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use ::tokio::net::{TcpStream, UnixStream};
+use ::tokio::sync::{mpsc, Notify as Wake};
+use ::tokio::task::JoinHandle;
+use ::tokio::time::{sleep_until, timeout, Instant};
+use bytes::{Bytes, BytesMut};
+use postgres_protocol::message::backend::Message;
+use postgres_protocol::message::frontend;
+use rustls_pki_types::ServerName;
+
+use super::consumer::{
+    blocked_interval, create_slot_command, lost_or_failed, parse_wal_sender_timeout, slot_exists,
+    ConsumerConfig, Delivery, Fed, Finished, Handled, Notify, Outcome, Reconnecting, FINISH_WAIT,
+    TICK,
+};
+use super::login::{Login, Step};
+use super::stream::{asks_for_reply, Event, Feedback};
+use super::{
+    attempts, keepalives, parse_backend, protocol, server_error, try_the_other_way, Attempt,
+    Backend, ClientError, ConnInfo,
+};
+use crate::Lsn;
+
+/// What the connection reads and writes: TCP, a Unix-domain socket, or TLS over TCP.
+trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
+
+/// What arrived in copy-both mode.
+enum Copy {
+    Data(Bytes),
+    End,
+}
+
+/// A logical walsender connection over tokio: the blocking [`Connection`](super::Connection)'s
+/// login, queries and copy-both streaming, on async I/O.
+struct AsyncConnection {
+    socket: Box<dyn Io>,
+    input: BytesMut,
+}
+
+impl AsyncConnection {
+    /// Connects as [`Connection::connect`](super::Connection::connect) does: the same
+    /// sslmode attempts, `connect_timeout` over each whole login.
+    async fn connect(info: &ConnInfo) -> Result<AsyncConnection, ClientError> {
+        let plan = attempts(info);
+        let mut last = None;
+        for (i, attempt) in plan.iter().enumerate() {
+            let tried = match info.connect_timeout {
+                Some(limit) => timeout(limit, AsyncConnection::attempt(info, *attempt))
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(Box::new((
+                            ClientError::Connect {
+                                target: format!("{}:{}", info.host, info.port),
+                                source: io::Error::new(
+                                    io::ErrorKind::TimedOut,
+                                    "connect_timeout expired",
+                                ),
+                            },
+                            false,
+                        )))
+                    }),
+                None => AsyncConnection::attempt(info, *attempt).await,
+            };
+            match tried {
+                Ok(conn) => return Ok(conn),
+                Err(failed) => match *failed {
+                    (err, tls) if try_the_other_way(&err, tls, i, plan) => last = Some(err),
+                    (err, _) => return Err(err),
+                },
+            }
+        }
+        Err(last.unwrap_or(ClientError::Closed))
+    }
+
+    async fn attempt(
+        info: &ConnInfo,
+        attempt: Attempt,
+    ) -> Result<AsyncConnection, Box<(ClientError, bool)>> {
+        let plain = |err| Box::new((err, false));
+        let (socket, tls): (Box<dyn Io>, bool) = if info.is_unix_socket() {
+            let path = Path::new(&info.host).join(format!(".s.PGSQL.{}", info.port));
+            let unix = UnixStream::connect(&path).await.map_err(|source| {
+                plain(ClientError::Connect {
+                    target: path.display().to_string(),
+                    source,
+                })
+            })?;
+            (Box::new(unix), false)
+        } else {
+            let tcp = open_tcp(info).await.map_err(plain)?;
+            if attempt == Attempt::Plain {
+                (Box::new(tcp), false)
+            } else {
+                match negotiate_tls(tcp, info, attempt).await.map_err(plain)? {
+                    Negotiated::Tls(tls) => (tls, true),
+                    Negotiated::Plain(tcp) => (Box::new(tcp), false),
+                }
+            }
+        };
+        let mut conn = AsyncConnection {
+            socket,
+            input: BytesMut::with_capacity(64 * 1024),
+        };
+        conn.login(info).await.map_err(|err| Box::new((err, tls)))?;
+        Ok(conn)
+    }
+
+    async fn login(&mut self, info: &ConnInfo) -> Result<(), ClientError> {
+        let (mut login, startup) = Login::start(info)?;
+        self.send(&startup).await?;
+        loop {
+            let message = self.recv().await?;
+            match login.step(message)? {
+                Step::Send(out) => self.send(&out).await?,
+                Step::Wait => {}
+                Step::Done => return Ok(()),
+            }
+        }
+    }
+
+    async fn send(&mut self, bytes: &[u8]) -> Result<(), ClientError> {
+        self.socket.write_all(bytes).await?;
+        self.socket.flush().await.map_err(ClientError::Io)
+    }
+
+    /// The next backend message, reading as needed (cancel-safe: a read that is dropped
+    /// loses nothing, as only whole reads are appended).
+    async fn recv_any(&mut self) -> Result<Backend, ClientError> {
+        loop {
+            if let Some(message) = parse_backend(&mut self.input)? {
+                return Ok(message);
+            }
+            match self.socket.read_buf(&mut self.input).await {
+                Ok(0) => return Err(ClientError::Closed),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    return Err(ClientError::Closed)
+                }
+                Err(e) => return Err(ClientError::Io(e)),
+            }
+        }
+    }
+
+    async fn recv(&mut self) -> Result<Message, ClientError> {
+        match self.recv_any().await? {
+            Backend::Message(message) => Ok(message),
+            Backend::CopyBothResponse => Err(protocol("unexpected CopyBothResponse")),
+        }
+    }
+
+    /// A query's rows, as text.
+    async fn simple_query(&mut self, sql: &str) -> Result<Vec<Vec<Option<String>>>, ClientError> {
+        use fallible_iterator::FallibleIterator;
+        let mut out = BytesMut::new();
+        frontend::query(sql, &mut out)?;
+        self.send(&out).await?;
+        let mut rows = Vec::new();
+        let mut error = None;
+        loop {
+            match self.recv().await? {
+                Message::DataRow(body) => {
+                    let buffer = body.buffer();
+                    let mut ranges = body.ranges();
+                    let mut row = Vec::new();
+                    while let Some(range) = ranges.next()? {
+                        row.push(range.map(|r| String::from_utf8_lossy(&buffer[r]).into_owned()));
+                    }
+                    rows.push(row);
+                }
+                Message::ErrorResponse(body) => error = Some(server_error(&body)),
+                Message::ReadyForQuery(_) => return error.map_or(Ok(rows), Err),
+                _ => {}
+            }
+        }
+    }
+
+    async fn start_replication(&mut self, command: &str) -> Result<(), ClientError> {
+        let mut out = BytesMut::new();
+        frontend::query(command, &mut out)?;
+        self.send(&out).await?;
+        loop {
+            match self.recv_any().await? {
+                Backend::CopyBothResponse => return Ok(()),
+                Backend::Message(Message::ErrorResponse(body)) => {
+                    let error = server_error(&body);
+                    while !matches!(self.recv().await?, Message::ReadyForQuery(_)) {}
+                    return Err(error);
+                }
+                Backend::Message(Message::NoticeResponse(_)) => {}
+                Backend::Message(_) => {
+                    return Err(protocol("unexpected reply to START_REPLICATION"))
+                }
+            }
+        }
+    }
+
+    /// The next CopyData payload (cancel-safe, as [`Self::recv_any`]).
+    async fn recv_copy_data(&mut self) -> Result<Copy, ClientError> {
+        loop {
+            match self.recv_any().await? {
+                Backend::Message(Message::CopyData(body)) => {
+                    return Ok(Copy::Data(body.into_bytes()))
+                }
+                Backend::Message(
+                    Message::CopyDone | Message::CommandComplete(_) | Message::ReadyForQuery(_),
+                ) => return Ok(Copy::End),
+                Backend::Message(Message::ErrorResponse(body)) => return Err(server_error(&body)),
+                _ => {}
+            }
+        }
+    }
+
+    async fn send_copy_data(&mut self, payload: &[u8]) -> Result<(), ClientError> {
+        let mut out = BytesMut::new();
+        frontend::CopyData::new(payload)?.write(&mut out);
+        self.send(&out).await
+    }
+
+    /// CopyDone, then up to `wait` for the server's ReadyForQuery, then Terminate.
+    async fn finish(mut self, wait: Duration) {
+        let mut out = BytesMut::new();
+        frontend::copy_done(&mut out);
+        if self.send(&out).await.is_err() {
+            return;
+        }
+        let finished = timeout(wait, async {
+            loop {
+                match self.recv().await {
+                    Ok(Message::ReadyForQuery(_)) => return true,
+                    Ok(_) => {}
+                    Err(_) => return false,
+                }
+            }
+        })
+        .await;
+        if let Ok(true) = finished {
+            let mut out = BytesMut::new();
+            frontend::terminate(&mut out);
+            let _ = self.send(&out).await;
+        }
+    }
+}
+
+/// A TCP connection to `info`'s host, keepalives on.
+async fn open_tcp(info: &ConnInfo) -> Result<TcpStream, ClientError> {
+    let target = format!("{}:{}", info.host, info.port);
+    let failed = |source| ClientError::Connect {
+        target: target.clone(),
+        source,
+    };
+    let tcp = TcpStream::connect((info.host.as_str(), info.port))
+        .await
+        .map_err(failed)?;
+    tcp.set_nodelay(true).map_err(failed)?;
+    keepalives(&tcp, &info.keepalives).map_err(failed)?;
+    Ok(tcp)
+}
+
+enum Negotiated {
+    Tls(Box<dyn Io>),
+    Plain(TcpStream),
+}
+
+/// PostgreSQL's SSLRequest, then the TLS handshake if the server answers `S`: the
+/// blocking client's rules and rustls configuration, on tokio-rustls.
+async fn negotiate_tls(
+    mut tcp: TcpStream,
+    info: &ConnInfo,
+    attempt: Attempt,
+) -> Result<Negotiated, ClientError> {
+    let mut out = BytesMut::new();
+    frontend::ssl_request(&mut out);
+    tcp.write_all(&out).await?;
+    // Exactly one byte: anything after it would be unencrypted data injected ahead of
+    // the handshake (CVE-2021-23222), so none is buffered.
+    let mut answer = [0; 1];
+    tcp.read_exact(&mut answer).await?;
+    match answer[0] {
+        b'S' => {
+            let config = super::tls::config(info)?;
+            let name = ServerName::try_from(info.host.clone())
+                .map_err(|e| ClientError::Tls(format!("host {:?}: {e}", info.host)))?;
+            let tls = tokio_rustls::TlsConnector::from(config)
+                .connect(name, tcp)
+                .await
+                .map_err(|e| {
+                    match e
+                        .get_ref()
+                        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+                    {
+                        Some(err) => {
+                            ClientError::Tls(format!("handshake with {}: {err}", info.host))
+                        }
+                        None => ClientError::Io(e),
+                    }
+                })?;
+            Ok(Negotiated::Tls(Box::new(tls)))
+        }
+        b'N' if attempt == Attempt::TlsIfOffered => Ok(Negotiated::Plain(tcp)),
+        b'N' => Err(ClientError::Tls(format!(
+            "the server at {}:{} does not support TLS, but sslmode={} requires it",
+            info.host, info.port, info.tls.mode
+        ))),
+        other => Err(protocol(&format!(
+            "unexpected answer {other:#04x} to SSLRequest"
+        ))),
+    }
+}
+
+/// Before START_REPLICATION: the slot if asked for, and the server's
+/// `wal_sender_timeout`.
+async fn prepare(
+    conn: &mut AsyncConnection,
+    config: &ConsumerConfig,
+) -> Result<Option<Duration>, ClientError> {
+    if config.create_slot {
+        let command = create_slot_command(&config.slot, config.options.two_phase);
+        match conn.simple_query(&command).await {
+            Err(err) if !slot_exists(&err) => return Err(err),
+            _ => {}
+        }
+    }
+    Ok(conn
+        .simple_query("SHOW wal_sender_timeout")
+        .await
+        .ok()
+        .and_then(|rows| rows.first()?.first()?.clone())
+        .and_then(|text| parse_wal_sender_timeout(&text)))
+}
+
+/// The stop signal: a flag, and a wake-up for the task waiting on it.
+#[derive(Debug, Default)]
+struct Stop {
+    flag: AtomicBool,
+    wake: Wake,
+}
+
+impl Stop {
+    fn set(&self) {
+        self.flag.store(true, Ordering::SeqCst);
+        self.wake.notify_one();
+    }
+
+    fn is_set(&self) -> bool {
+        self.flag.load(Ordering::SeqCst)
+    }
+}
+
+/// A replication stream read in a tokio task: see the [module docs](self).
+#[derive(Debug)]
+pub struct Consumer {
+    fed: Fed,
+    deliveries: mpsc::Receiver<Delivery>,
+    resume: mpsc::UnboundedSender<Lsn>,
+    stop: Arc<Stop>,
+    io: Option<JoinHandle<()>>,
+}
+
+impl Consumer {
+    /// Connects with `info` and starts streaming; the I/O task runs on the current tokio
+    /// runtime.
+    ///
+    /// # Errors
+    ///
+    /// The connection's errors (as the blocking [`Connection::connect`](super::Connection::connect)),
+    /// START_REPLICATION's, and [`ClientError::Config`] for options that cannot go
+    /// together.
+    pub async fn connect(info: &ConnInfo, config: ConsumerConfig) -> Result<Consumer, ClientError> {
+        let fed = Fed::new(&config, true)?;
+        let mut conn = AsyncConnection::connect(info).await?;
+        let server_timeout = prepare(&mut conn, &config).await?;
+        conn.start_replication(&config.command(config.start_lsn))
+            .await?;
+        let (deliver, deliveries) = mpsc::channel(config.queue);
+        let (resume, resumes) = mpsc::unbounded_channel();
+        let stop = Arc::new(Stop::default());
+        let pump = Pump {
+            deliver,
+            resumes,
+            stop: Arc::clone(&stop),
+            feedback: fed.replication.feedback(),
+            info: info.clone(),
+            config,
+        };
+        let io = ::tokio::spawn(pump.run(conn, server_timeout));
+        Ok(Consumer {
+            fed,
+            deliveries,
+            resume,
+            stop,
+            io: Some(io),
+        })
+    }
+
+    /// The next event, waiting as long as it takes; `None` once the stream is over
+    /// ([`Self::finished`] says why).
+    ///
+    /// # Errors
+    ///
+    /// The connection's errors (with reconnecting on, only those that do not pass), and
+    /// [`ClientError::Decode`] for a message that does not decode.
+    pub async fn next(&mut self) -> Result<Option<Event<'_>>, ClientError> {
+        if self.wait_for_frame(None).await? {
+            self.fed.take_event()
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// The next event if one comes within `wait`; `None` when none did, or when the
+    /// stream is over ([`Self::finished`] tells the two apart).
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::next`].
+    pub async fn next_within(&mut self, wait: Duration) -> Result<Option<Event<'_>>, ClientError> {
+        if self.wait_for_frame(Some(Instant::now() + wait)).await? {
+            self.fed.take_event()
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Handles deliveries until an XLogData frame is ready (`true`), the deadline
+    /// passes or the stream is over (`false`).
+    async fn wait_for_frame(&mut self, deadline: Option<Instant>) -> Result<bool, ClientError> {
+        let mut ready = self.fed.before_wait();
+        while ready {
+            let delivery = match deadline {
+                Some(deadline) => {
+                    match ::tokio::time::timeout_at(deadline, self.deliveries.recv()).await {
+                        Ok(delivery) => delivery,
+                        Err(_) => return Ok(false),
+                    }
+                }
+                None => self.deliveries.recv().await,
+            };
+            let Some(delivery) = delivery else {
+                self.fed.finish(Finished::Closed);
+                return Err(ClientError::Closed);
+            };
+            match self.fed.handle(delivery) {
+                Ok(Handled::Frame) => return Ok(true),
+                Ok(Handled::Continue) => {}
+                Ok(Handled::Resume(at)) => {
+                    let _ = self.resume.send(at);
+                }
+                Ok(Handled::Over) => ready = false,
+                Err(err) => {
+                    self.stop.set();
+                    return Err(err);
+                }
+            }
+        }
+        self.stop.set();
+        Ok(false)
+    }
+
+    /// The consumer has processed everything up to `lsn` (an event's
+    /// [`Event::confirmable_lsn`]); the next status update reports it.
+    pub fn confirm(&mut self, lsn: Lsn) {
+        self.fed.replication.confirm(lsn);
+    }
+
+    /// What has been confirmed.
+    #[must_use]
+    pub fn confirmed(&self) -> Lsn {
+        self.fed.replication.confirmed()
+    }
+
+    /// The end of the last whole transaction delivered (or the idle WAL end).
+    #[must_use]
+    pub fn delivered(&self) -> Lsn {
+        self.fed.replication.delivered()
+    }
+
+    /// The WAL end the server last reported (`None` before its first frame).
+    #[must_use]
+    pub fn server_wal_end(&self) -> Option<Lsn> {
+        self.fed.server_wal_end()
+    }
+
+    /// Why the stream is over, once it is.
+    #[must_use]
+    pub fn finished(&self) -> Option<Finished> {
+        self.fed.finished()
+    }
+
+    /// Ends the stream: a last status update with what is confirmed, CopyDone, a short
+    /// wait for the server's answer, Terminate; returns once the I/O task is done.
+    pub async fn close(mut self) {
+        self.fed.closing();
+        self.stop.set();
+        if let Some(io) = self.io.take() {
+            let _ = io.await;
+        }
+    }
+}
+
+impl Drop for Consumer {
+    /// Tells the I/O task to end the stream; it finishes on its own.
+    fn drop(&mut self) {
+        self.fed.closing();
+        self.stop.set();
+    }
+}
+
+/// The I/O task's side.
+struct Pump {
+    deliver: mpsc::Sender<Delivery>,
+    resumes: mpsc::UnboundedReceiver<Lsn>,
+    stop: Arc<Stop>,
+    feedback: Arc<Feedback>,
+    info: ConnInfo,
+    config: ConsumerConfig,
+}
+
+impl Pump {
+    async fn run(mut self, mut conn: AsyncConnection, mut server_timeout: Option<Duration>) {
+        loop {
+            let outcome = self.stream(&mut conn, server_timeout).await;
+            let (lost, delivery) = match outcome {
+                Outcome::Stop => {
+                    let _ = conn
+                        .send_copy_data(&self.feedback.status_update(false))
+                        .await;
+                    conn.finish(FINISH_WAIT).await;
+                    return;
+                }
+                Outcome::Failed(err) => {
+                    let _ = self.deliver.send(Delivery::Failed(err)).await;
+                    return;
+                }
+                Outcome::Lost(err) => (err, None),
+                Outcome::Ended => (ClientError::Closed, Some(Delivery::Ended)),
+            };
+            let Some(delay) = self.config.reconnect else {
+                let _ = self
+                    .deliver
+                    .send(delivery.unwrap_or(Delivery::Lost(lost)))
+                    .await;
+                return;
+            };
+            self.note(&Reconnecting::Lost {
+                error: delivery.is_none().then_some(&lost),
+                confirmed: self.feedback.flushed(),
+                delay,
+            });
+            if self
+                .deliver
+                .send(delivery.unwrap_or(Delivery::Lost(lost)))
+                .await
+                .is_err()
+            {
+                return;
+            }
+            // The consumer answers once it has handled all the old connection sent.
+            let Some(resume) = self.resumes.recv().await else {
+                return;
+            };
+            match self.reconnect(delay, resume).await {
+                Some(Ok((new, timeout))) => {
+                    conn = new;
+                    server_timeout = timeout;
+                    self.note(&Reconnecting::Resumed { after: resume });
+                }
+                Some(Err(err)) => {
+                    let _ = self.deliver.send(Delivery::Failed(err)).await;
+                    return;
+                }
+                None => return,
+            }
+        }
+    }
+
+    fn note(&self, what: &Reconnecting<'_>) {
+        if let Some(Notify(notify)) = &self.config.notify {
+            notify(what);
+        }
+    }
+
+    /// Connects again after `delay`, as often as the failures pass; `None` when stopped.
+    async fn reconnect(
+        &self,
+        delay: Duration,
+        resume: Lsn,
+    ) -> Option<Result<(AsyncConnection, Option<Duration>), ClientError>> {
+        loop {
+            ::tokio::select! {
+                () = ::tokio::time::sleep(delay) => {}
+                () = self.stop.wake.notified() => return None,
+            }
+            if self.stop.is_set() {
+                return None;
+            }
+            let attempt = async {
+                let mut conn = AsyncConnection::connect(&self.info).await?;
+                let timeout = prepare(&mut conn, &self.config).await?;
+                conn.start_replication(&self.config.command(resume)).await?;
+                Ok::<_, ClientError>((conn, timeout))
+            };
+            match attempt.await {
+                Ok(connected) => return Some(Ok(connected)),
+                Err(err) if err.is_transient() => {
+                    self.note(&Reconnecting::Retrying { error: &err, delay })
+                }
+                Err(err) => return Some(Err(err)),
+            }
+        }
+    }
+
+    /// One connection's copy-both loop (see the blocking driver's, which this mirrors).
+    async fn stream(
+        &self,
+        conn: &mut AsyncConnection,
+        server_timeout: Option<Duration>,
+    ) -> Outcome {
+        let interval = self.config.status_interval;
+        let blocked = blocked_interval(interval, server_timeout);
+        let mut next_status = Instant::now() + interval;
+        let mut waiting: Option<Delivery> = None;
+        loop {
+            if self.stop.is_set() {
+                return Outcome::Stop;
+            }
+            ::tokio::select! {
+                () = self.stop.wake.notified() => {}
+                () = sleep_until(next_status) => {
+                    if let Err(err) = conn.send_copy_data(&self.feedback.status_update(false)).await {
+                        return lost_or_failed(err);
+                    }
+                    next_status = Instant::now() + if waiting.is_some() { blocked } else { interval };
+                }
+                permit = self.deliver.reserve(), if waiting.is_some() => match permit {
+                    Ok(permit) => {
+                        if let Some(delivery) = waiting.take() {
+                            permit.send(delivery);
+                        }
+                    }
+                    Err(_) => return Outcome::Stop,
+                },
+                copy = conn.recv_copy_data(), if waiting.is_none() => match copy {
+                    Ok(Copy::Data(frame)) => {
+                        if asks_for_reply(&frame) {
+                            if let Err(err) = conn.send_copy_data(&self.feedback.status_update(false)).await {
+                                return lost_or_failed(err);
+                            }
+                            next_status = Instant::now() + interval;
+                        }
+                        waiting = Some(Delivery::Frame(frame));
+                        // While the frame waits for room, status updates go out as often
+                        // as the server would ask for them.
+                        next_status = next_status.min(Instant::now() + blocked);
+                    }
+                    Ok(Copy::End) => return Outcome::Ended,
+                    Err(err) => return lost_or_failed(err),
+                },
+                // Quiet while waiting for an end position: ask where the server is.
+                () = ::tokio::time::sleep(TICK), if self.config.end_lsn.is_some() && waiting.is_none() => {
+                    if let Err(err) = conn.send_copy_data(&self.feedback.status_update(true)).await {
+                        return lost_or_failed(err);
+                    }
+                }
+            }
+        }
+    }
+}

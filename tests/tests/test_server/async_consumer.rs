@@ -1,0 +1,273 @@
+//! The async consumer (`client::tokio::Consumer`) against the test server, on a
+//! single-threaded tokio runtime: every message of every option set, rows by column
+//! name, feedback while the consumer awaits something else for longer than
+//! `wal_sender_timeout`, a resume after dropped connections with every transaction
+//! exactly once, and an end position.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use pgoutput_codec::client::tokio::Consumer;
+use pgoutput_codec::client::{ConnInfo, ConsumerConfig, Finished, Reconnecting, StreamOptions};
+use pgoutput_codec::server::{
+    Action, Fault, Finding, Publication, Script, Table, TestServer, Transaction, Trigger,
+};
+use pgoutput_codec::{Decoder, IntoOwned, Lsn, PgOutputMessage, ProtocolVersion};
+
+use super::{option_sets, publication, script};
+
+fn info(server: &TestServer) -> ConnInfo {
+    ConnInfo::parse(Some(&server.connection_string()), |_| None).unwrap()
+}
+
+fn rendered(server: &TestServer, options: &StreamOptions) -> Vec<(Lsn, PgOutputMessage<'static>)> {
+    let mut decoder = Decoder::new(options.proto_version, options.streaming).unwrap();
+    server
+        .render(options)
+        .unwrap()
+        .iter()
+        .map(|m| (m.lsn, decoder.decode(&m.payload).unwrap().into_owned()))
+        .collect()
+}
+
+fn one_row_transactions(n: usize) -> (Table, Script) {
+    let t = Table::new(16385, "public", "t").key_column("id", 23);
+    let mut script = Script::new();
+    for i in 0..n {
+        script = script.transaction(
+            Transaction::new()
+                .insert(&t, [format!("{i}0")])
+                .insert(&t, [format!("{i}1")]),
+        );
+    }
+    (t, script)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn every_message_of_every_option_set_arrives_and_the_slot_follows() {
+    let server = TestServer::builder()
+        .publication(publication())
+        .script(script())
+        .start()
+        .unwrap();
+    let end = server.wal_end();
+    for (i, options) in option_sets().into_iter().enumerate() {
+        let slot = format!("a{i}");
+        let expected = rendered(&server, &options);
+        let config = ConsumerConfig::new(&slot, options.clone())
+            .create_slot(true)
+            .auto_confirm(true)
+            .status_interval(Duration::from_millis(100));
+        let mut consumer = Consumer::connect(&info(&server), config).await.unwrap();
+        let mut got = Vec::new();
+        while got.len() < expected.len() {
+            let event = tokio::time::timeout(Duration::from_secs(20), consumer.next())
+                .await
+                .expect("an event within 20 s")
+                .unwrap()
+                .expect("the stream goes on");
+            if let Some(row) = event.new_row().or_else(|| event.old_row()) {
+                assert!(row.column("id").is_some(), "{options:?}");
+            }
+            got.push((event.wal_start, event.message.into_owned()));
+        }
+        assert_eq!(got, expected, "{options:?}");
+        assert!(consumer
+            .next_within(Duration::from_millis(50))
+            .await
+            .unwrap()
+            .is_none());
+        // The slot is polled between turns of the I/O task.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while server.confirmed_flush_lsn(&slot) != Some(end) {
+            assert!(
+                Instant::now() < deadline,
+                "{options:?}: slot at {:?}",
+                server.confirmed_flush_lsn(&slot)
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        consumer.close().await;
+    }
+}
+
+/// The consumer awaits something else for 3 s, twice the server's timeout, after each
+/// transaction: the I/O task answers the reply request at once and keeps the status
+/// updates going, so the connection stays and the slot follows.
+#[tokio::test(flavor = "current_thread")]
+async fn feedback_flows_while_the_consumer_awaits_something_else() {
+    let (t, script) = one_row_transactions(3);
+    let server = TestServer::builder()
+        .publication(Publication::new("p").table(t))
+        .script(script)
+        .wal_sender_timeout(Duration::from_millis(1500))
+        .fault(Fault::new(Trigger::message(3), Action::RequestReply))
+        .start()
+        .unwrap();
+    let options = StreamOptions::new(ProtocolVersion::V1, &["p"]);
+    let config = ConsumerConfig::new("busy", options)
+        .create_slot(true)
+        .status_interval(Duration::from_millis(300));
+    let mut consumer = Consumer::connect(&info(&server), config).await.unwrap();
+    let mut commits = 0;
+    while commits < 3 {
+        let event = consumer
+            .next_within(Duration::from_secs(10))
+            .await
+            .unwrap()
+            .expect("an event");
+        if let Some(end) = event.confirmable_lsn() {
+            commits += 1;
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            consumer.confirm(end);
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while server.confirmed_flush_lsn("busy") != Some(server.wal_end()) {
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let client = server
+        .clients()
+        .into_iter()
+        .find(|c| {
+            c.commands
+                .iter()
+                .any(|q| q.starts_with("START_REPLICATION SLOT \"busy\""))
+        })
+        .unwrap();
+    assert!(client.connected, "dropped: {:?}", client.ended);
+    assert!(!client.replies.is_empty());
+    assert!(
+        client.replies.iter().all(|d| *d < Duration::from_secs(1)),
+        "{:?}",
+        client.replies
+    );
+    consumer.close().await;
+}
+
+/// A close and a reset mid-transaction, then a walsender shutdown once all is confirmed:
+/// every transaction arrives whole exactly once.
+#[tokio::test(flavor = "current_thread")]
+async fn a_resume_after_a_dropped_connection_loses_and_repeats_nothing() {
+    let (t, script) = one_row_transactions(6);
+    let server = TestServer::builder()
+        .publication(Publication::new("p").table(t))
+        .script(script)
+        .fault(Fault::new(
+            Trigger::Change {
+                transaction: 2,
+                after: 1,
+            },
+            Action::Close,
+        ))
+        .fault(Fault::new(
+            Trigger::Change {
+                transaction: 4,
+                after: 1,
+            },
+            Action::Reset,
+        ))
+        .start()
+        .unwrap();
+    let end = server.wal_end();
+    server
+        .add_fault(Fault::new(Trigger::Flush { lsn: end }, Action::Shutdown))
+        .unwrap();
+    let notes = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&notes);
+    let options = StreamOptions::new(ProtocolVersion::V1, &["p"]);
+    let config = ConsumerConfig::new("resume", options)
+        .create_slot(true)
+        .auto_confirm(true)
+        .reconnect(Duration::from_millis(50))
+        .on_reconnect(move |note| {
+            if let Reconnecting::Resumed { after } = note {
+                log.lock().unwrap().push(*after);
+            }
+        });
+    let mut consumer = Consumer::connect(&info(&server), config).await.unwrap();
+    let (mut open, mut committed, mut resumed) = (Vec::new(), Vec::new(), 0);
+    while committed.len() < 6 {
+        let event = consumer
+            .next_within(Duration::from_secs(10))
+            .await
+            .unwrap()
+            .expect("an event");
+        if event.resumed() {
+            resumed += 1;
+            open.clear();
+        }
+        if let Some(row) = event.new_row() {
+            open.push(row.value::<String>("id").unwrap());
+        }
+        if event.confirmable_lsn().is_some() {
+            committed.push(std::mem::take(&mut open));
+        }
+    }
+    let expected: Vec<Vec<String>> = (0..6)
+        .map(|i| vec![format!("{i}0"), format!("{i}1")])
+        .collect();
+    assert_eq!(committed, expected);
+    assert_eq!(resumed, 2);
+    // The shutdown ends the stream; the consumer reconnects after the end, nothing more.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while notes.lock().unwrap().len() < 3 {
+        assert!(Instant::now() < deadline, "{:?}", notes.lock().unwrap());
+        if let Some(event) = consumer
+            .next_within(Duration::from_millis(100))
+            .await
+            .unwrap()
+        {
+            panic!("after the whole script: {:?}", event.message);
+        }
+    }
+    assert!(server
+        .findings()
+        .iter()
+        .all(|(_, f)| matches!(f, Finding::NeverConfirmed { .. })));
+    consumer.close().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_end_position_ends_the_stream_and_a_loss_without_reconnecting_is_an_error() {
+    let (t, script) = one_row_transactions(3);
+    let server = TestServer::builder()
+        .publication(Publication::new("p").table(t))
+        .script(script)
+        .fault(
+            Fault::new(
+                Trigger::Change {
+                    transaction: 3,
+                    after: 1,
+                },
+                Action::Close,
+            )
+            .slot("lost"),
+        )
+        .start()
+        .unwrap();
+    let options = StreamOptions::new(ProtocolVersion::V1, &["p"]);
+    let first_commit = server.events()[0].end_lsn();
+    let config = ConsumerConfig::new("ends", options.clone())
+        .create_slot(true)
+        .end_lsn(first_commit);
+    let mut consumer = Consumer::connect(&info(&server), config).await.unwrap();
+    let mut last = None;
+    while let Some(event) = consumer.next().await.unwrap() {
+        last = Some(event.wal_start);
+    }
+    assert_eq!(last, Some(first_commit));
+    assert_eq!(consumer.finished(), Some(Finished::EndPosition));
+    consumer.close().await;
+    let config = ConsumerConfig::new("lost", options).create_slot(true);
+    let mut consumer = Consumer::connect(&info(&server), config).await.unwrap();
+    let err = loop {
+        match consumer.next_within(Duration::from_secs(10)).await {
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("no loss within 10 s"),
+            Err(err) => break err,
+        }
+    };
+    assert!(err.is_transient(), "{err}");
+}
