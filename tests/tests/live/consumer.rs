@@ -14,6 +14,9 @@ use pgoutput_tests::pg::Server;
 
 use crate::{peek_slot, Options, Row};
 
+/// The slots these checks consume (created with the workload's others, dropped after).
+pub const SLOTS: [&str; 3] = ["consumer_busy", "consumer_resume", "consumer_async"];
+
 fn stream_options(options: &Options) -> StreamOptions {
     StreamOptions::new(options.version, &["pub"])
         .streaming(options.streaming)
@@ -300,4 +303,107 @@ pub fn check_resume(server: &Server) -> Result<String, String> {
         "{} transactions exactly once through {kills} killed walsenders; slot confirmed {flushed}",
         want.len()
     ))
+}
+
+/// The async consumer on a current-thread tokio runtime: every option set byte for byte,
+/// then the walsender killed mid-transaction with every transaction exactly once.
+pub fn check_async(server: &Server, sets: &[Options]) -> Result<String, String> {
+    use pgoutput_codec::client::tokio::Consumer;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let mut events = 0;
+        for options in sets {
+            let expected = peek_slot(server, options.slot, options)?;
+            let info = connect_info(server, "consumer-async")?;
+            let config = ConsumerConfig::new(options.slot, stream_options(options));
+            let mut consumer = Consumer::connect(&info, config).await.map_err(|e| e.to_string())?;
+            let mut encoder =
+                Encoder::new(options.version, options.streaming).map_err(|e| e.to_string())?;
+            for (i, want) in expected.iter().enumerate() {
+                let event = tokio::time::timeout(Duration::from_secs(60), consumer.next())
+                    .await
+                    .map_err(|_| format!("event {i}: none within 60 s"))?
+                    .map_err(|e| e.to_string())?
+                    .ok_or("the stream ended")?;
+                let bytes = encoder.encode(&event.message).map_err(|e| e.to_string())?;
+                if bytes != want.data {
+                    return Err(format!(
+                        "slot {}, proto {}, streaming {}: event {i} re-encodes to {} but the SQL \
+                         interface sent {}",
+                        options.slot,
+                        options.version,
+                        options.streaming,
+                        pgoutput_tests::hex(&bytes),
+                        pgoutput_tests::hex(&want.data)
+                    ));
+                }
+            }
+            events += expected.len();
+            consumer.close().await;
+        }
+        // A resume, on a slot of its own that has seen the whole workload.
+        let options = Options {
+            slot: "consumer_async",
+            version: ProtocolVersion::V2,
+            streaming: Streaming::On,
+            binary: false,
+            two_phase: false,
+        };
+        let expected = peek_slot(server, options.slot, &options)?;
+        let mut decoder = pgoutput_codec::Decoder::new(options.version, options.streaming)
+            .map_err(|e| e.to_string())?;
+        let mut want = Vec::new();
+        for row in &expected {
+            if let Some(end) = decoder
+                .decode(&row.data)
+                .map_err(|e| e.to_string())?
+                .transaction_end_lsn()
+            {
+                want.push(end);
+            }
+        }
+        let info = connect_info(server, "consumer-async-resume")?;
+        let config = ConsumerConfig::new(options.slot, stream_options(&options))
+            .auto_confirm(true)
+            .queue(4)
+            .reconnect(Duration::from_millis(200));
+        let mut consumer = Consumer::connect(&info, config).await.map_err(|e| e.to_string())?;
+        let mut ends = Vec::new();
+        let mut killed = false;
+        let mut resumed = false;
+        while ends.len() < want.len() {
+            let event = tokio::time::timeout(Duration::from_secs(60), consumer.next())
+                .await
+                .map_err(|_| "no event within 60 s".to_owned())?
+                .map_err(|e| e.to_string())?
+                .ok_or("the stream ended")?;
+            resumed |= event.resumed();
+            let end = event.confirmable_lsn();
+            if let Some(end) = end {
+                ends.push(end);
+            } else if !killed && ends.len() == 2 {
+                let n = server
+                    .query_one(
+                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_replication \
+                         WHERE application_name = 'consumer-async-resume';",
+                    )
+                    .map_err(|e| e.to_string())?;
+                killed = n.trim() == "1";
+            }
+        }
+        if !killed || !resumed || ends != want {
+            return Err(format!(
+                "killed {killed}, resumed {resumed}: transaction ends {ends:?}, expected {want:?}"
+            ));
+        }
+        consumer.close().await;
+        Ok(format!(
+            "{} option sets, {events} events; {} transactions exactly once through a killed walsender",
+            sets.len(),
+            want.len()
+        ))
+    })
 }

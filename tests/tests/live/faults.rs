@@ -162,7 +162,11 @@ pub fn check(server: &Server) -> Result<String, String> {
     let tail = start_tail(server, &file)?;
     let result = faults(server, &file);
     let stderr = tail.stop();
-    let (done, stderr) = (result?, stderr?);
+    let (done, stderr) = match (result, stderr) {
+        (Ok(done), Ok(stderr)) => (done, stderr),
+        (Err(err), Ok(stderr) | Err(stderr)) => return Err(format!("{err}; tail said:\n{stderr}")),
+        (Ok(_), Err(err)) => return Err(err),
+    };
     let reconnects = stderr.matches("pgoutput tail: reconnected").count();
     if reconnects < 2 {
         return Err(format!("expected a reconnect after each fault:\n{stderr}"));

@@ -252,6 +252,15 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
         &format!("{label}: the consumer API resuming through killed walsenders"),
         guarded(|| consumer::check_resume(&server)),
     );
+    report.record(
+        &format!("{label}: the async consumer, every option set and a resume"),
+        guarded(|| consumer::check_async(&server, &option_sets(&server))),
+    );
+    // The consumer checks' slots are done with: the server's max_replication_slots is
+    // what the checks after them need.
+    for slot in consumer::SLOTS {
+        let _ = server.psql(&format!("SELECT pg_drop_replication_slot('{slot}');"));
+    }
     let tailed = option_sets(&server)
         .into_iter()
         .filter(|o| o.slot == "plain" && o.binary == (o.version.number() % 2 == 0));
