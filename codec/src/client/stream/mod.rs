@@ -186,6 +186,8 @@ pub struct Replication {
     start: Lsn,
     confirmed: Lsn,
     end_lsn: Option<Lsn>,
+    /// An idle keepalive at or past the end position came, and no data since.
+    end_seen: bool,
     finished: bool,
     resumed: bool,
     feedback: Arc<Feedback>,
@@ -212,15 +214,17 @@ impl Replication {
             start: Lsn(0),
             confirmed: Lsn(0),
             end_lsn: None,
+            end_seen: false,
             finished: false,
             resumed: false,
             feedback: Arc::new(Feedback::default()),
         })
     }
 
-    /// Ends the stream exactly where `pg_recvlogical --endpos` does: a message at `lsn`
-    /// is the last one, one beyond it is not handed out, and an idle server whose WAL end
-    /// has reached it ends the stream too. Nothing past `lsn` is confirmed.
+    /// Ends the stream where `pg_recvlogical --endpos` does: a message at `lsn` is the
+    /// last one, one beyond it is not handed out, and an idle server whose WAL end has
+    /// reached it ends the stream too (once two keepalives in a row say so, where
+    /// pg_recvlogical believes one). Nothing past `lsn` is confirmed.
     #[must_use]
     pub fn end_at(mut self, lsn: Lsn) -> Replication {
         self.end_lsn = Some(lsn);
@@ -264,6 +268,7 @@ impl Replication {
                 Ok(None)
             }
             ServerMessage::XLogData(xlog) => {
+                self.end_seen = false;
                 if let Some(end) = self.end_lsn {
                     // Relation and Type frames carry 0/0 and belong to what follows.
                     if xlog.wal_start.is_valid() && xlog.wal_start > end {
@@ -355,8 +360,13 @@ impl Replication {
             self.confirm(self.delivered);
         }
         if let Some(end) = self.end_lsn {
+            // Two keepalives at or past the end with nothing between them: PostgreSQL 18
+            // was seen sending one that reported the end position and then ~700 more
+            // messages of transactions committed before it (the live tail check, with
+            // streaming on), which pg_recvlogical's single-keepalive rule would lose.
             if wal_end >= end {
-                self.finished = true;
+                self.finished = self.end_seen;
+                self.end_seen = true;
             }
         }
     }
