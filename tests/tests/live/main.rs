@@ -240,6 +240,16 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
         &format!("{label}: walsender stream and status updates"),
         walsender,
     );
+    let tailed = option_sets(&server)
+        .into_iter()
+        .filter(|o| o.slot == "plain" && o.binary == (o.version.number() % 2 == 0));
+    for options in tailed {
+        let name = format!(
+            "{label}: pgoutput tail over SCRAM, proto {}, streaming {}, binary {}",
+            options.version, options.streaming, options.binary
+        );
+        report.record(&name, guarded(|| tail::check(&server, &options)));
+    }
     report.record(
         &format!("{label}: the consumer API, every option set byte for byte"),
         guarded(|| consumer::check_every_option_set(&server, &option_sets(&server))),
@@ -260,16 +270,6 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
     // what the checks after them need.
     for slot in consumer::SLOTS {
         let _ = server.psql(&format!("SELECT pg_drop_replication_slot('{slot}');"));
-    }
-    let tailed = option_sets(&server)
-        .into_iter()
-        .filter(|o| o.slot == "plain" && o.binary == (o.version.number() % 2 == 0));
-    for options in tailed {
-        let name = format!(
-            "{label}: pgoutput tail over SCRAM, proto {}, streaming {}, binary {}",
-            options.version, options.streaming, options.binary
-        );
-        report.record(&name, guarded(|| tail::check(&server, &options)));
     }
     report.record(
         &format!("{label}: pgoutput tail stops cleanly on Ctrl-C"),

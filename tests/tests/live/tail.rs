@@ -217,10 +217,15 @@ pub fn check(server: &Server, options: &Options) -> Result<String, String> {
         })
         .collect::<Result<_, _>>()?;
     if printed.len() != expected.len() {
+        let first = (0..printed.len().min(expected.len())).find(|&i| printed[i] != expected[i]);
+        let at = first.unwrap_or(printed.len().min(expected.len()));
         return Err(format!(
-            "printed {} messages, the slot holds {}: {stderr}",
+            "printed {} messages, the slot holds {}; first difference at {at}: printed {:?}, \
+             the slot {:?}: {stderr}",
             printed.len(),
-            expected.len()
+            expected.len(),
+            printed.get(at).map(|v| v.to_string()),
+            expected.get(at).map(|v| v.to_string()),
         ));
     }
     if let Some(i) = (0..printed.len()).find(|&i| printed[i] != expected[i]) {
