@@ -10,7 +10,10 @@
 
 use std::time::{Duration, Instant};
 
-use pg_walstream::{EventType, LogicalReplicationStream, ReplicationStreamConfig, RetryConfig, StreamingMode};
+use pg_walstream::{
+    CancellationToken, EventType, LogicalReplicationStream, ReplicationStreamConfig, RetryConfig,
+    StreamingMode,
+};
 use pgoutput_codec::client::{ConnInfo, Consumer, ConsumerConfig, StreamOptions};
 use pgoutput_codec::{Lsn, ProtocolVersion};
 use pgoutput_tests::pg::{find_servers, Server};
@@ -71,9 +74,10 @@ fn theirs(server: &Server, slot: &str, end: Lsn) -> Run {
         .with_existing_slot_required(true);
         let mut stream = LogicalReplicationStream::new(&conninfo, config).await.unwrap();
         stream.start(None).await.unwrap();
+        let cancel = CancellationToken::new();
         let (mut inserts, mut bytes) = (0, 0);
         loop {
-            let event = stream.next_event().await.unwrap();
+            let event = stream.next_event(&cancel).await.unwrap();
             match &event.event_type {
                 EventType::Insert { data, .. } => {
                     inserts += 1;
@@ -84,7 +88,7 @@ fn theirs(server: &Server, slot: &str, end: Lsn) -> Run {
                 EventType::Commit { end_lsn, .. } if end_lsn.value() == end.0 => break,
                 _ => {}
             }
-            stream.update_applied_lsn(event.lsn.value());
+            stream.shared_lsn_feedback.update_applied_lsn(event.lsn.value());
         }
         let run = Run { inserts, wall: started.elapsed(), cpu: cpu() - cpu0, bytes };
         let _ = stream.stop().await;

@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 
 use super::consumer::{
     blocked_interval, create_slot_command, lost_or_failed, parse_wal_sender_timeout, slot_exists,
-    ConsumerConfig, Delivery, Fed, Finished, Handled, Notify, Outcome, Reconnecting, FINISH_WAIT,
-    TICK,
+    ConsumerConfig, Delivery, Fed, Finished, Handled, Notify, Outcome, Reconnecting, BATCH,
+    FINISH_WAIT, TICK,
 };
 use super::stream::{asks_for_reply, Event, Feedback};
 use super::{ClientError, ConnInfo, Connection, CopyEvent};
@@ -73,7 +73,8 @@ impl Consumer {
         let fed = Fed::new(&config, info.is_some())?;
         let server_timeout = prepare(&mut conn, &config)?;
         conn.start_replication(&config.command(config.start_lsn))?;
-        let (deliver, deliveries) = mpsc::sync_channel(config.queue);
+        // The queue counts frames; the channel holds batches of up to BATCH of them.
+        let (deliver, deliveries) = mpsc::sync_channel(config.queue.div_ceil(BATCH));
         let (resume, resumes) = mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
         let pump = Pump {
@@ -137,7 +138,11 @@ impl Consumer {
         let mut ready = self.fed.before_wait();
         while ready {
             let left = deadline.saturating_duration_since(Instant::now());
-            let delivery = match self.deliveries.recv_timeout(left) {
+            let received = match self.fed.take_pending() {
+                Some(delivery) => Ok(delivery),
+                None => self.deliveries.recv_timeout(left),
+            };
+            let delivery = match received {
                 Ok(delivery) => delivery,
                 Err(RecvTimeoutError::Timeout) => return Ok(false),
                 Err(RecvTimeoutError::Disconnected) => {
@@ -369,7 +374,7 @@ impl Pump {
                     Ok(()) => {}
                     Err(TrySendError::Full(delivery)) => {
                         waiting = Some(delivery);
-                        std::thread::sleep(Duration::from_millis(2));
+                        std::thread::sleep(Duration::from_micros(100));
                         continue;
                     }
                     Err(TrySendError::Disconnected(_)) => return Outcome::Stop,
@@ -378,13 +383,40 @@ impl Pump {
             let wait = TICK.min(interval.saturating_sub(last_status.elapsed()));
             match conn.recv_copy_data(wait.max(Duration::from_millis(1))) {
                 Ok(CopyEvent::Data(frame)) => {
-                    if asks_for_reply(&frame) {
+                    // What this read brought in, as one hand-over.
+                    let mut batch = vec![frame];
+                    let mut ended = false;
+                    while batch.len() < BATCH {
+                        match conn.buffered_copy_data() {
+                            Ok(Some(CopyEvent::Data(frame))) => batch.push(frame),
+                            Ok(Some(CopyEvent::End)) => {
+                                ended = true;
+                                break;
+                            }
+                            Ok(_) => break,
+                            // What came before the error is the consumer's first.
+                            Err(err) => {
+                                if self.deliver.send(Delivery::Frames(batch)).is_err() {
+                                    return Outcome::Stop;
+                                }
+                                return lost_or_failed(err);
+                            }
+                        }
+                    }
+                    if batch.iter().any(|frame| asks_for_reply(frame)) {
                         if let Err(err) = conn.send_copy_data(&self.feedback.status_update(false)) {
                             return lost_or_failed(err);
                         }
                         last_status = Instant::now();
                     }
-                    waiting = Some(Delivery::Frame(frame));
+                    let delivery = Delivery::Frames(batch);
+                    if ended {
+                        if self.deliver.send(delivery).is_err() {
+                            return Outcome::Stop;
+                        }
+                        return Outcome::Ended;
+                    }
+                    waiting = Some(delivery);
                 }
                 Ok(CopyEvent::Idle) => {
                     // Waiting for an end position: ask where the server is.

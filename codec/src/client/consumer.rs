@@ -172,6 +172,8 @@ pub enum Finished {
 /// What the I/O thread hands the consumer, in order.
 pub(crate) enum Delivery {
     Frame(Bytes),
+    /// Several frames in order: what one read brought (fewer hand-overs between threads).
+    Frames(Vec<Bytes>),
     /// The connection is gone; with reconnecting on, the I/O thread waits for the
     /// position to resume after.
     Lost(ClientError),
@@ -200,6 +202,8 @@ pub(crate) struct Fed {
     pub(crate) replication: Replication,
     /// The frame the last event borrows from.
     frame: Bytes,
+    /// Frames of a batch not handled yet.
+    pending: std::collections::VecDeque<Bytes>,
     finished: Option<Finished>,
     auto_confirm: bool,
     reconnect: bool,
@@ -223,6 +227,7 @@ impl Fed {
         Ok(Fed {
             replication,
             frame: Bytes::new(),
+            pending: std::collections::VecDeque::new(),
             finished: None,
             auto_confirm: config.auto_confirm,
             reconnect: config.reconnect.is_some(),
@@ -242,9 +247,18 @@ impl Fed {
         self.finished.is_none()
     }
 
+    /// The next frame of a batch, if one is waiting: handle it before the next delivery.
+    pub(crate) fn take_pending(&mut self) -> Option<Delivery> {
+        self.pending.pop_front().map(Delivery::Frame)
+    }
+
     /// One delivery from the I/O side.
     pub(crate) fn handle(&mut self, delivery: Delivery) -> Result<Handled, ClientError> {
         match delivery {
+            Delivery::Frames(frames) => {
+                self.pending.extend(frames);
+                Ok(Handled::Continue)
+            }
             Delivery::Frame(frame) if frame.first() == Some(&b'w') => {
                 if let Some(end) = xlog_wal_end(&frame) {
                     self.server_wal_end = Some(end);
@@ -333,6 +347,9 @@ pub(crate) enum Outcome {
 pub(crate) const TICK: Duration = Duration::from_millis(100);
 
 /// How long a stopping consumer waits for the server to answer CopyDone.
+/// The most frames one batch holds.
+pub(crate) const BATCH: usize = 64;
+
 pub(crate) const FINISH_WAIT: Duration = Duration::from_secs(1);
 
 /// How often a status update goes out while the consumer's queue is full and nothing is

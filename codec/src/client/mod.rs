@@ -511,6 +511,29 @@ impl Connection {
         }
     }
 
+    /// The next CopyData payload if one is already in the input buffer, without reading
+    /// the socket: what a reader batches after a read.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::recv_copy_data`].
+    pub(crate) fn buffered_copy_data(&mut self) -> Result<Option<CopyEvent>, ClientError> {
+        while let Some(message) = self.parse()? {
+            let Backend::Message(message) = message else {
+                continue;
+            };
+            match message {
+                Message::CopyData(body) => return Ok(Some(CopyEvent::Data(body.into_bytes()))),
+                Message::CopyDone | Message::CommandComplete(_) | Message::ReadyForQuery(_) => {
+                    return Ok(Some(CopyEvent::End))
+                }
+                Message::ErrorResponse(body) => return Err(server_error(&body)),
+                _ => {}
+            }
+        }
+        Ok(None)
+    }
+
     /// Sends a CopyData payload (a standby status update).
     ///
     /// # Errors
