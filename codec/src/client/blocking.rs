@@ -1,4 +1,4 @@
-//! The blocking driver of a [`Replication`]: a consumer that reads a slot in a few lines.
+//! The blocking driver of a [`Replication`](super::Replication): a consumer that reads a slot in a few lines.
 //!
 //! An I/O thread owns the connection. It reads frames into a bounded queue, answers reply
 //! requests at once and sends status updates on an interval from the positions the

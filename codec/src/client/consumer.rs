@@ -124,7 +124,7 @@ impl ConsumerConfig {
 
     /// Treat each event as processed once the next one is asked for: the slot advances
     /// to the end of every transaction the consumer has moved past. Without it, only
-    /// [`Consumer::confirm`] moves the slot.
+    /// [`Consumer::confirm`](super::Consumer::confirm) moves the slot.
     #[must_use]
     pub fn auto_confirm(mut self, on: bool) -> ConsumerConfig {
         self.auto_confirm = on;
@@ -165,7 +165,7 @@ pub enum Finished {
     EndPosition,
     /// The server ended the stream (without reconnecting).
     ServerEnded,
-    /// [`Consumer::close`] or a drop.
+    /// [`Consumer::close`](super::Consumer::close) or a drop.
     Closed,
 }
 

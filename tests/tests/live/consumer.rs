@@ -319,7 +319,9 @@ pub fn check_async(server: &Server, sets: &[Options]) -> Result<String, String> 
             let expected = peek_slot(server, options.slot, options)?;
             let info = connect_info(server, "consumer-async")?;
             let config = ConsumerConfig::new(options.slot, stream_options(options));
-            let mut consumer = Consumer::connect(&info, config).await.map_err(|e| e.to_string())?;
+            let mut consumer = Consumer::connect(&info, config)
+                .await
+                .map_err(|e| e.to_string())?;
             let mut encoder =
                 Encoder::new(options.version, options.streaming).map_err(|e| e.to_string())?;
             for (i, want) in expected.iter().enumerate() {
@@ -370,7 +372,9 @@ pub fn check_async(server: &Server, sets: &[Options]) -> Result<String, String> 
             .auto_confirm(true)
             .queue(4)
             .reconnect(Duration::from_millis(200));
-        let mut consumer = Consumer::connect(&info, config).await.map_err(|e| e.to_string())?;
+        let mut consumer = Consumer::connect(&info, config)
+            .await
+            .map_err(|e| e.to_string())?;
         let mut ends = Vec::new();
         let mut killed = false;
         let mut resumed = false;
@@ -399,9 +403,59 @@ pub fn check_async(server: &Server, sets: &[Options]) -> Result<String, String> 
                 "killed {killed}, resumed {resumed}: transaction ends {ends:?}, expected {want:?}"
             ));
         }
+        // Moving past the last event confirms it; the slot follows.
+        let _ = consumer.next_within(Duration::from_millis(100)).await;
         consumer.close().await;
+        let flushed = wait_for_flush(server, options.slot, *want.last().ok_or("no transaction")?)?;
+        // Busy for 5 s under a 2 s wal_sender_timeout, awaiting something else: the I/O
+        // task answers the walsender meanwhile.
+        server
+            .psql("ALTER SYSTEM SET wal_sender_timeout = '2s'; SELECT pg_reload_conf();")
+            .map_err(|e| e.to_string())?;
+        let busy = async {
+            let info = connect_info(server, "consumer-async-busy")?;
+            let plain = Options {
+                slot: "plain",
+                ..options
+            };
+            let config = ConsumerConfig::new(plain.slot, stream_options(&plain));
+            let mut consumer = Consumer::connect(&info, config)
+                .await
+                .map_err(|e| e.to_string())?;
+            for _ in 0..10 {
+                consumer
+                    .next()
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .ok_or("the stream ended")?;
+            }
+            let mut oldest = 0.0f64;
+            for _ in 0..20 {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                let age =
+                    reply_age(server, "consumer-async-busy")?.ok_or("the walsender is gone")?;
+                oldest = oldest.max(age);
+            }
+            consumer
+                .next()
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or("the stream ended")?;
+            consumer.close().await;
+            Ok::<f64, String>(oldest)
+        }
+        .await;
+        server
+            .psql("ALTER SYSTEM RESET wal_sender_timeout; SELECT pg_reload_conf();")
+            .map_err(|e| e.to_string())?;
+        let oldest = busy?;
+        if oldest >= 1.9 {
+            return Err(format!("async, busy: the last reply was {oldest:.2} s old"));
+        }
         Ok(format!(
-            "{} option sets, {events} events; {} transactions exactly once through a killed walsender",
+            "{} option sets, {events} events; {} transactions exactly once through a killed \
+             walsender, slot confirmed {flushed}; busy 5 s under a 2 s wal_sender_timeout with \
+             replies at most {oldest:.2} s old",
             sets.len(),
             want.len()
         ))

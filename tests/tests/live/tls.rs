@@ -169,10 +169,79 @@ pub fn check(server: &Server) -> Result<String, String> {
         |err| err.server_error().is_some_and(|e| e.code == "28000"),
     )?;
     let tailed = tail_over_tls(server, &format!("sslmode=verify-full {ca}"))?;
+    async_over_tls(server, &ca)?;
     Ok(format!(
         "disable refused, prefer/allow/require/verify-ca/verify-full connect, wrong root and \
-         name mismatch refused, client certificate accepted; tail printed {tailed} lines"
+         name mismatch refused, client certificate accepted; tail printed {tailed} lines; the \
+         async consumer streamed over verify-full and refused the name mismatch"
     ))
+}
+
+/// The async consumer (tokio-rustls) over `verify-full`: a name mismatch is refused as
+/// the blocking client refuses it, and with the right name an insert streams through.
+fn async_over_tls(server: &Server, ca: &str) -> Result<(), String> {
+    use pgoutput_codec::client::tokio::Consumer;
+    use pgoutput_codec::client::{ConsumerConfig, StreamOptions};
+    use pgoutput_codec::ProtocolVersion;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let config = || {
+            ConsumerConfig::new(
+                "tls_async",
+                StreamOptions::new(ProtocolVersion::V1, &["tls_pub"]),
+            )
+            .create_slot(true)
+        };
+        let wrong = ConnInfo::parse(
+            Some(&conninfo(
+                server,
+                "127.0.0.1",
+                USER,
+                &format!("sslmode=verify-full {ca}"),
+            )),
+            |_| None,
+        )
+        .map_err(|e| e.to_string())?;
+        match Consumer::connect(&wrong, config()).await {
+            Err(ClientError::Tls(text)) if text.contains("not valid for name") => {}
+            Err(err) => return Err(format!("async, name mismatch: the wrong error: {err}")),
+            Ok(_) => return Err("async, name mismatch: connected".into()),
+        }
+        let right = ConnInfo::parse(
+            Some(&conninfo(
+                server,
+                "localhost",
+                USER,
+                &format!("sslmode=verify-full {ca}"),
+            )),
+            |_| None,
+        )
+        .map_err(|e| e.to_string())?;
+        let mut consumer = Consumer::connect(&right, config())
+            .await
+            .map_err(|e| format!("async over verify-full: {e}"))?;
+        server
+            .psql("INSERT INTO tls_t VALUES (2, 'over async TLS');")
+            .map_err(|e| e.to_string())?;
+        loop {
+            let event = tokio::time::timeout(std::time::Duration::from_secs(30), consumer.next())
+                .await
+                .map_err(|_| "async over TLS: no insert within 30 s".to_owned())?
+                .map_err(|e| e.to_string())?
+                .ok_or("async over TLS: the stream ended")?;
+            if let Some(row) = event.new_row() {
+                let value: Option<String> = row.get(1).and_then(|c| c.value().ok()).flatten();
+                if value.as_deref() == Some("over async TLS") {
+                    break;
+                }
+            }
+        }
+        consumer.close().await;
+        Ok(())
+    })
 }
 
 /// `pgoutput tail` with `conninfo`'s TLS settings streams an insert.
