@@ -493,3 +493,36 @@ fn the_file_holds_each_transaction_once_after_every_fault() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// A slot still held by a walsender that has not exited (55006) when tail starts: tail
+/// says so, tries again after --reconnect-delay and streams once the slot is free.
+#[test]
+fn a_held_slot_at_the_start_is_waited_out() {
+    let server = server(inserts(1));
+    let end = server.wal_end().to_string();
+    let created = run(&mut tail(&server, "held", &["--end-lsn", "0/1"]));
+    assert!(created.status.success());
+    assert!(server.hold_slot("held", Duration::from_millis(1500)));
+    let output = tail(
+        &server,
+        "held",
+        &[
+            "--if-not-exists",
+            "--reconnect-delay",
+            "1",
+            "--end-lsn",
+            &end,
+        ],
+    )
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("is active for PID"), "{stderr}");
+    assert!(stderr.contains("retrying in 1 s"), "{stderr}");
+    assert_eq!(
+        lines(&output).len(),
+        4,
+        "Relation, Begin, Insert, Commit: {stderr}"
+    );
+}

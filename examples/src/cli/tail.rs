@@ -224,9 +224,11 @@ pub fn tail(args: &TailArgs) -> Result<ExitCode, String> {
             .reconnect(Duration::from_secs(args.reconnect_delay))
             .on_reconnect(report_reconnecting);
     }
-    let outcome = Consumer::start(conn, Some(info), config)
-        .map_err(Failure::from)
-        .and_then(|mut consumer| follow(&mut consumer, args, &mut output, &stop));
+    let outcome = match start(conn, &info, &config, args, &stop) {
+        Ok(Some(mut consumer)) => follow(&mut consumer, args, &mut output, &stop),
+        Ok(None) => Ok(Stopped::Interrupted),
+        Err(err) => Err(Failure::from(err)),
+    };
     // However the stream ended, the file does not end inside a transaction.
     let cut = output.cut_unfinished().map_err(|e| e.to_string())?;
     if cut {
@@ -286,6 +288,53 @@ impl From<ClientError> for Failure {
 impl From<String> for Failure {
     fn from(err: String) -> Self {
         Failure::Output(err)
+    }
+}
+
+/// START_REPLICATION, tried again after `--reconnect-delay` as long as it fails in a way
+/// that passes (the slot still held by a walsender that has not noticed its old client is
+/// gone, the server starting): `None` when interrupted meanwhile.
+fn start(
+    mut conn: Connection,
+    info: &ConnInfo,
+    config: &ConsumerConfig,
+    args: &TailArgs,
+    stop: &AtomicBool,
+) -> Result<Option<Consumer>, ClientError> {
+    let retries = !args.no_loop && !args.temporary;
+    let delay = Duration::from_secs(args.reconnect_delay);
+    // Waits out the delay; `false` when interrupted.
+    let wait = || {
+        let until = std::time::Instant::now() + delay;
+        while std::time::Instant::now() < until {
+            if stop.load(Ordering::SeqCst) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        true
+    };
+    loop {
+        let mut err = match Consumer::start(conn, Some(info.clone()), config.clone()) {
+            Ok(consumer) => return Ok(Some(consumer)),
+            Err(err) if retries && err.is_transient() => err,
+            Err(err) => return Err(err),
+        };
+        conn = loop {
+            eprintln!(
+                "pgoutput tail: {}; retrying in {} s",
+                describe_loss(&err),
+                args.reconnect_delay
+            );
+            if !wait() {
+                return Ok(None);
+            }
+            match Connection::connect(info) {
+                Ok(new) => break new,
+                Err(again) if again.is_transient() => err = again,
+                Err(again) => return Err(again),
+            }
+        };
     }
 }
 
