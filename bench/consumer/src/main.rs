@@ -56,6 +56,33 @@ fn ours(server: &Server, slot: &str, end: Lsn) -> Run {
     run
 }
 
+fn ours_async(server: &Server, slot: &str, end: Lsn) -> Run {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let info = ConnInfo::parse(Some(&server.conninfo("postgres", None)), |_| None).unwrap();
+    runtime.block_on(async {
+        let (started, cpu0) = (Instant::now(), cpu());
+        let options = StreamOptions::new(ProtocolVersion::V1, &["bench_pub"]);
+        let config = ConsumerConfig::new(slot, options).auto_confirm(true);
+        let mut consumer = pgoutput_codec::client::tokio::Consumer::connect(&info, config).await.unwrap();
+        let (mut inserts, mut bytes) = (0, 0);
+        loop {
+            let event = consumer.next().await.unwrap().expect("the stream goes on");
+            if let Some(row) = event.new_row() {
+                inserts += 1;
+                for column in row.iter() {
+                    bytes += column.value::<Option<String>>().unwrap().map_or(0, |v| v.len());
+                }
+            }
+            if event.confirmable_lsn() == Some(end) {
+                break;
+            }
+        }
+        let run = Run { inserts, wall: started.elapsed(), cpu: cpu() - cpu0, bytes };
+        consumer.close().await;
+        run
+    })
+}
+
 fn theirs(server: &Server, slot: &str, end: Lsn) -> Run {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let conninfo = format!("{} replication=database", server.conninfo("postgres", None));
@@ -115,6 +142,7 @@ fn main() {
     for i in 0..rounds {
         setup.push_str(&format!(
             "SELECT pg_create_logical_replication_slot('ours_{i}', 'pgoutput') IS NOT NULL;\
+             SELECT pg_create_logical_replication_slot('async_{i}', 'pgoutput') IS NOT NULL;\
              SELECT pg_create_logical_replication_slot('theirs_{i}', 'pgoutput') IS NOT NULL;"
         ));
     }
@@ -139,32 +167,44 @@ fn main() {
         .parse()
         .unwrap();
     println!("{rows} rows in {} transactions; last commit ends at {end}", rows.div_ceil(1000));
-    println!("round  ours: inserts/s  CPU ns/insert   pg_walstream: inserts/s  CPU ns/insert");
-    let (mut ratio_rate, mut ratio_cpu) = (Vec::new(), Vec::new());
+    println!("round  ours: inserts/s  CPU ns/insert   async: inserts/s  CPU ns/insert   pg_walstream: inserts/s  CPU ns/insert");
+    let (mut ratio_rate, mut ratio_cpu, mut async_rate, mut async_cpu) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for i in 0..rounds {
         // Alternate who goes first.
-        let (a, b) = if i % 2 == 0 {
+        let (a, c, b) = if i % 2 == 0 {
             let a = ours(&server, &format!("ours_{i}"), end);
-            (a, theirs(&server, &format!("theirs_{i}"), end))
+            let c = ours_async(&server, &format!("async_{i}"), end);
+            (a, c, theirs(&server, &format!("theirs_{i}"), end))
         } else {
             let b = theirs(&server, &format!("theirs_{i}"), end);
-            (ours(&server, &format!("ours_{i}"), end), b)
+            let c = ours_async(&server, &format!("async_{i}"), end);
+            (ours(&server, &format!("ours_{i}"), end), c, b)
         };
         assert_eq!((a.inserts, a.bytes), (b.inserts, b.bytes), "both read the same rows");
+        assert_eq!((c.inserts, c.bytes), (b.inserts, b.bytes), "both read the same rows");
         let rate = |r: &Run| r.inserts as f64 / r.wall.as_secs_f64();
         let per = |r: &Run| r.cpu.as_nanos() as f64 / r.inserts as f64;
         println!(
-            "{i:>5}  {:>17.0}  {:>13.0}   {:>23.0}  {:>13.0}",
+            "{i:>5}  {:>17.0}  {:>13.0}   {:>16.0}  {:>13.0}   {:>23.0}  {:>13.0}",
             rate(&a),
             per(&a),
+            rate(&c),
+            per(&c),
             rate(&b),
             per(&b)
         );
         ratio_rate.push(rate(&a) / rate(&b));
         ratio_cpu.push(per(&b) / per(&a));
+        async_rate.push(rate(&c) / rate(&b));
+        async_cpu.push(per(&b) / per(&c));
     }
     println!(
-        "median: ours {:.2}x pg_walstream's inserts/s, {:.2}x less CPU per insert",
+        "median: async {:.2}x pg_walstream's inserts/s, {:.2}x less CPU per insert",
+        median(async_rate),
+        median(async_cpu)
+    );
+    println!(
+        "median: blocking {:.2}x pg_walstream's inserts/s, {:.2}x less CPU per insert",
         median(ratio_rate),
         median(ratio_cpu)
     );

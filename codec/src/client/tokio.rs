@@ -44,8 +44,8 @@ use rustls_pki_types::ServerName;
 
 use super::consumer::{
     blocked_interval, create_slot_command, lost_or_failed, parse_wal_sender_timeout, slot_exists,
-    ConsumerConfig, Delivery, Fed, Finished, Handled, Notify, Outcome, Reconnecting, FINISH_WAIT,
-    TICK,
+    ConsumerConfig, Delivery, Fed, Finished, Handled, Notify, Outcome, Reconnecting, BATCH,
+    FINISH_WAIT, TICK,
 };
 use super::login::{Login, Step};
 use super::stream::{asks_for_reply, Event, Feedback};
@@ -245,6 +245,23 @@ impl AsyncConnection {
         }
     }
 
+    /// The next CopyData payload if one is already buffered, without reading.
+    fn buffered_copy_data(&mut self) -> Result<Option<Copy>, ClientError> {
+        while let Some(message) = parse_backend(&mut self.input)? {
+            match message {
+                Backend::Message(Message::CopyData(body)) => {
+                    return Ok(Some(Copy::Data(body.into_bytes())))
+                }
+                Backend::Message(
+                    Message::CopyDone | Message::CommandComplete(_) | Message::ReadyForQuery(_),
+                ) => return Ok(Some(Copy::End)),
+                Backend::Message(Message::ErrorResponse(body)) => return Err(server_error(&body)),
+                _ => {}
+            }
+        }
+        Ok(None)
+    }
+
     async fn send_copy_data(&mut self, payload: &[u8]) -> Result<(), ClientError> {
         let mut out = BytesMut::new();
         frontend::CopyData::new(payload)?.write(&mut out);
@@ -406,7 +423,8 @@ impl Consumer {
         let server_timeout = prepare(&mut conn, &config).await?;
         conn.start_replication(&config.command(config.start_lsn))
             .await?;
-        let (deliver, deliveries) = mpsc::channel(config.queue);
+        // The queue counts frames; the channel holds batches of up to BATCH of them.
+        let (deliver, deliveries) = mpsc::channel(config.queue.div_ceil(BATCH));
         let (resume, resumes) = mpsc::unbounded_channel();
         let stop = Arc::new(Stop::default());
         let pump = Pump {
@@ -461,14 +479,18 @@ impl Consumer {
     async fn wait_for_frame(&mut self, deadline: Option<Instant>) -> Result<bool, ClientError> {
         let mut ready = self.fed.before_wait();
         while ready {
-            let delivery = match deadline {
-                Some(deadline) => {
-                    match ::tokio::time::timeout_at(deadline, self.deliveries.recv()).await {
-                        Ok(delivery) => delivery,
-                        Err(_) => return Ok(false),
+            let pending = self.fed.take_pending();
+            let delivery = match (pending, deadline) {
+                (Some(delivery), _) => Some(delivery),
+                (None, deadline) => match deadline {
+                    Some(deadline) => {
+                        match ::tokio::time::timeout_at(deadline, self.deliveries.recv()).await {
+                            Ok(delivery) => delivery,
+                            Err(_) => return Ok(false),
+                        }
                     }
-                }
-                None => self.deliveries.recv().await,
+                    None => self.deliveries.recv().await,
+                },
             };
             let Some(delivery) = delivery else {
                 self.fed.finish(Finished::Closed);
@@ -676,14 +698,40 @@ impl Pump {
                 },
                 copy = conn.recv_copy_data(), if waiting.is_none() => match copy {
                     Ok(Copy::Data(frame)) => {
-                        if asks_for_reply(&frame) {
+                        // What this read brought in, as one hand-over.
+                        let mut batch = vec![frame];
+                        let mut ended = false;
+                        while batch.len() < BATCH {
+                            match conn.buffered_copy_data() {
+                                Ok(Some(Copy::Data(frame))) => batch.push(frame),
+                                Ok(Some(Copy::End)) => {
+                                    ended = true;
+                                    break;
+                                }
+                                Ok(None) => break,
+                                // What came before the error is the consumer's first.
+                                Err(err) => {
+                                    if self.deliver.send(Delivery::Frames(batch)).await.is_err() {
+                                        return Outcome::Stop;
+                                    }
+                                    return lost_or_failed(err);
+                                }
+                            }
+                        }
+                        if batch.iter().any(|frame| asks_for_reply(frame)) {
                             if let Err(err) = conn.send_copy_data(&self.feedback.status_update(false)).await {
                                 return lost_or_failed(err);
                             }
                             next_status = Instant::now() + interval;
                         }
-                        waiting = Some(Delivery::Frame(frame));
-                        // While the frame waits for room, status updates go out as often
+                        if ended {
+                            if self.deliver.send(Delivery::Frames(batch)).await.is_err() {
+                                return Outcome::Stop;
+                            }
+                            return Outcome::Ended;
+                        }
+                        waiting = Some(Delivery::Frames(batch));
+                        // While the frames wait for room, status updates go out as often
                         // as the server would ask for them.
                         next_status = next_status.min(Instant::now() + blocked);
                     }
