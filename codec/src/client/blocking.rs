@@ -28,9 +28,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::consumer::{
-    blocked_interval, create_slot_command, lost_or_failed, parse_wal_sender_timeout, slot_exists,
-    ConsumerConfig, Delivery, Fed, Finished, Handled, Notify, Outcome, Reconnecting, BATCH,
-    FINISH_WAIT, TICK,
+    batch, blocked_interval, create_slot_command, lost_or_failed, parse_wal_sender_timeout,
+    slot_exists, AfterBatch, ConsumerConfig, Delivery, Fed, Finished, Handled, Notify, Outcome,
+    Reconnecting, BATCH, FINISH_WAIT, TICK,
 };
 use super::stream::{asks_for_reply, Event, Feedback};
 use super::{ClientError, ConnInfo, Connection, CopyEvent};
@@ -383,40 +383,26 @@ impl Pump {
             let wait = TICK.min(interval.saturating_sub(last_status.elapsed()));
             match conn.recv_copy_data(wait.max(Duration::from_millis(1))) {
                 Ok(CopyEvent::Data(frame)) => {
-                    // What this read brought in, as one hand-over.
-                    let mut batch = vec![frame];
-                    let mut ended = false;
-                    while batch.len() < BATCH {
-                        match conn.buffered_copy_data() {
-                            Ok(Some(CopyEvent::Data(frame))) => batch.push(frame),
-                            Ok(Some(CopyEvent::End)) => {
-                                ended = true;
-                                break;
-                            }
-                            Ok(_) => break,
-                            // What came before the error is the consumer's first.
-                            Err(err) => {
-                                if self.deliver.send(Delivery::Frames(batch)).is_err() {
-                                    return Outcome::Stop;
-                                }
-                                return lost_or_failed(err);
-                            }
-                        }
-                    }
-                    if batch.iter().any(|frame| asks_for_reply(frame)) {
+                    let (frames, after) = batch(frame, || conn.buffered_copy_data());
+                    if frames.iter().any(|frame| asks_for_reply(frame)) {
                         if let Err(err) = conn.send_copy_data(&self.feedback.status_update(false)) {
                             return lost_or_failed(err);
                         }
                         last_status = Instant::now();
                     }
-                    let delivery = Delivery::Frames(batch);
-                    if ended {
+                    let delivery = Delivery::Frames(frames);
+                    if let AfterBatch::More = after {
+                        waiting = Some(delivery);
+                    } else {
+                        // What came before the end or the error is the consumer's first.
                         if self.deliver.send(delivery).is_err() {
                             return Outcome::Stop;
                         }
-                        return Outcome::Ended;
+                        return match after {
+                            AfterBatch::Failed(err) => lost_or_failed(err),
+                            _ => Outcome::Ended,
+                        };
                     }
-                    waiting = Some(delivery);
                 }
                 Ok(CopyEvent::Idle) => {
                     // Waiting for an end position: ask where the server is.

@@ -207,7 +207,6 @@ pub(crate) struct Fed {
     finished: Option<Finished>,
     auto_confirm: bool,
     reconnect: bool,
-    server_wal_end: Option<Lsn>,
 }
 
 impl Fed {
@@ -231,7 +230,6 @@ impl Fed {
             finished: None,
             auto_confirm: config.auto_confirm,
             reconnect: config.reconnect.is_some(),
-            server_wal_end: None,
         })
     }
 
@@ -260,17 +258,11 @@ impl Fed {
                 Ok(Handled::Continue)
             }
             Delivery::Frame(frame) if frame.first() == Some(&b'w') => {
-                if let Some(end) = xlog_wal_end(&frame) {
-                    self.server_wal_end = Some(end);
-                }
                 self.frame = frame;
                 Ok(Handled::Frame)
             }
             Delivery::Frame(frame) => {
                 self.replication.handle_frame(&frame)?;
-                if let Some(end) = keepalive_wal_end(&frame) {
-                    self.server_wal_end = Some(end);
-                }
                 Ok(if self.before_wait() {
                     Handled::Continue
                 } else {
@@ -308,7 +300,7 @@ impl Fed {
     }
 
     pub(crate) fn server_wal_end(&self) -> Option<Lsn> {
-        self.server_wal_end
+        self.replication.server_wal_end()
     }
 
     /// At the end: what was handed out counts as processed with auto-confirm.
@@ -318,21 +310,6 @@ impl Fed {
         }
         self.finish(Finished::Closed);
     }
-}
-
-/// A keepalive's WAL end.
-fn keepalive_wal_end(frame: &[u8]) -> Option<Lsn> {
-    (frame.first() == Some(&b'k'))
-        .then(|| frame.get(1..9))
-        .flatten()
-        .map(|bytes| Lsn(u64::from_be_bytes(bytes.try_into().unwrap_or_default())))
-}
-
-/// An XLogData frame's `walEnd`.
-fn xlog_wal_end(frame: &[u8]) -> Option<Lsn> {
-    frame
-        .get(9..17)
-        .map(|bytes| Lsn(u64::from_be_bytes(bytes.try_into().unwrap_or_default())))
 }
 
 /// How one connection's streaming ended.
@@ -351,6 +328,35 @@ pub(crate) const TICK: Duration = Duration::from_millis(100);
 pub(crate) const BATCH: usize = 64;
 
 pub(crate) const FINISH_WAIT: Duration = Duration::from_secs(1);
+
+/// How a batch ended.
+pub(crate) enum AfterBatch {
+    /// Full, or the buffer is empty: the stream goes on.
+    More,
+    /// The server ended the stream after it.
+    Ended,
+    /// The connection failed after it.
+    Failed(ClientError),
+}
+
+/// What one read brought in: `first` and the frames after it already buffered (`next`
+/// gives them without reading), up to [`BATCH`], handed over as one delivery so that the
+/// consumer thread is woken once per read, not once per frame.
+pub(crate) fn batch(
+    first: Bytes,
+    mut next: impl FnMut() -> Result<Option<super::CopyEvent>, ClientError>,
+) -> (Vec<Bytes>, AfterBatch) {
+    let mut frames = vec![first];
+    while frames.len() < BATCH {
+        match next() {
+            Ok(Some(super::CopyEvent::Data(frame))) => frames.push(frame),
+            Ok(Some(super::CopyEvent::End)) => return (frames, AfterBatch::Ended),
+            Ok(_) => break,
+            Err(err) => return (frames, AfterBatch::Failed(err)),
+        }
+    }
+    (frames, AfterBatch::More)
+}
 
 /// How often a status update goes out while the consumer's queue is full and nothing is
 /// read (so the server's reply requests go unseen): at half the server's

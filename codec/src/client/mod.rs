@@ -123,6 +123,60 @@ pub(crate) fn parse_backend(input: &mut BytesMut) -> Result<Option<Backend>, Cli
     }
 }
 
+/// The next CopyData payload (or the stream's end) already in `input`, skipping what
+/// copy-both mode lets a client ignore (NoticeResponse, ParameterStatus); an ErrorResponse
+/// is the server's error. Both the blocking and the async connection read with it.
+pub(crate) fn buffered_copy_event(input: &mut BytesMut) -> Result<Option<CopyEvent>, ClientError> {
+    while let Some(message) = parse_backend(input)? {
+        let Backend::Message(message) = message else {
+            continue;
+        };
+        match message {
+            Message::CopyData(body) => return Ok(Some(CopyEvent::Data(body.into_bytes()))),
+            Message::CopyDone | Message::CommandComplete(_) | Message::ReadyForQuery(_) => {
+                return Ok(Some(CopyEvent::End))
+            }
+            Message::ErrorResponse(body) => return Err(server_error(&body)),
+            _ => {}
+        }
+    }
+    Ok(None)
+}
+
+/// A DataRow's values as text (NULL as `None`).
+pub(crate) fn data_row(
+    body: &postgres_protocol::message::backend::DataRowBody,
+) -> Result<Vec<Option<String>>, ClientError> {
+    let buffer = body.buffer();
+    let mut ranges = body.ranges();
+    let mut row = Vec::new();
+    while let Some(range) = ranges.next()? {
+        row.push(range.map(|r| String::from_utf8_lossy(&buffer[r]).into_owned()));
+    }
+    Ok(row)
+}
+
+#[cfg(feature = "tls")]
+/// What the server's one-byte answer to SSLRequest means for `attempt`: `true` to run
+/// the TLS handshake, `false` to go on without TLS.
+pub(crate) fn ssl_answer(
+    answer: u8,
+    info: &ConnInfo,
+    attempt: Attempt,
+) -> Result<bool, ClientError> {
+    match answer {
+        b'S' => Ok(true),
+        b'N' if attempt == Attempt::TlsIfOffered => Ok(false),
+        b'N' => Err(ClientError::Tls(format!(
+            "the server at {}:{} does not support TLS, but sslmode={} requires it",
+            info.host, info.port, info.tls.mode
+        ))),
+        other => Err(protocol(&format!(
+            "unexpected answer {other:#04x} to SSLRequest"
+        ))),
+    }
+}
+
 /// A backend message: postgres-protocol's, or the CopyBothResponse it does not know.
 pub(crate) enum Backend {
     Message(Message),
@@ -327,16 +381,10 @@ impl Connection {
         // data injected ahead of the handshake (CVE-2021-23222), so none is buffered.
         let mut answer = [0; 1];
         tcp.read_exact(&mut answer)?;
-        match answer[0] {
-            b'S' => tls::handshake(tcp, info, tls::config(info)?),
-            b'N' if attempt == Attempt::TlsIfOffered => Ok(Socket::Tcp(tcp)),
-            b'N' => Err(ClientError::Tls(format!(
-                "the server at {}:{} does not support TLS, but sslmode={} requires it",
-                info.host, info.port, info.tls.mode
-            ))),
-            other => Err(protocol(&format!(
-                "unexpected answer {other:#04x} to SSLRequest"
-            ))),
+        if ssl_answer(answer[0], info, attempt)? {
+            tls::handshake(tcp, info, tls::config(info)?)
+        } else {
+            Ok(Socket::Tcp(tcp))
         }
     }
 
@@ -426,15 +474,7 @@ impl Connection {
         let mut error = None;
         loop {
             match self.recv()? {
-                Message::DataRow(body) => {
-                    let buffer = body.buffer();
-                    let mut ranges = body.ranges();
-                    let mut row = Vec::new();
-                    while let Some(range) = ranges.next()? {
-                        row.push(range.map(|r| String::from_utf8_lossy(&buffer[r]).into_owned()));
-                    }
-                    rows.push(row);
-                }
+                Message::DataRow(body) => rows.push(data_row(&body)?),
                 Message::ErrorResponse(body) => error = Some(server_error(&body)),
                 Message::ReadyForQuery(_) => return error.map_or(Ok(rows), Err),
                 _ => {}
@@ -479,18 +519,8 @@ impl Connection {
     /// when the connection is lost, [`ClientError::Io`] otherwise.
     pub fn recv_copy_data(&mut self, wait: Duration) -> Result<CopyEvent, ClientError> {
         loop {
-            if let Some(message) = self.parse()? {
-                let Backend::Message(message) = message else {
-                    continue;
-                };
-                match message {
-                    Message::CopyData(body) => return Ok(CopyEvent::Data(body.into_bytes())),
-                    Message::CopyDone | Message::CommandComplete(_) | Message::ReadyForQuery(_) => {
-                        return Ok(CopyEvent::End)
-                    }
-                    Message::ErrorResponse(body) => return Err(server_error(&body)),
-                    _ => continue,
-                }
+            if let Some(event) = self.buffered_copy_data()? {
+                return Ok(event);
             }
             self.socket.set_read_timeout(Some(wait))?;
             let mut chunk = [0; 64 * 1024];
@@ -518,20 +548,7 @@ impl Connection {
     ///
     /// As [`Self::recv_copy_data`].
     pub(crate) fn buffered_copy_data(&mut self) -> Result<Option<CopyEvent>, ClientError> {
-        while let Some(message) = self.parse()? {
-            let Backend::Message(message) = message else {
-                continue;
-            };
-            match message {
-                Message::CopyData(body) => return Ok(Some(CopyEvent::Data(body.into_bytes()))),
-                Message::CopyDone | Message::CommandComplete(_) | Message::ReadyForQuery(_) => {
-                    return Ok(Some(CopyEvent::End))
-                }
-                Message::ErrorResponse(body) => return Err(server_error(&body)),
-                _ => {}
-            }
-        }
-        Ok(None)
+        buffered_copy_event(&mut self.input)
     }
 
     /// Sends a CopyData payload (a standby status update).

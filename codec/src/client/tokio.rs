@@ -37,33 +37,27 @@ use ::tokio::net::{TcpStream, UnixStream};
 use ::tokio::sync::{mpsc, Notify as Wake};
 use ::tokio::task::JoinHandle;
 use ::tokio::time::{sleep_until, timeout, Instant};
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
 use rustls_pki_types::ServerName;
 
 use super::consumer::{
-    blocked_interval, create_slot_command, lost_or_failed, parse_wal_sender_timeout, slot_exists,
-    ConsumerConfig, Delivery, Fed, Finished, Handled, Notify, Outcome, Reconnecting, BATCH,
-    FINISH_WAIT, TICK,
+    batch, blocked_interval, create_slot_command, lost_or_failed, parse_wal_sender_timeout,
+    slot_exists, AfterBatch, ConsumerConfig, Delivery, Fed, Finished, Handled, Notify, Outcome,
+    Reconnecting, BATCH, FINISH_WAIT, TICK,
 };
 use super::login::{Login, Step};
 use super::stream::{asks_for_reply, Event, Feedback};
 use super::{
-    attempts, keepalives, parse_backend, protocol, server_error, try_the_other_way, Attempt,
-    Backend, ClientError, ConnInfo,
+    attempts, buffered_copy_event, data_row, keepalives, parse_backend, protocol, server_error,
+    ssl_answer, try_the_other_way, Attempt, Backend, ClientError, ConnInfo, CopyEvent,
 };
 use crate::Lsn;
 
 /// What the connection reads and writes: TCP, a Unix-domain socket, or TLS over TCP.
 trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
-
-/// What arrived in copy-both mode.
-enum Copy {
-    Data(Bytes),
-    End,
-}
 
 /// A logical walsender connection over tokio: the blocking [`Connection`](super::Connection)'s
 /// login, queries and copy-both streaming, on async I/O.
@@ -165,14 +159,17 @@ impl AsyncConnection {
             if let Some(message) = parse_backend(&mut self.input)? {
                 return Ok(message);
             }
-            match self.socket.read_buf(&mut self.input).await {
-                Ok(0) => return Err(ClientError::Closed),
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                    return Err(ClientError::Closed)
-                }
-                Err(e) => return Err(ClientError::Io(e)),
-            }
+            self.read_more().await?;
+        }
+    }
+
+    /// Appends what the socket has (cancel-safe: only a whole read is appended).
+    async fn read_more(&mut self) -> Result<(), ClientError> {
+        match self.socket.read_buf(&mut self.input).await {
+            Ok(0) => Err(ClientError::Closed),
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Err(ClientError::Closed),
+            Err(e) => Err(ClientError::Io(e)),
         }
     }
 
@@ -185,7 +182,6 @@ impl AsyncConnection {
 
     /// A query's rows, as text.
     async fn simple_query(&mut self, sql: &str) -> Result<Vec<Vec<Option<String>>>, ClientError> {
-        use fallible_iterator::FallibleIterator;
         let mut out = BytesMut::new();
         frontend::query(sql, &mut out)?;
         self.send(&out).await?;
@@ -193,15 +189,7 @@ impl AsyncConnection {
         let mut error = None;
         loop {
             match self.recv().await? {
-                Message::DataRow(body) => {
-                    let buffer = body.buffer();
-                    let mut ranges = body.ranges();
-                    let mut row = Vec::new();
-                    while let Some(range) = ranges.next()? {
-                        row.push(range.map(|r| String::from_utf8_lossy(&buffer[r]).into_owned()));
-                    }
-                    rows.push(row);
-                }
+                Message::DataRow(body) => rows.push(data_row(&body)?),
                 Message::ErrorResponse(body) => error = Some(server_error(&body)),
                 Message::ReadyForQuery(_) => return error.map_or(Ok(rows), Err),
                 _ => {}
@@ -229,37 +217,14 @@ impl AsyncConnection {
         }
     }
 
-    /// The next CopyData payload (cancel-safe, as [`Self::recv_any`]).
-    async fn recv_copy_data(&mut self) -> Result<Copy, ClientError> {
+    /// The next CopyData payload or the stream's end (cancel-safe, as [`Self::recv_any`]).
+    async fn recv_copy_data(&mut self) -> Result<CopyEvent, ClientError> {
         loop {
-            match self.recv_any().await? {
-                Backend::Message(Message::CopyData(body)) => {
-                    return Ok(Copy::Data(body.into_bytes()))
-                }
-                Backend::Message(
-                    Message::CopyDone | Message::CommandComplete(_) | Message::ReadyForQuery(_),
-                ) => return Ok(Copy::End),
-                Backend::Message(Message::ErrorResponse(body)) => return Err(server_error(&body)),
-                _ => {}
+            if let Some(event) = buffered_copy_event(&mut self.input)? {
+                return Ok(event);
             }
+            self.read_more().await?;
         }
-    }
-
-    /// The next CopyData payload if one is already buffered, without reading.
-    fn buffered_copy_data(&mut self) -> Result<Option<Copy>, ClientError> {
-        while let Some(message) = parse_backend(&mut self.input)? {
-            match message {
-                Backend::Message(Message::CopyData(body)) => {
-                    return Ok(Some(Copy::Data(body.into_bytes())))
-                }
-                Backend::Message(
-                    Message::CopyDone | Message::CommandComplete(_) | Message::ReadyForQuery(_),
-                ) => return Ok(Some(Copy::End)),
-                Backend::Message(Message::ErrorResponse(body)) => return Err(server_error(&body)),
-                _ => {}
-            }
-        }
-        Ok(None)
     }
 
     async fn send_copy_data(&mut self, payload: &[u8]) -> Result<(), ClientError> {
@@ -327,36 +292,25 @@ async fn negotiate_tls(
     // the handshake (CVE-2021-23222), so none is buffered.
     let mut answer = [0; 1];
     tcp.read_exact(&mut answer).await?;
-    match answer[0] {
-        b'S' => {
-            let config = super::tls::config(info)?;
-            let name = ServerName::try_from(info.host.clone())
-                .map_err(|e| ClientError::Tls(format!("host {:?}: {e}", info.host)))?;
-            let tls = tokio_rustls::TlsConnector::from(config)
-                .connect(name, tcp)
-                .await
-                .map_err(|e| {
-                    match e
-                        .get_ref()
-                        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-                    {
-                        Some(err) => {
-                            ClientError::Tls(format!("handshake with {}: {err}", info.host))
-                        }
-                        None => ClientError::Io(e),
-                    }
-                })?;
-            Ok(Negotiated::Tls(Box::new(tls)))
-        }
-        b'N' if attempt == Attempt::TlsIfOffered => Ok(Negotiated::Plain(tcp)),
-        b'N' => Err(ClientError::Tls(format!(
-            "the server at {}:{} does not support TLS, but sslmode={} requires it",
-            info.host, info.port, info.tls.mode
-        ))),
-        other => Err(protocol(&format!(
-            "unexpected answer {other:#04x} to SSLRequest"
-        ))),
+    if !ssl_answer(answer[0], info, attempt)? {
+        return Ok(Negotiated::Plain(tcp));
     }
+    let config = super::tls::config(info)?;
+    let name = ServerName::try_from(info.host.clone())
+        .map_err(|e| ClientError::Tls(format!("host {:?}: {e}", info.host)))?;
+    let tls = tokio_rustls::TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
+        .map_err(|e| {
+            match e
+                .get_ref()
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+            {
+                Some(err) => ClientError::Tls(format!("handshake with {}: {err}", info.host)),
+                None => ClientError::Io(e),
+            }
+        })?;
+    Ok(Negotiated::Tls(Box::new(tls)))
 }
 
 /// Before START_REPLICATION: the slot if asked for, and the server's
@@ -697,45 +651,34 @@ impl Pump {
                     Err(_) => return Outcome::Stop,
                 },
                 copy = conn.recv_copy_data(), if waiting.is_none() => match copy {
-                    Ok(Copy::Data(frame)) => {
-                        // What this read brought in, as one hand-over.
-                        let mut batch = vec![frame];
-                        let mut ended = false;
-                        while batch.len() < BATCH {
-                            match conn.buffered_copy_data() {
-                                Ok(Some(Copy::Data(frame))) => batch.push(frame),
-                                Ok(Some(Copy::End)) => {
-                                    ended = true;
-                                    break;
-                                }
-                                Ok(None) => break,
-                                // What came before the error is the consumer's first.
-                                Err(err) => {
-                                    if self.deliver.send(Delivery::Frames(batch)).await.is_err() {
-                                        return Outcome::Stop;
-                                    }
-                                    return lost_or_failed(err);
-                                }
-                            }
-                        }
-                        if batch.iter().any(|frame| asks_for_reply(frame)) {
+                    Ok(CopyEvent::Data(frame)) => {
+                        let (frames, after) = batch(frame, || buffered_copy_event(&mut conn.input));
+                        if frames.iter().any(|frame| asks_for_reply(frame)) {
                             if let Err(err) = conn.send_copy_data(&self.feedback.status_update(false)).await {
                                 return lost_or_failed(err);
                             }
                             next_status = Instant::now() + interval;
                         }
-                        if ended {
-                            if self.deliver.send(Delivery::Frames(batch)).await.is_err() {
+                        let delivery = Delivery::Frames(frames);
+                        if let AfterBatch::More = after {
+                            waiting = Some(delivery);
+                        } else {
+                            // What came before the end or the error is the consumer's first.
+                            if self.deliver.send(delivery).await.is_err() {
                                 return Outcome::Stop;
                             }
-                            return Outcome::Ended;
+                            return match after {
+                                AfterBatch::Failed(err) => lost_or_failed(err),
+                                _ => Outcome::Ended,
+                            };
                         }
-                        waiting = Some(Delivery::Frames(batch));
                         // While the frames wait for room, status updates go out as often
                         // as the server would ask for them.
                         next_status = next_status.min(Instant::now() + blocked);
                     }
-                    Ok(Copy::End) => return Outcome::Ended,
+                    Ok(CopyEvent::End) => return Outcome::Ended,
+                    // Only the blocking read times out.
+                    Ok(CopyEvent::Idle) => {}
                     Err(err) => return lost_or_failed(err),
                 },
                 // Quiet while waiting for an end position: ask where the server is.

@@ -188,6 +188,8 @@ pub struct Replication {
     end_lsn: Option<Lsn>,
     /// An idle keepalive at or past the end position came, and no data since.
     end_seen: bool,
+    /// The WAL end the server last reported (keepalives and XLogData headers).
+    server_wal_end: Option<Lsn>,
     finished: bool,
     resumed: bool,
     feedback: Arc<Feedback>,
@@ -215,6 +217,7 @@ impl Replication {
             confirmed: Lsn(0),
             end_lsn: None,
             end_seen: false,
+            server_wal_end: None,
             finished: false,
             resumed: false,
             feedback: Arc::new(Feedback::default()),
@@ -261,6 +264,7 @@ impl Replication {
             .map_err(|source| ClientError::Decode { lsn: None, source })?;
         match message {
             ServerMessage::PrimaryKeepalive(keepalive) => {
+                self.saw_wal_end(keepalive.wal_end);
                 if keepalive.reply_requested {
                     self.feedback.reply_requested.store(true, Ordering::SeqCst);
                 }
@@ -268,6 +272,7 @@ impl Replication {
                 Ok(None)
             }
             ServerMessage::XLogData(xlog) => {
+                self.saw_wal_end(xlog.wal_end);
                 self.end_seen = false;
                 if let Some(end) = self.end_lsn {
                     // Relation and Type frames carry 0/0 and belong to what follows.
@@ -313,6 +318,19 @@ impl Replication {
                 }))
             }
         }
+    }
+
+    /// Relation and Type frames carry 0/0: they say nothing about the server's position.
+    fn saw_wal_end(&mut self, wal_end: Lsn) {
+        if wal_end.is_valid() {
+            self.server_wal_end = self.server_wal_end.max(Some(wal_end));
+        }
+    }
+
+    /// The WAL end the server last reported (`None` before it reported one).
+    #[must_use]
+    pub fn server_wal_end(&self) -> Option<Lsn> {
+        self.server_wal_end
     }
 
     /// Follows transactions and stream blocks: where the stream may be confirmed.
