@@ -111,20 +111,22 @@ pub fn check_every_option_set(server: &Server, sets: &[Options]) -> Result<Strin
     Ok(format!("{} option sets, {events} events", sets.len()))
 }
 
-fn confirmed_flush(server: &Server, slot: &str) -> Result<Lsn, String> {
-    server
-        .query_one(&format!(
-            "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '{slot}';"
-        ))
-        .map_err(|e| e.to_string())?
-        .parse()
-        .map_err(|e| format!("{e}"))
+/// The transaction ends of `rows`, in order: what a reader never cut off sees.
+fn transaction_ends(options: &Options, rows: &[Row]) -> Result<Vec<Lsn>, String> {
+    let mut decoder = pgoutput_codec::Decoder::new(options.version, options.streaming)
+        .map_err(|e| e.to_string())?;
+    let mut ends = Vec::new();
+    for row in rows {
+        let message = decoder.decode(&row.data).map_err(|e| e.to_string())?;
+        ends.extend(message.transaction_end_lsn());
+    }
+    Ok(ends)
 }
 
 fn wait_for_flush(server: &Server, slot: &str, lsn: Lsn) -> Result<Lsn, String> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let flushed = confirmed_flush(server, slot)?;
+        let flushed = crate::tail::confirmed(server, slot)?;
         if flushed >= lsn {
             return Ok(flushed);
         }
@@ -221,16 +223,7 @@ pub fn check_resume(server: &Server) -> Result<String, String> {
         two_phase: false,
     };
     let expected = peek_slot(server, options.slot, &options)?;
-    // The transaction ends in order, from a reader that was never cut off.
-    let mut decoder = pgoutput_codec::Decoder::new(options.version, options.streaming)
-        .map_err(|e| e.to_string())?;
-    let mut want = Vec::new();
-    for row in &expected {
-        let message = decoder.decode(&row.data).map_err(|e| e.to_string())?;
-        if let Some(end) = message.transaction_end_lsn() {
-            want.push(end);
-        }
-    }
+    let want = transaction_ends(&options, &expected)?;
     let info = connect_info(server, "consumer-resume")?;
     let resumed = Arc::new(AtomicUsize::new(0));
     let count = Arc::clone(&resumed);
@@ -355,18 +348,7 @@ pub fn check_async(server: &Server, sets: &[Options]) -> Result<String, String> 
             two_phase: false,
         };
         let expected = peek_slot(server, options.slot, &options)?;
-        let mut decoder = pgoutput_codec::Decoder::new(options.version, options.streaming)
-            .map_err(|e| e.to_string())?;
-        let mut want = Vec::new();
-        for row in &expected {
-            if let Some(end) = decoder
-                .decode(&row.data)
-                .map_err(|e| e.to_string())?
-                .transaction_end_lsn()
-            {
-                want.push(end);
-            }
-        }
+        let want = transaction_ends(&options, &expected)?;
         let info = connect_info(server, "consumer-async-resume")?;
         let config = ConsumerConfig::new(options.slot, stream_options(&options))
             .auto_confirm(true)

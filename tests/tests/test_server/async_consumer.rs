@@ -9,9 +9,7 @@ use std::time::{Duration, Instant};
 
 use pgoutput_codec::client::tokio::Consumer;
 use pgoutput_codec::client::{ConnInfo, ConsumerConfig, Finished, Reconnecting, StreamOptions};
-use pgoutput_codec::server::{
-    Action, Fault, Finding, Publication, Script, Table, TestServer, Transaction, Trigger,
-};
+use pgoutput_codec::server::{Action, Fault, Finding, Publication, TestServer, Trigger};
 use pgoutput_codec::{Decoder, IntoOwned, Lsn, PgOutputMessage, ProtocolVersion};
 
 use super::{option_sets, publication, script};
@@ -28,19 +26,6 @@ fn rendered(server: &TestServer, options: &StreamOptions) -> Vec<(Lsn, PgOutputM
         .iter()
         .map(|m| (m.lsn, decoder.decode(&m.payload).unwrap().into_owned()))
         .collect()
-}
-
-fn one_row_transactions(n: usize) -> (Table, Script) {
-    let t = Table::new(16385, "public", "t").key_column("id", 23);
-    let mut script = Script::new();
-    for i in 0..n {
-        script = script.transaction(
-            Transaction::new()
-                .insert(&t, [format!("{i}0")])
-                .insert(&t, [format!("{i}1")]),
-        );
-    }
-    (t, script)
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -96,7 +81,7 @@ async fn every_message_of_every_option_set_arrives_and_the_slot_follows() {
 /// updates going, so the connection stays and the slot follows.
 #[tokio::test(flavor = "current_thread")]
 async fn feedback_flows_while_the_consumer_awaits_something_else() {
-    let (t, script) = one_row_transactions(3);
+    let (t, script) = super::two_row_transactions(3);
     let server = TestServer::builder()
         .publication(Publication::new("p").table(t))
         .script(script)
@@ -150,7 +135,7 @@ async fn feedback_flows_while_the_consumer_awaits_something_else() {
 /// every transaction arrives whole exactly once.
 #[tokio::test(flavor = "current_thread")]
 async fn a_resume_after_a_dropped_connection_loses_and_repeats_nothing() {
-    let (t, script) = one_row_transactions(6);
+    let (t, script) = super::two_row_transactions(6);
     let server = TestServer::builder()
         .publication(Publication::new("p").table(t))
         .script(script)
@@ -231,7 +216,7 @@ async fn a_resume_after_a_dropped_connection_loses_and_repeats_nothing() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn an_end_position_ends_the_stream_and_a_loss_without_reconnecting_is_an_error() {
-    let (t, script) = one_row_transactions(3);
+    let (t, script) = super::two_row_transactions(3);
     let server = TestServer::builder()
         .publication(Publication::new("p").table(t))
         .script(script)

@@ -180,11 +180,7 @@ fn rows_read_by_column_name_in_text_and_binary() {
 /// updates on its interval while the consumer is busy.
 #[test]
 fn feedback_flows_while_the_consumer_is_busy() {
-    let t = Table::new(16385, "public", "t").key_column("id", 23);
-    let mut script = Script::new();
-    for i in 0..3 {
-        script = script.transaction(Transaction::new().insert(&t, [i.to_string()]));
-    }
+    let (t, script) = super::two_row_transactions(3);
     let server = TestServer::builder()
         .publication(Publication::new("p").table(t))
         .script(script)
@@ -237,15 +233,7 @@ fn feedback_flows_while_the_consumer_is_busy() {
 /// transaction arrives whole exactly once; a partial one is marked `resumed`.
 #[test]
 fn a_resume_after_a_dropped_connection_loses_and_repeats_nothing() {
-    let t = Table::new(16385, "public", "t").key_column("id", 23);
-    let mut script = Script::new();
-    for i in 0..6 {
-        script = script.transaction(
-            Transaction::new()
-                .insert(&t, [format!("{i}0")])
-                .insert(&t, [format!("{i}1")]),
-        );
-    }
+    let (t, script) = super::two_row_transactions(6);
     let server = TestServer::builder()
         .publication(Publication::new("p").table(t))
         .script(script)
@@ -364,11 +352,7 @@ fn a_resume_after_a_dropped_connection_loses_and_repeats_nothing() {
 /// ends the stream where pg_recvlogical --endpos would.
 #[test]
 fn without_reconnecting_a_loss_is_an_error_and_an_end_position_ends_it() {
-    let t = Table::new(16385, "public", "t").key_column("id", 23);
-    let mut script = Script::new();
-    for i in 0..3 {
-        script = script.transaction(Transaction::new().insert(&t, [i.to_string()]));
-    }
+    let (t, script) = super::two_row_transactions(3);
     let server = TestServer::builder()
         .publication(Publication::new("p").table(t))
         .script(script)

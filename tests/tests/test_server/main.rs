@@ -107,6 +107,20 @@ pub fn expected_rows(copied: bool) -> (Vec<&'static str>, Vec<&'static str>) {
     (t1, vec!["2|\\x0a0b|3.25"])
 }
 
+/// `t (id int4 primary key)` and `n` transactions of two inserts each: ids `{i}0`, `{i}1`.
+pub fn two_row_transactions(n: usize) -> (Table, Script) {
+    let t = Table::new(16385, "public", "t").key_column("id", 23);
+    let mut script = Script::new();
+    for i in 0..n {
+        script = script.transaction(
+            Transaction::new()
+                .insert(&t, [format!("{i}0")])
+                .insert(&t, [format!("{i}1")]),
+        );
+    }
+    (t, script)
+}
+
 /// Every protocol version with every streaming mode it allows, text and binary (and
 /// two-phase with binary from protocol 3).
 pub fn option_sets() -> Vec<StreamOptions> {
