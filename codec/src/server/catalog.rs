@@ -43,6 +43,16 @@ pub struct Table {
     /// Initial rows, in text form (`None` is NULL), served to `COPY … TO STDOUT`.
     #[serde(default)]
     pub rows: Vec<Vec<Option<String>>>,
+    /// The Type messages pgoutput sends before the table's Relation, one for each column
+    /// of a type outside `pg_catalog`'s built-in ones (a captured table keeps those it
+    /// came with).
+    #[serde(skip)]
+    pub types: Vec<crate::Type<'static>>,
+    /// Column types that are enums: a label is both the text and the binary form, so
+    /// values convert between the forms as they are. A capture's Type lines say so with
+    /// `"enum": true` (`pgoutput tail --wal-positions` writes it).
+    #[serde(default)]
+    pub enums: Vec<Oid>,
 }
 
 fn no_type_modifier() -> i32 {
@@ -69,6 +79,8 @@ impl Table {
             replica_identity: ReplicaIdentity::Default,
             columns: Vec::new(),
             rows: Vec::new(),
+            types: Vec::new(),
+            enums: Vec::new(),
         }
     }
 
@@ -165,7 +177,24 @@ impl Table {
                 })
                 .collect(),
             rows: Vec::new(),
+            types: Vec::new(),
+            enums: Vec::new(),
         }
+    }
+
+    /// The type a column's values convert between text and binary as: `None` for an
+    /// enum (its label is both forms), the built-in type a domain is over (its Type
+    /// message names it), else the column's own type.
+    pub(crate) fn value_type(&self, column: &Column) -> Option<Oid> {
+        if self.enums.contains(&column.type_oid) {
+            return None;
+        }
+        let domain_base = self
+            .types
+            .iter()
+            .find(|t| t.type_oid == column.type_oid && t.namespace.as_bytes().is_empty())
+            .and_then(|t| builtin_type(&t.name.to_string_lossy()));
+        Some(domain_base.unwrap_or(column.type_oid))
     }
 
     /// The old values an update or delete carries for `old_row` under this table's
@@ -185,6 +214,38 @@ impl Table {
             .collect();
         crate::OldTuple::Key(crate::TupleData::new(key))
     }
+}
+
+/// The OID of a built-in type by its `pg_catalog` name, for the types whose values
+/// convert between text and binary here.
+fn builtin_type(name: &str) -> Option<Oid> {
+    let oid = match name {
+        "bool" => 16,
+        "bytea" => 17,
+        "char" => 18,
+        "name" => 19,
+        "int8" => 20,
+        "int2" => 21,
+        "int4" => 23,
+        "text" => 25,
+        "oid" => 26,
+        "json" => 114,
+        "float4" => 700,
+        "float8" => 701,
+        "bpchar" => 1042,
+        "varchar" => 1043,
+        "date" => 1082,
+        "time" => 1083,
+        "timestamp" => 1114,
+        "timestamptz" => 1184,
+        "interval" => 1186,
+        "timetz" => 1266,
+        "numeric" => 1700,
+        "uuid" => 2950,
+        "jsonb" => 3802,
+        _ => return None,
+    };
+    Some(Oid(oid))
 }
 
 /// A publication: a name and the tables it publishes. In JSON: `name`, and optionally

@@ -51,6 +51,7 @@ mod findings;
 mod options;
 mod queries;
 mod render;
+mod schema_cache;
 mod script;
 mod state;
 

@@ -13,6 +13,7 @@ use std::fmt;
 
 use super::catalog::{Catalog, Column, Table};
 use super::error::{error, sqlstate, SqlError};
+use super::schema_cache::SchemaCache;
 use super::script::{relations_of, End, Event, Step, Transaction};
 use super::StreamOptions;
 use crate::values::{binary_to_text, text_to_binary};
@@ -121,14 +122,17 @@ impl fmt::Display for RenderError {
 
 impl std::error::Error for RenderError {}
 
-/// The state of one client's stream: its encoder and the relations it has seen.
+/// The state of one client's stream: its encoder and the schemas it has had.
 #[derive(Debug)]
 pub(crate) struct Renderer<'a> {
     catalog: &'a Catalog,
     options: &'a StreamOptions,
     published: HashSet<Oid>,
     encoder: Encoder,
-    relations_sent: HashSet<Oid>,
+    /// Which tables' Relations this client has had, by pgoutput's rules.
+    schemas: SchemaCache,
+    /// Tables whose schema a [`Step::Schema`] changed: the definition sent from then on.
+    definitions: HashMap<Oid, (Vec<crate::Type<'static>>, crate::Relation<'static>)>,
     /// Streamed transactions with blocks out but no end yet.
     streams: HashMap<Xid, StreamState>,
     /// Publications the client named that do not exist, and whether pgoutput has looked
@@ -149,12 +153,16 @@ struct StreamState {
     steps_done: usize,
     /// Whether any block went out.
     block_sent: bool,
-    /// Whether a block boundary was passed (so no later block is the first segment).
-    streamed_before: bool,
-    /// Relations sent within the transaction.
-    relations: HashSet<Oid>,
     /// Subtransactions with changes sent.
     subtransactions: HashSet<usize>,
+}
+
+/// The stream block open while rendering: where its Stream Stop goes.
+#[derive(Debug, Clone, Copy)]
+struct OpenBlock {
+    /// The Stream Stop position the script gives (zero: the last change so far).
+    stop_lsn: Lsn,
+    last_lsn: Lsn,
 }
 
 impl<'a> Renderer<'a> {
@@ -180,7 +188,8 @@ impl<'a> Renderer<'a> {
             published,
             encoder: Encoder::new(options.proto_version, options.streaming)
                 .expect("options were validated"),
-            relations_sent: HashSet::new(),
+            schemas: SchemaCache::default(),
+            definitions: HashMap::new(),
             streams: HashMap::new(),
             missing_publications,
             publications_loaded: false,
@@ -255,6 +264,21 @@ impl<'a> Renderer<'a> {
                             gid: PgStr::from(gid.as_str()),
                         }),
                     )?;
+                } else if self.streams(prepared) && self.stream_rest(prepared, sink)? {
+                    // Without two_phase, PostgreSQL skips the PREPARE and finishes a
+                    // streamed transaction at COMMIT PREPARED, as an ordinary one.
+                    self.emit(
+                        sink,
+                        *end_lsn,
+                        &PgOutputMessage::StreamCommit(StreamCommit {
+                            xid: prepared.xid,
+                            flags: 0,
+                            commit_lsn: *commit_lsn,
+                            end_lsn: *end_lsn,
+                            commit_timestamp: *timestamp,
+                        }),
+                    )?;
+                    self.schemas.stream_committed(prepared.xid);
                 } else {
                     // Without two_phase, PostgreSQL decodes a prepared transaction only
                     // when it commits, as an ordinary one.
@@ -287,6 +311,21 @@ impl<'a> Renderer<'a> {
                             gid: PgStr::from(gid.as_str()),
                         }),
                     )?;
+                } else if self.streams(prepared) && self.stream_rest(prepared, sink)? {
+                    // A streamed transaction whose PREPARE was skipped is aborted as an
+                    // ordinary one, at the end of the rollback record.
+                    let parallel = self.options.streaming == Streaming::Parallel;
+                    self.emit(
+                        sink,
+                        *end_lsn,
+                        &PgOutputMessage::StreamAbort(StreamAbort {
+                            xid: prepared.xid,
+                            subtransaction_xid: prepared.xid,
+                            abort_lsn: parallel.then_some(*end_lsn),
+                            abort_timestamp: parallel.then_some(*timestamp),
+                        }),
+                    )?;
+                    self.schemas.stream_aborted(prepared.xid);
                 }
             }
             Event::Message(message) => {
@@ -339,38 +378,45 @@ impl<'a> Renderer<'a> {
                 _ => None,
             })
             .collect();
-        // The changes a client that gets the transaction whole may see, in order.
-        let kept = || {
-            t.steps.iter().filter_map(|step| match step {
-                Step::Change {
-                    lsn,
-                    subtransaction,
-                    message,
-                } if !aborted.contains(subtransaction) => Some((*lsn, message)),
-                _ => None,
-            })
+        let kept = |step: &Step| match step {
+            Step::Change { subtransaction, .. } => !aborted.contains(subtransaction),
+            _ => true,
         };
-        let scripted_empty = !t.steps.iter().any(|s| matches!(s, Step::Change { .. }));
+        // A transaction the script leaves with no steps at all is sent as it is (older
+        // servers send empty ones, and a replayed capture may hold one); one whose
+        // changes are all for others, or that is stream blocks of DDL alone, is not.
+        let scripted_empty = t.steps.is_empty();
         if t.steps
             .iter()
             .any(|s| matches!(s, Step::Change { message, .. } if is_table_change(message)))
         {
             self.load_publications(sink)?;
         }
-        let first_change = kept()
-            .find(|(_, message)| self.visible(message))
-            .map(|(lsn, _)| lsn);
+        let first_change = t
+            .steps
+            .iter()
+            .filter(|step| kept(step))
+            .find_map(|step| match step {
+                Step::Change { lsn, message, .. } if self.visible(message) => Some(*lsn),
+                _ => None,
+            });
         let prepared = ending.prepare_gid.is_some();
         if first_change.is_none() && !prepared && !scripted_empty {
-            // PostgreSQL 15 and later skip transactions with nothing for this client. One
-            // the script leaves empty is sent as it is (older servers send them, and a
-            // replayed capture may hold one).
+            // PostgreSQL 15 and later skip transactions with nothing for this client. What
+            // changed the schema still did.
+            for step in t.steps.iter().filter(|step| kept(step)) {
+                self.schema_changed(step);
+                self.invalidated_by(step);
+            }
             return Ok(());
         }
-        // A Begin that an Origin follows carries 0/0, as PostgreSQL sends it.
-        let first_lsn = match t.origin {
-            Some(_) => Lsn(0),
-            None => first_change.unwrap_or(ending.commit_lsn),
+        // pgoutput sends Begin at the first change it publishes, so the frame carries
+        // that change's position; Begin Prepare goes out at once, with the transaction's
+        // first record. With an Origin after it, the Begin's frame carries 0/0 and the
+        // Origin's the position.
+        let position = match ending.prepare_gid {
+            Some(_) if t.first_lsn.0 != 0 => t.first_lsn,
+            _ => first_change.unwrap_or(ending.commit_lsn),
         };
         let begin = match ending.prepare_gid {
             Some(gid) => PgOutputMessage::BeginPrepare(BeginPrepare {
@@ -386,12 +432,18 @@ impl<'a> Renderer<'a> {
                 xid: t.xid,
             }),
         };
-        self.emit(sink, first_lsn, &begin)?;
-        self.origin(t, sink)?;
-        for (lsn, message) in kept() {
-            if self.visible(message) {
-                self.change(sink, lsn, message, None, None)?;
+        let begin_lsn = if t.origin.is_some() { Lsn(0) } else { position };
+        self.emit(sink, begin_lsn, &begin)?;
+        self.origin(t, position, sink)?;
+        for step in t.steps.iter().filter(|step| kept(step)) {
+            match step {
+                Step::Change { lsn, message, .. } if self.visible(message) => {
+                    self.change(sink, *lsn, message, None, None)?;
+                }
+                Step::Schema { .. } => self.schema_step(step, sink, None, None)?,
+                _ => {}
             }
+            self.invalidated_by(step);
         }
         let end = match ending.prepare_gid {
             Some(gid) => PgOutputMessage::Prepare(Prepare {
@@ -412,15 +464,62 @@ impl<'a> Renderer<'a> {
         self.emit(sink, ending.end_lsn, &end)
     }
 
+    /// A [`Step::Schema`] where this client gets it: the table's definition from here
+    /// on, sent now (with the xid `xid` in a block of `stream`) if the table is
+    /// published, and again in every other context before its next change there.
+    fn schema_step(
+        &mut self,
+        step: &Step,
+        sink: &mut dyn Sink,
+        xid: Option<Xid>,
+        stream: Option<Xid>,
+    ) -> Result<(), Failed> {
+        let Some(oid) = self.schema_changed(step) else {
+            return Ok(());
+        };
+        if self.published.contains(&oid) {
+            self.schemas.sent(oid, stream);
+            self.send_schema(sink, oid, xid)?;
+        }
+        Ok(())
+    }
+
+    /// The definition a [`Step::Schema`] gives holds from here on, and every context
+    /// sends it again before the table's next change; the table's OID.
+    fn schema_changed(&mut self, step: &Step) -> Option<Oid> {
+        let Step::Schema { types, relation } = step else {
+            return None;
+        };
+        let oid = relation.relation_oid;
+        self.schemas.invalidate(oid);
+        self.definitions
+            .insert(oid, (types.clone(), relation.clone()));
+        Some(oid)
+    }
+
+    /// A TRUNCATE gives its tables new storage, which invalidates pgoutput's entries for
+    /// them: their schema goes out again before their next change, in every context.
+    fn invalidated_by(&mut self, step: &Step) {
+        if let Step::Change {
+            message: PgOutputMessage::Truncate(truncate),
+            ..
+        } = step
+        {
+            for oid in truncate.relation_oids.iter() {
+                self.schemas.invalidate(oid);
+            }
+        }
+    }
+
     /// Whether this client gets `t` as stream blocks.
     fn streams(&self, t: &Transaction) -> bool {
         t.streamed
             && self.options.streaming != Streaming::Off
-            && (self.options.two_phase || !matches!(t.end, End::Prepare { .. }))
             && !(t.origin.is_some() && self.options.origin_none)
     }
 
-    /// The blocks of `t` up to step `upto` that this client has not had yet. Each call
+    /// The blocks of `t` up to step `upto` that this client has not had yet. Each block
+    /// goes out, also one with nothing for this client, as PostgreSQL sends it; each call
     /// ends with its block closed.
     fn stream_steps(
         &mut self,
@@ -430,10 +529,23 @@ impl<'a> Renderer<'a> {
     ) -> Result<(), Failed> {
         let parallel = self.options.streaming == Streaming::Parallel;
         let mut state = self.streams.remove(&t.xid).unwrap_or_default();
-        let mut block_open = false;
-        let mut last_lsn = t.first_lsn();
-        for step in t.steps.iter().take(upto).skip(state.steps_done) {
+        let mut block: Option<OpenBlock> = None;
+        let from = state.steps_done;
+        for (index, step) in t.steps.iter().enumerate().take(upto).skip(from) {
             match step {
+                Step::StreamBlock {
+                    start_lsn,
+                    stop_lsn,
+                } => {
+                    if let Some(open) = block.take() {
+                        self.stop_block(sink, open)?;
+                    }
+                    let start = match start_lsn.0 {
+                        0 => block_start(t, index + 1),
+                        _ => *start_lsn,
+                    };
+                    block = Some(self.start_block(t, &mut state, start, *stop_lsn, sink)?);
+                }
                 Step::Change {
                     lsn,
                     subtransaction,
@@ -442,57 +554,53 @@ impl<'a> Renderer<'a> {
                     if is_table_change(message) {
                         self.load_publications(sink)?;
                     }
+                    let open = match &mut block {
+                        Some(open) => open,
+                        None => {
+                            let start = block_start(t, index);
+                            block.insert(self.start_block(t, &mut state, start, Lsn(0), sink)?)
+                        }
+                    };
+                    open.last_lsn = *lsn;
                     if !self.visible(message) {
+                        self.invalidated_by(step);
                         continue;
                     }
-                    if !block_open {
-                        let first = !state.block_sent && !state.streamed_before;
-                        // A Stream Start that an Origin follows carries 0/0.
-                        let start_lsn = match t.origin {
-                            Some(_) if !state.block_sent => Lsn(0),
-                            _ => *lsn,
-                        };
-                        self.emit(
-                            sink,
-                            start_lsn,
-                            &PgOutputMessage::StreamStart(StreamStart {
-                                xid: t.xid,
-                                first_segment: first,
-                            }),
-                        )?;
-                        if !state.block_sent {
-                            self.origin(t, sink)?;
-                        }
-                        state.block_sent = true;
-                        block_open = true;
-                    }
                     state.subtransactions.insert(*subtransaction);
-                    last_lsn = *lsn;
                     self.change(
                         sink,
                         *lsn,
                         message,
                         Some(t.xid_of(*subtransaction)),
-                        Some(&mut state.relations),
+                        Some(t.xid),
                     )?;
+                    self.invalidated_by(step);
                 }
-                Step::StreamBoundary => {
-                    // A block ended here, seen by this client or not: the next one is
-                    // not the transaction's first segment.
-                    state.streamed_before = true;
-                    if block_open {
-                        self.emit(sink, last_lsn, &PgOutputMessage::StreamStop(StreamStop))?;
-                        block_open = false;
+                Step::Schema { .. } => {
+                    if block.is_none() {
+                        let start = block_start(t, index);
+                        block = Some(self.start_block(t, &mut state, start, Lsn(0), sink)?);
                     }
+                    // Sent with the xid of the change after it, as pgoutput sends it (or
+                    // the one recorded, where no change follows).
+                    let sub = t.steps[index..].iter().find_map(|s| match s {
+                        Step::Change { subtransaction, .. } => Some(t.xid_of(*subtransaction)),
+                        _ => None,
+                    });
+                    let recorded = match step {
+                        Step::Schema { relation, .. } => relation.xid,
+                        _ => None,
+                    };
+                    let xid = sub.or(recorded).unwrap_or(t.xid);
+                    self.schema_step(step, sink, Some(xid), Some(t.xid))?;
                 }
                 Step::SubtransactionAbort {
                     subtransaction,
                     lsn,
                     timestamp,
                 } => {
-                    if block_open {
-                        self.emit(sink, last_lsn, &PgOutputMessage::StreamStop(StreamStop))?;
-                        block_open = false;
+                    if let Some(open) = block.take() {
+                        self.stop_block(sink, open)?;
                     }
                     // A subtransaction whose changes went out needs undoing; so does one
                     // the script gives no changes at all (its abort is all it says).
@@ -510,26 +618,70 @@ impl<'a> Renderer<'a> {
                                 abort_timestamp: parallel.then_some(*timestamp),
                             }),
                         )?;
+                        self.schemas.stream_aborted(t.xid);
                     }
                 }
             }
         }
-        if block_open {
-            self.emit(sink, last_lsn, &PgOutputMessage::StreamStop(StreamStop))?;
+        if let Some(open) = block {
+            self.stop_block(sink, open)?;
         }
         state.steps_done = state.steps_done.max(upto);
         self.streams.insert(t.xid, state);
         Ok(())
     }
 
+    /// The blocks of `t` not sent yet, its stream state done with; whether any block of
+    /// it went out.
+    fn stream_rest(&mut self, t: &Transaction, sink: &mut dyn Sink) -> Result<bool, Failed> {
+        self.stream_steps(t, t.steps.len(), sink)?;
+        let state = self.streams.remove(&t.xid).unwrap_or_default();
+        Ok(state.block_sent)
+    }
+
+    /// Stream Start (with the Origin after the transaction's first one).
+    fn start_block(
+        &mut self,
+        t: &Transaction,
+        state: &mut StreamState,
+        start_lsn: Lsn,
+        stop_lsn: Lsn,
+        sink: &mut dyn Sink,
+    ) -> Result<OpenBlock, Failed> {
+        let first_block = !state.block_sent;
+        let with_origin = first_block && t.origin.is_some();
+        self.emit(
+            sink,
+            if with_origin { Lsn(0) } else { start_lsn },
+            &PgOutputMessage::StreamStart(StreamStart {
+                xid: t.xid,
+                first_segment: first_block && !t.streamed_before,
+            }),
+        )?;
+        if with_origin {
+            self.origin(t, start_lsn, sink)?;
+        }
+        state.block_sent = true;
+        Ok(OpenBlock {
+            stop_lsn,
+            last_lsn: start_lsn,
+        })
+    }
+
+    fn stop_block(&mut self, sink: &mut dyn Sink, block: OpenBlock) -> Result<(), Failed> {
+        let lsn = match block.stop_lsn.0 {
+            0 => block.last_lsn,
+            _ => block.stop_lsn,
+        };
+        self.emit(sink, lsn, &PgOutputMessage::StreamStop(StreamStop))
+    }
+
     /// A transaction as Stream Start/Stop blocks (those not sent at an earlier
     /// [`Event::StreamProgress`]), then its Stream Commit, Abort or Prepare.
     fn streamed(&mut self, t: &Transaction, sink: &mut dyn Sink) -> Result<(), Failed> {
         let parallel = self.options.streaming == Streaming::Parallel;
-        self.stream_steps(t, t.steps.len(), sink)?;
-        let state = self.streams.remove(&t.xid).unwrap_or_default();
-        if !state.block_sent {
-            // Nothing of it was streamed to this client: it ends like a whole one.
+        if !self.stream_rest(t, sink)? {
+            // Nothing of it was streamed (it has no steps): it ends like a whole one.
             return match t.end {
                 End::Abort => Ok(()),
                 _ => self.whole(t, Ending::of(t), sink),
@@ -563,21 +715,54 @@ impl<'a> Renderer<'a> {
         } else {
             t.end_lsn
         };
-        self.emit(sink, lsn, &end)
+        self.emit(sink, lsn, &end)?;
+        match t.end {
+            End::Commit => self.schemas.stream_committed(t.xid),
+            End::Abort => self.schemas.stream_aborted(t.xid),
+            // pgoutput keeps a prepared transaction's schemas as its own.
+            End::Prepare { .. } => {}
+        }
+        Ok(())
     }
 
-    fn origin(&mut self, t: &Transaction, sink: &mut dyn Sink) -> Result<(), Failed> {
+    /// The Origin message after Begin or the first Stream Start, at `lsn` (the position
+    /// the Begin's frame would have carried).
+    fn origin(&mut self, t: &Transaction, lsn: Lsn, sink: &mut dyn Sink) -> Result<(), Failed> {
         match &t.origin {
-            Some((name, lsn)) => self.emit(
+            Some((name, origin_lsn)) => self.emit(
                 sink,
-                Lsn(0),
+                lsn,
                 &PgOutputMessage::Origin(Origin {
-                    origin_lsn: *lsn,
+                    origin_lsn: *origin_lsn,
                     name: PgStr::from(name.as_str()),
                 }),
             ),
             None => Ok(()),
         }
+    }
+
+    /// The table's Type messages and Relation, as its latest definition has them.
+    fn send_schema(
+        &mut self,
+        sink: &mut dyn Sink,
+        oid: Oid,
+        xid: Option<Xid>,
+    ) -> Result<(), Failed> {
+        let (types, mut relation) = match self.definitions.get(&oid) {
+            Some((types, relation)) => (types.clone(), relation.clone()),
+            None => match self.catalog.table(oid) {
+                Some(table) => (table.types.clone(), table.relation(None)),
+                None => return Ok(()),
+            },
+        };
+        // Relation and Type frames carry 0/0: pgoutput writes them as not the last
+        // message of the change.
+        for mut t in types {
+            t.xid = xid;
+            self.emit(sink, Lsn(0), &PgOutputMessage::Type(t))?;
+        }
+        relation.xid = xid;
+        self.emit(sink, Lsn(0), &PgOutputMessage::Relation(relation))
     }
 
     /// Whether this client gets (some of) the change: its tables are in the client's
@@ -596,38 +781,30 @@ impl<'a> Renderer<'a> {
     }
 
     /// A visible change, after the Relation messages of the tables it touches when this
-    /// client has not had them yet, with the streamed xid set and its values in the
-    /// client's form. The message is a view of the script's (its values borrowed), so a
-    /// change costs one small allocation, not a copy of the row.
+    /// client needs them (pgoutput's rules: [`SchemaCache`]), with the xid `xid` set in a
+    /// block of the streamed transaction `stream`, and its values in the client's form.
+    /// The message is a view of the script's (its values borrowed), so a change costs one
+    /// small allocation, not a copy of the row.
     fn change(
         &mut self,
         sink: &mut dyn Sink,
         lsn: Lsn,
         message: &PgOutputMessage<'_>,
         xid: Option<Xid>,
-        relations_in_txn: Option<&mut HashSet<Oid>>,
+        stream: Option<Xid>,
     ) -> Result<(), Failed> {
         if is_table_change(message) {
             self.load_publications(sink)?;
         }
-        let sent = match relations_in_txn {
-            Some(set) => set,
-            None => &mut self.relations_sent,
-        };
         if let PgOutputMessage::Relation(relation) = message {
-            // The script sends the schema again here.
-            sent.insert(relation.relation_oid);
+            // A script's own Relation change: the schema goes out here.
+            self.schemas.sent(relation.relation_oid, stream);
         }
-        let mut relations = Vec::new();
         for oid in relations_of(message) {
-            if self.published.contains(&oid) && sent.insert(oid) {
-                if let Some(table) = self.catalog.table(oid) {
-                    relations.push(table.relation(xid));
-                }
+            if self.published.contains(&oid) && self.schemas.needs(oid, stream) {
+                self.schemas.sent(oid, stream);
+                self.send_schema(sink, oid, xid)?;
             }
-        }
-        for relation in relations {
-            self.emit(sink, Lsn(0), &PgOutputMessage::Relation(relation))?;
         }
         if self.sent_as_scripted(message, xid) {
             return self.emit(sink, lsn, message);
@@ -774,7 +951,12 @@ impl<'a> Renderer<'a> {
     ) -> Result<ColumnValue<'v>, Failed> {
         Ok(match (value, column) {
             (ColumnValue::Binary(bytes), Some(column)) if self.converts(value, Some(column)) => {
-                let text = binary_to_text(column.type_oid, bytes).ok_or_else(|| {
+                let text = match table.and_then(|t| t.value_type(column)) {
+                    // An enum's label is both its text and its binary form.
+                    None => Some(bytes.to_vec()),
+                    Some(oid) => binary_to_text(oid, bytes),
+                };
+                let text = text.ok_or_else(|| {
                     let table = table.map(Table::qualified_name).unwrap_or_default();
                     RenderError(format!(
                         "column \"{}\" of table {table} holds a binary value of type {} that has no text form here, and the client did not ask for binary values",
@@ -785,10 +967,19 @@ impl<'a> Renderer<'a> {
                 ColumnValue::Text(text.into())
             }
             (ColumnValue::Text(text), Some(column)) if self.converts(value, Some(column)) => {
-                match text_to_binary(column.type_oid, text) {
-                    Some(binary) => ColumnValue::Binary(binary.into()),
-                    None => ColumnValue::Text(text.as_bytes().into()),
-                }
+                let binary = match table.and_then(|t| t.value_type(column)) {
+                    None => Some(text.as_bytes().to_vec()),
+                    Some(oid) => text_to_binary(oid, text),
+                };
+                let binary = binary.ok_or_else(|| {
+                    let table = table.map(Table::qualified_name).unwrap_or_default();
+                    RenderError(format!(
+                        "column \"{}\" of table {table} holds a text value of type {} that has no binary form here (a composite, or a type this server does not know), and the client asked for binary values",
+                        column.name,
+                        column.type_oid.0
+                    ))
+                })?;
+                ColumnValue::Binary(binary.into())
             }
             (ColumnValue::Text(bytes), _) => ColumnValue::Text(bytes.as_bytes().into()),
             (ColumnValue::Binary(bytes), _) => ColumnValue::Binary(bytes.as_bytes().into()),
@@ -822,6 +1013,32 @@ fn is_table_change(message: &PgOutputMessage<'_>) -> bool {
             | PgOutputMessage::Delete(_)
             | PgOutputMessage::Truncate(_)
     )
+}
+
+/// Where a block starting at step `index` of `t` starts: its first change (visible to
+/// the client or not, as PostgreSQL's Stream Start carries the first change it decodes),
+/// else the last change before it.
+fn block_start(t: &Transaction, index: usize) -> Lsn {
+    let lsn_of = |step: &Step| match step {
+        Step::Change { lsn, .. } => Some(*lsn),
+        _ => None,
+    };
+    t.steps[index.min(t.steps.len())..]
+        .iter()
+        .take_while(|s| {
+            !matches!(
+                s,
+                Step::StreamBlock { .. } | Step::SubtransactionAbort { .. }
+            )
+        })
+        .find_map(lsn_of)
+        .or_else(|| {
+            t.steps[..index.min(t.steps.len())]
+                .iter()
+                .rev()
+                .find_map(lsn_of)
+        })
+        .unwrap_or(t.first_change_lsn())
 }
 
 /// The prepared transaction a `COMMIT` / `ROLLBACK PREPARED` finishes.

@@ -313,23 +313,23 @@ fn demo_script(accounts: &Table, events: &Table) -> Script {
                 .insert(events, ["1", "signup", "\\x626f62"]),
         )
         .transaction(
+            // As PostgreSQL sends them: no old key for an update that keeps the key, the
+            // old key for one that changes it, and an unchanged TOAST value only for a
+            // variable-length column.
             Transaction::new()
+                .update(accounts, None::<Vec<&str>>, ["1", "alice", "80"])
+                .update(accounts, Some(vec!["2", "bob", "50"]), ["5", "bob", "50"])
                 .update(
-                    accounts,
-                    Some(vec!["1", "alice", "100"]),
-                    ["1", "alice", "80"],
-                )
-                .update(
-                    accounts,
+                    events,
                     None::<Vec<&str>>,
                     [
-                        ColumnValue::from("2"),
-                        ColumnValue::from("bob"),
+                        ColumnValue::from("1"),
+                        ColumnValue::from("signup-confirmed"),
                         ColumnValue::UnchangedToast,
                     ],
                 ),
         )
-        .transaction(Transaction::new().delete(events, ["1", "signup", "\\x626f62"]))
+        .transaction(Transaction::new().delete(events, ["1", "signup-confirmed", "\\x626f62"]))
         .transaction(Transaction::new().truncate(&[events], TruncateOptions::NONE))
         .transaction(
             Transaction::new()

@@ -2,6 +2,7 @@
 
 mod output;
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -211,6 +212,11 @@ pub fn tail(args: &TailArgs) -> Result<ExitCode, String> {
     if args.create_slot {
         create_slot(args, &mut conn)?;
     }
+    let enums = if args.wal_positions {
+        enum_types(&mut conn)
+    } else {
+        HashSet::new()
+    };
     let mut output = Output::open(args.file.as_deref(), args.fsync_interval)?;
     let mut config = ConsumerConfig::new(&args.slot, options)
         .start_lsn(args.start_lsn.unwrap_or(Lsn(0)))
@@ -225,7 +231,7 @@ pub fn tail(args: &TailArgs) -> Result<ExitCode, String> {
             .on_reconnect(report_reconnecting);
     }
     let outcome = match start(conn, &info, &config, args, &stop) {
-        Ok(Some(mut consumer)) => follow(&mut consumer, args, &mut output, &stop),
+        Ok(Some(mut consumer)) => follow(&mut consumer, args, &enums, &mut output, &stop),
         Ok(None) => Ok(Stopped::Interrupted),
         Err(err) => Err(Failure::from(err)),
     };
@@ -421,13 +427,29 @@ impl Stopped {
     }
 }
 
-/// A message's JSON line with its WAL position in front (`--wal-positions`).
+/// A message's JSON line with its WAL position in front (`--wal-positions`), and on the
+/// Type message of an enum, `"enum": true` (so a replay can send its values in the other
+/// form: a label is both).
 #[derive(serde::Serialize)]
 struct Positioned<'m, 'a> {
     wal_start: Lsn,
     wal_end: Lsn,
     #[serde(flatten)]
     message: &'m PgOutputMessage<'a>,
+    #[serde(rename = "enum", skip_serializing_if = "std::ops::Not::not")]
+    is_enum: bool,
+}
+
+/// The OIDs of the database's enum types, for `--wal-positions` (a server that does not
+/// answer SQL on a replication connection gives none).
+fn enum_types(conn: &mut Connection) -> HashSet<u32> {
+    conn.simple_query("SELECT oid FROM pg_catalog.pg_type WHERE typtype = 'e'")
+        .map(|rows| {
+            rows.iter()
+                .filter_map(|row| row.first()?.as_deref()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The stream, written out. The slot is confirmed up to what is safely on the output:
@@ -438,10 +460,11 @@ struct Positioned<'m, 'a> {
 fn follow(
     consumer: &mut Consumer,
     args: &TailArgs,
+    enums: &HashSet<u32>,
     output: &mut Output,
     stop: &AtomicBool,
 ) -> Result<Stopped, Failure> {
-    let why = stream(consumer, args, output, stop)?;
+    let why = stream(consumer, args, enums, output, stop)?;
     // Whatever stopped us, the server learns what is safely out, then the stream ends.
     output.sync()?;
     consumer.confirm(output.confirmable());
@@ -451,6 +474,7 @@ fn follow(
 fn stream(
     consumer: &mut Consumer,
     args: &TailArgs,
+    enums: &HashSet<u32>,
     output: &mut Output,
     stop: &AtomicBool,
 ) -> Result<Stopped, Failure> {
@@ -519,6 +543,7 @@ fn stream(
                 wal_start: event.wal_start,
                 wal_end: event.wal_end,
                 message: &event.message,
+                is_enum: matches!(&event.message, PgOutputMessage::Type(t) if enums.contains(&t.type_oid.0)),
             }),
             OutputFormat::Json => serde_json::to_string(&event.message),
             OutputFormat::Compact => Ok(format!("{} {:?}", event.wal_start, event.message)),

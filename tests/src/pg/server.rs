@@ -241,7 +241,7 @@ impl Server {
         writeln!(conf, "unix_socket_directories = '{}'", self.dir.display())?;
         writeln!(conf, "port = {}", self.port)?;
         writeln!(conf, "wal_level = logical")?;
-        writeln!(conf, "max_replication_slots = 20")?;
+        writeln!(conf, "max_replication_slots = 40")?;
         writeln!(conf, "max_wal_senders = 20")?;
         writeln!(conf, "max_prepared_transactions = 20")?;
         writeln!(conf, "fsync = off")?;

@@ -13,6 +13,7 @@ mod checks;
 mod conninfo;
 mod consumer;
 mod faults;
+mod replay;
 mod scenario;
 mod tail;
 mod tls;
@@ -199,6 +200,14 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
         report.record(&format!("{label}: schema"), Err(err.to_string()));
         return;
     }
+    if std::env::var("PGOUTPUT_LIVE_ONLY").as_deref() == Ok("replay") {
+        // A developer's shortcut: the record-and-replay check alone.
+        report.record(
+            &format!("{label}: record with tail --wal-positions and replay"),
+            guarded(|| replay::check(&server, &binaries.bin)),
+        );
+        return;
+    }
     report.record(
         &format!("{label}: pgoutput tail --create-slot"),
         guarded(|| tail::create_slot(&server)),
@@ -294,6 +303,10 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
     report.record(
         &format!("{label}: pgoutput tail through a killed walsender and a restart"),
         guarded(|| faults::check(&server)),
+    );
+    report.record(
+        &format!("{label}: record with tail --wal-positions and replay"),
+        guarded(|| replay::check(&server, &binaries.bin)),
     );
     if let Some(dir) = std::env::var_os("PGOUTPUT_BENCH_CAPTURE") {
         if server.major() >= 16 {

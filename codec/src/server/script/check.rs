@@ -39,7 +39,8 @@ impl Script {
         for event in &self.events {
             if let Event::Transaction(t) = event {
                 for step in &t.steps {
-                    if let Step::Change {
+                    if let Step::Schema { relation: r, .. }
+                    | Step::Change {
                         message: PgOutputMessage::Relation(r),
                         ..
                     } = step

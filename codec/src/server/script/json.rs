@@ -8,8 +8,9 @@ use std::io::{BufRead, Read};
 use serde_json::Value;
 
 use super::super::catalog::Table;
+use super::super::schema_cache::SchemaCache;
 use super::model::{End, Event, Script, Step, Transaction};
-use crate::{Lsn, PgOutputMessage, PgTimestamp, Xid};
+use crate::{Lsn, Oid, PgOutputMessage, PgTimestamp, Type, Xid};
 
 /// A JSON script line that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,6 +123,18 @@ struct JsonScript {
     /// The line of each step of the open transaction, and of each streamed one.
     open_lines: Vec<usize>,
     streamed_lines: HashMap<Xid, Vec<usize>>,
+    /// Type lines waiting for the Relation they come before.
+    pending_types: Vec<Type<'static>>,
+    /// The types the Type lines mark as enums.
+    enums: Vec<Oid>,
+    /// The recorded session's schemas by pgoutput's rules, and each table's definition
+    /// so far: a Relation those rules explain, with the definition unchanged, is not
+    /// kept (each client gets it where its own session needs it).
+    schemas: SchemaCache,
+    definitions: HashMap<Oid, (Table, Vec<Type<'static>>)>,
+    /// Relations those rules explain, kept as steps (by index in the open transaction or
+    /// block) until a change of the table confirms that pgoutput sent them for it.
+    explained: Vec<(Oid, usize)>,
 }
 
 /// Fields every message of a type needs, with the value that means "fill in".
@@ -228,6 +241,24 @@ impl JsonScript {
             .and_then(Value::as_str)
             .ok_or("expected a \"type\" field")?
             .to_owned();
+        // `pgoutput tail --wal-positions` puts the XLogData header's positions in front;
+        // PostgreSQL's logical walsender sends `walEnd` equal to `dataStart`.
+        let position = match object.remove("wal_start") {
+            Some(lsn) => {
+                Some(serde_json::from_value::<Lsn>(lsn).map_err(|e| format!("wal_start: {e}"))?)
+            }
+            None => None,
+        };
+        // `tail --wal-positions` marks the Type of an enum: its label is both forms.
+        let is_enum = kind == "type"
+            && match object.remove("enum") {
+                None => false,
+                Some(Value::Bool(b)) => b,
+                Some(_) => return Err("\"enum\" is true or false".into()),
+            };
+        if let Some(end) = object.remove("wal_end") {
+            serde_json::from_value::<Lsn>(end).map_err(|e| format!("wal_end: {e}"))?;
+        }
         for (field, default) in defaults(&kind) {
             if !object.contains_key(*field) {
                 object.insert(
@@ -238,10 +269,28 @@ impl JsonScript {
         }
         let message: PgOutputMessage<'_> =
             serde_json::from_value(value).map_err(|e| e.to_string())?;
-        self.message(crate::IntoOwned::into_owned(message))
+        let message = crate::IntoOwned::into_owned(message);
+        if let (true, PgOutputMessage::Type(t)) = (is_enum, &message) {
+            self.enums.push(t.type_oid);
+        }
+        if !matches!(
+            message,
+            PgOutputMessage::Type(_) | PgOutputMessage::Relation(_)
+        ) {
+            // Type lines no Relation followed: changes as they are.
+            for t in std::mem::take(&mut self.pending_types) {
+                self.change(PgOutputMessage::Type(t), None)?;
+            }
+        }
+        self.message(message, position.filter(|lsn| lsn.0 != 0))
     }
 
-    fn message(&mut self, message: PgOutputMessage<'static>) -> Result<(), String> {
+    /// One message; `position` is its frame's `dataStart` where the line has it.
+    fn message(
+        &mut self,
+        message: PgOutputMessage<'static>,
+        position: Option<Lsn>,
+    ) -> Result<(), String> {
         use PgOutputMessage as M;
         match message {
             M::Begin(begin) => {
@@ -259,9 +308,11 @@ impl JsonScript {
                 t.commit_lsn = begin.prepare_lsn;
                 t.end_lsn = begin.end_lsn;
                 t.timestamp = begin.prepare_timestamp;
+                t.first_lsn = position.unwrap_or(Lsn(0));
                 self.open = Some(t);
             }
             M::Commit(commit) => {
+                self.explained.clear();
                 let mut t = self.take_open("Commit", false)?;
                 t.commit_lsn = commit.commit_lsn;
                 t.end_lsn = commit.end_lsn;
@@ -269,6 +320,7 @@ impl JsonScript {
                 self.script.events.push(Event::Transaction(t));
             }
             M::Prepare(prepare) => {
+                self.explained.clear();
                 let mut t = self.take_open("Prepare", true)?;
                 t.commit_lsn = prepare.prepare_lsn;
                 t.end_lsn = prepare.end_lsn;
@@ -281,47 +333,60 @@ impl JsonScript {
                     None => self.open.as_mut(),
                 }
                 .ok_or("Origin outside a transaction")?;
+                // With an Origin, the frame before it carries 0/0 and the Origin's the
+                // position.
+                if let (End::Prepare { .. }, 0, Some(lsn)) = (&t.end, t.first_lsn.0, position) {
+                    t.first_lsn = lsn;
+                }
+                if let Some(Step::StreamBlock { start_lsn, .. }) = t.steps.last_mut() {
+                    if start_lsn.0 == 0 {
+                        *start_lsn = position.unwrap_or(Lsn(0));
+                    }
+                }
                 t.origin = Some((
                     origin.name.to_string_lossy().into_owned(),
                     origin.origin_lsn,
                 ));
             }
-            M::Relation(relation) => {
-                let table = Table::from_relation(&relation);
-                if let Some(known) = self.script.tables.iter_mut().find(|t| t.oid == table.oid) {
-                    *known = table;
-                } else {
-                    self.script.tables.push(table);
-                }
-                // Inside a transaction it also marks where PostgreSQL sent the schema
-                // again (after an invalidation such as a TRUNCATE): replayed there too.
-                if self.in_block.is_some() || self.open.is_some() {
-                    self.change(M::Relation(relation))?;
-                }
-            }
+            M::Type(t) => self.pending_types.push(t),
+            M::Relation(relation) => self.relation(relation)?,
             M::StreamStart(start) => {
                 if self.in_block.is_some() {
                     return Err("Stream Start inside a stream block".into());
                 }
                 self.check_no_open("Stream Start")?;
                 self.in_block = Some(start.xid);
+                let block = Step::StreamBlock {
+                    start_lsn: position.unwrap_or(Lsn(0)),
+                    stop_lsn: Lsn(0),
+                };
                 match self.streamed.iter_mut().find(|t| t.xid == start.xid) {
-                    Some(t) => t.steps.push(Step::StreamBoundary),
+                    Some(t) => t.steps.push(block),
                     None => {
                         let mut t = Transaction::new().xid(start.xid.0).streamed();
-                        if !start.first_segment {
-                            // Streamed before, in blocks this script does not hold.
-                            t.steps.push(Step::StreamBoundary);
-                        }
+                        // Streamed before, in blocks this script does not hold.
+                        t.streamed_before = !start.first_segment;
+                        t.steps.push(block);
                         self.streamed.push(t);
                     }
                 }
             }
             M::StreamStop(_) => {
+                self.explained.clear();
                 let xid = self
                     .in_block
                     .take()
                     .ok_or("Stream Stop without Stream Start")?;
+                if let Some(t) = self.streamed.iter_mut().find(|t| t.xid == xid) {
+                    let block = t
+                        .steps
+                        .iter_mut()
+                        .rev()
+                        .find(|s| matches!(s, Step::StreamBlock { .. }));
+                    if let Some(Step::StreamBlock { stop_lsn, .. }) = block {
+                        *stop_lsn = position.unwrap_or(Lsn(0));
+                    }
+                }
                 self.progress(xid);
             }
             M::StreamCommit(commit) => {
@@ -329,6 +394,7 @@ impl JsonScript {
                 t.commit_lsn = commit.commit_lsn;
                 t.end_lsn = commit.end_lsn;
                 t.timestamp = commit.commit_timestamp;
+                self.schemas.stream_committed(t.xid);
                 self.script.events.push(Event::Transaction(t));
             }
             M::StreamPrepare(prepare) => {
@@ -342,7 +408,8 @@ impl JsonScript {
             }
             M::StreamAbort(abort) if abort.is_top_level() || abort.subtransaction_xid.0 == 0 => {
                 let mut t = self.take_streamed(abort.xid)?.abort();
-                t.commit_lsn = abort.abort_lsn.unwrap_or(Lsn(0));
+                self.schemas.stream_aborted(t.xid);
+                t.commit_lsn = abort.abort_lsn.or(position).unwrap_or(Lsn(0));
                 t.timestamp = abort.abort_timestamp.unwrap_or(PgTimestamp(0));
                 self.script.events.push(Event::Transaction(t));
             }
@@ -358,9 +425,10 @@ impl JsonScript {
                         format!("Stream Abort of unknown transaction {}", abort.xid.0)
                     })?;
                 let subtransaction = sub_index(t, abort.subtransaction_xid);
+                self.schemas.stream_aborted(abort.xid);
                 t.steps.push(Step::SubtransactionAbort {
                     subtransaction,
-                    lsn: abort.abort_lsn.unwrap_or(Lsn(0)),
+                    lsn: abort.abort_lsn.or(position).unwrap_or(Lsn(0)),
                     timestamp: abort.abort_timestamp.unwrap_or(PgTimestamp(0)),
                 });
                 self.progress(abort.xid);
@@ -379,46 +447,165 @@ impl JsonScript {
             M::Message(message) if !message.is_transactional() => {
                 self.script.events.push(Event::Message(message))
             }
-            change => self.change(change)?,
+            change => self.change(change, position)?,
         }
         Ok(())
     }
 
-    /// An Insert, Update, Delete, Truncate, Type or transactional Message.
-    fn change(&mut self, message: PgOutputMessage<'static>) -> Result<(), String> {
-        let (lsn, xid) = match &message {
-            PgOutputMessage::Message(m) => (m.lsn, m.xid),
-            PgOutputMessage::Insert(m) => (Lsn(0), m.xid),
-            PgOutputMessage::Update(m) => (Lsn(0), m.xid),
-            PgOutputMessage::Delete(m) => (Lsn(0), m.xid),
-            PgOutputMessage::Truncate(m) => (Lsn(0), m.xid),
-            PgOutputMessage::Type(m) => (Lsn(0), m.xid),
-            PgOutputMessage::Relation(m) => (Lsn(0), m.xid),
-            _ => (Lsn(0), None),
+    /// A Relation (after the Type lines before it). Outside a transaction it defines the
+    /// table. Inside one it is kept as a [`Step::Schema`] only where pgoutput's own rules
+    /// for the recorded session do not explain it, or the definition changed: the WAL
+    /// caused it (`ALTER TABLE`, an invalidation), so every client gets it.
+    fn relation(&mut self, relation: crate::Relation<'static>) -> Result<(), String> {
+        let types: Vec<Type<'static>> = std::mem::take(&mut self.pending_types)
+            .into_iter()
+            .map(|mut t| {
+                t.xid = None;
+                t
+            })
+            .collect();
+        let mut table = Table::from_relation(&relation);
+        table.types = types.clone();
+        table.enums = types
+            .iter()
+            .map(|t| t.type_oid)
+            .filter(|oid| self.enums.contains(oid))
+            .collect();
+        let oid = table.oid;
+        let in_transaction = self.in_block.is_some() || self.open.is_some();
+        if !in_transaction {
+            match self.script.tables.iter_mut().find(|t| t.oid == oid) {
+                Some(known) => *known = table.clone(),
+                None => self.script.tables.push(table.clone()),
+            }
+            self.definitions.insert(oid, (table, types));
+            return Ok(());
+        }
+        let stream = self.in_block;
+        let first = !self.definitions.contains_key(&oid);
+        if first {
+            // The table's first definition: the server's catalog.
+            self.script.tables.push(table.clone());
+        }
+        let explained = self.schemas.needs(oid, stream);
+        let unchanged = first
+            || self
+                .definitions
+                .get(&oid)
+                .is_some_and(|(known, known_types)| *known == table && *known_types == types);
+        if !(explained && unchanged) {
+            self.schemas.invalidate(oid);
+        }
+        // The xid stays as recorded: a Relation no change follows is sent with it.
+        let index = self.push_step(Step::Schema {
+            types: types.clone(),
+            relation,
+        })?;
+        if explained && unchanged {
+            // Kept until a change of the table confirms pgoutput sent it for that change
+            // (a capture cut short may hold a Relation without it).
+            self.explained.push((oid, index));
+        }
+        self.schemas.sent(oid, stream);
+        self.definitions.insert(oid, (table, types));
+        Ok(())
+    }
+
+    /// An Insert, Update, Delete, Truncate, Type or transactional Message, at `position`.
+    fn change(
+        &mut self,
+        message: PgOutputMessage<'static>,
+        position: Option<Lsn>,
+    ) -> Result<(), String> {
+        let xid = match &message {
+            PgOutputMessage::Message(m) => m.xid,
+            PgOutputMessage::Insert(m) => m.xid,
+            PgOutputMessage::Update(m) => m.xid,
+            PgOutputMessage::Delete(m) => m.xid,
+            PgOutputMessage::Truncate(m) => m.xid,
+            PgOutputMessage::Type(m) => m.xid,
+            _ => None,
         };
-        if let Some(top) = self.in_block {
-            let t = self
+        let lsn = match &message {
+            PgOutputMessage::Message(m) => m.lsn,
+            // Type frames carry 0/0.
+            PgOutputMessage::Type(_) => Lsn(0),
+            _ => position.unwrap_or(Lsn(0)),
+        };
+        // The Relations pgoutput sent for this change on its own rules are not steps.
+        let touched = crate::server::script::relations_of(&message);
+        let mut confirmed: Vec<usize> = Vec::new();
+        self.explained.retain(|(oid, index)| {
+            let hit = touched.contains(oid);
+            if hit {
+                confirmed.push(*index);
+            }
+            !hit
+        });
+        confirmed.sort_unstable();
+        for index in confirmed.into_iter().rev() {
+            self.remove_step(index);
+        }
+        let subtransaction = match (self.in_block, xid) {
+            (Some(top), Some(xid)) => {
+                let t = self
+                    .streamed
+                    .iter_mut()
+                    .find(|t| t.xid == top)
+                    .expect("a block's transaction is open");
+                sub_index(t, xid)
+            }
+            _ => 0,
+        };
+        // A TRUNCATE invalidates pgoutput's entries for its tables (see the renderer).
+        if let PgOutputMessage::Truncate(truncate) = &message {
+            for oid in truncate.relation_oids.iter() {
+                self.schemas.invalidate(oid);
+            }
+        }
+        self.push_step(Step::Change {
+            lsn,
+            subtransaction,
+            message,
+        })
+        .map(drop)
+    }
+
+    /// Removes step `index` of the stream block or transaction open now (with its line).
+    fn remove_step(&mut self, index: usize) {
+        let (t, lines) = match self.in_block {
+            Some(top) => (
+                self.streamed.iter_mut().find(|t| t.xid == top),
+                self.streamed_lines.get_mut(&top),
+            ),
+            None => (self.open.as_mut(), Some(&mut self.open_lines)),
+        };
+        if let Some(t) = t {
+            if index < t.steps.len() {
+                t.steps.remove(index);
+            }
+        }
+        if let Some(lines) = lines {
+            if index < lines.len() {
+                lines.remove(index);
+            }
+        }
+    }
+
+    /// A step of the stream block or transaction open now; its index there.
+    fn push_step(&mut self, step: Step) -> Result<usize, String> {
+        let t = match self.in_block {
+            Some(top) => self
                 .streamed
                 .iter_mut()
                 .find(|t| t.xid == top)
-                .expect("a block's transaction is open");
-            let subtransaction = xid.map_or(0, |xid| sub_index(t, xid));
-            t.steps.push(Step::Change {
-                lsn,
-                subtransaction,
-                message,
-            });
-            return Ok(());
-        }
-        let t = self.open.as_mut().ok_or(
-            "a change outside a transaction: Begin, Begin Prepare or Stream Start comes first",
-        )?;
-        t.steps.push(Step::Change {
-            lsn,
-            subtransaction: 0,
-            message,
-        });
-        Ok(())
+                .expect("a block's transaction is open"),
+            None => self.open.as_mut().ok_or(
+                "a change outside a transaction: Begin, Begin Prepare or Stream Start comes first",
+            )?,
+        };
+        t.steps.push(step);
+        Ok(t.steps.len() - 1)
     }
 
     /// Marks that the streamed transaction `xid` went out up to here.
@@ -522,14 +709,14 @@ mod tests {
             panic!("{:?}", script.events[0])
         };
         assert_eq!(first.xid, Xid(10));
-        assert!(first.commit_lsn > first.first_lsn());
+        assert!(first.commit_lsn > first.first_change_lsn());
         assert!(first.end_lsn > first.commit_lsn);
         assert_ne!(first.timestamp, PgTimestamp(0));
         assert!(matches!(
             script.events[1],
             Event::StreamProgress {
                 xid: Xid(900),
-                steps: 1,
+                steps: 2,
                 ..
             }
         ));
@@ -537,7 +724,7 @@ mod tests {
             script.events[2],
             Event::StreamProgress {
                 xid: Xid(900),
-                steps: 2,
+                steps: 3,
                 ..
             }
         ));
@@ -546,8 +733,9 @@ mod tests {
         };
         assert!(streamed.streamed);
         assert_eq!(streamed.subtransaction_xids, [Xid(901)]);
+        assert!(matches!(streamed.steps[0], Step::StreamBlock { .. }));
         assert!(matches!(
-            streamed.steps[1],
+            streamed.steps[2],
             Step::SubtransactionAbort {
                 subtransaction: 1,
                 ..

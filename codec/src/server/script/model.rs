@@ -34,8 +34,7 @@ pub enum End {
 /// One step of a transaction.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step {
-    /// A change: an Insert, Update, Delete, Truncate, transactional Message or Type, or a
-    /// Relation where the schema is sent again.
+    /// A change: an Insert, Update, Delete, Truncate, transactional Message or Type.
     Change {
         /// Its WAL position (zero: filled in).
         lsn: Lsn,
@@ -54,8 +53,28 @@ pub enum Step {
         /// When it aborted (zero: filled in).
         timestamp: PgTimestamp,
     },
-    /// Where a streamed transaction's block ends and the next begins.
-    StreamBoundary,
+    /// The table's schema changed here (`ALTER TABLE`) or PostgreSQL dropped what it had
+    /// cached of it (`TRUNCATE`, a publication change): every client gets the Relation,
+    /// with the Type messages before it, again before its next change of the table, and
+    /// this definition holds from here on. The Relation that pgoutput sends on its own
+    /// rules (a session's first change of a table, each streamed transaction's) is not a
+    /// step: the server sends it for each client as pgoutput would.
+    Schema {
+        /// The Type messages PostgreSQL sends before it, for columns of user types.
+        types: Vec<crate::Type<'static>>,
+        /// The new definition.
+        relation: crate::Relation<'static>,
+    },
+    /// A Stream Start: a streaming client gets the steps from here to the next block as
+    /// one Stream Start/Stop block, also when none of them is for it (PostgreSQL sends
+    /// empty blocks, as for a block of DDL alone). The transaction's first block starts
+    /// at its first step, with this marker or without.
+    StreamBlock {
+        /// The Stream Start frame's position: the block's first change (zero: filled in).
+        start_lsn: Lsn,
+        /// The Stream Stop frame's position: the block's last change (zero: filled in).
+        stop_lsn: Lsn,
+    },
 }
 
 /// A transaction of the script.
@@ -68,13 +87,20 @@ pub struct Transaction {
     /// Whether PostgreSQL streamed it while in progress: streaming clients get it as
     /// Stream Start/Stop blocks, the others whole at its end.
     pub streamed: bool,
-    /// Its changes, subtransaction aborts and stream boundaries, in WAL order.
+    /// Its changes, subtransaction aborts and stream blocks, in WAL order.
     pub steps: Vec<Step>,
+    /// Whether PostgreSQL streamed blocks of it before the script begins (a capture that
+    /// starts in the middle of it): no block of it here is the first segment.
+    pub streamed_before: bool,
     /// How it ends.
     pub end: End,
     /// The origin (name and LSN) it was replayed from, if any (`origin 'none'` clients
     /// skip such transactions).
     pub origin: Option<(String, Lsn)>,
+    /// Its first WAL record, which a Begin Prepare's frame carries (zero: its first
+    /// change). A Begin's frame carries the first change the client gets, as PostgreSQL
+    /// sends Begin only then.
+    pub first_lsn: Lsn,
     /// The commit (or prepare, or abort) record's position (zero: filled in).
     pub commit_lsn: Lsn,
     /// The end of that record: what a client confirms once it has the transaction (zero:
@@ -99,8 +125,10 @@ impl Transaction {
             subtransaction_xids: Vec::new(),
             streamed: false,
             steps: Vec::new(),
+            streamed_before: false,
             end: End::Commit,
             origin: None,
+            first_lsn: Lsn(0),
             commit_lsn: Lsn(0),
             end_lsn: Lsn(0),
             timestamp: PgTimestamp(0),
@@ -137,9 +165,17 @@ impl Transaction {
         self
     }
 
-    /// Adds any change message (its xid is set when rendered).
+    /// Adds any change message (its xid is set when rendered). A Relation becomes a
+    /// [`Step::Schema`]: the table's new definition from here on.
     #[must_use]
     pub fn change(mut self, message: PgOutputMessage<'static>) -> Transaction {
+        if let PgOutputMessage::Relation(relation) = message {
+            self.steps.push(Step::Schema {
+                types: Vec::new(),
+                relation,
+            });
+            return self;
+        }
         self.steps.push(Step::Change {
             lsn: Lsn(0),
             subtransaction: 0,
@@ -243,12 +279,14 @@ impl Transaction {
         let index = self.subtransaction_xids.len();
         let inner = build(Transaction::new());
         for step in inner.steps {
-            if let Step::Change { lsn, message, .. } = step {
-                self.steps.push(Step::Change {
+            match step {
+                Step::Change { lsn, message, .. } => self.steps.push(Step::Change {
                     lsn,
                     subtransaction: index,
                     message,
-                });
+                }),
+                schema @ Step::Schema { .. } => self.steps.push(schema),
+                _ => {}
             }
         }
         if abort {
@@ -265,7 +303,10 @@ impl Transaction {
     /// Stream Start/Stop block and the rest in the next.
     #[must_use]
     pub fn stream_boundary(mut self) -> Transaction {
-        self.steps.push(Step::StreamBoundary);
+        self.steps.push(Step::StreamBlock {
+            start_lsn: Lsn(0),
+            stop_lsn: Lsn(0),
+        });
         self
     }
 
@@ -281,8 +322,8 @@ impl Transaction {
         }
     }
 
-    /// The LSN of its first change (what Begin's frame carries), or the commit's.
-    pub(crate) fn first_lsn(&self) -> Lsn {
+    /// The LSN of its first change, or the commit's.
+    pub(crate) fn first_change_lsn(&self) -> Lsn {
         self.steps
             .iter()
             .find_map(|s| match s {
