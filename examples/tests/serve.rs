@@ -488,3 +488,65 @@ fn serve_warns_when_it_trusts_everyone_beyond_loopback() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// What `pgoutput tail --wal-positions` writes is a script: served back, each XLogData
+/// frame carries the recorded `dataStart` and `walEnd`, and the Relation recorded inside
+/// the transaction (pgoutput's own, before the table's first change) is sent there again.
+#[test]
+fn serve_replays_a_tail_recording_with_its_positions() {
+    let dir = std::env::temp_dir().join(format!("pgoutput-serve-replay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("recording.jsonl");
+    std::fs::write(
+        &script,
+        r#"{"wal_start":"0/1711FD0","wal_end":"0/1711FD0","type":"begin","final_lsn":"0/1712080","commit_timestamp":"2026-12-01 20:00:00+00","xid":784}
+{"wal_start":"0/0","wal_end":"0/0","type":"relation","xid":null,"relation_oid":16400,"namespace":"public","relation_name":"t","replica_identity":"default","columns":[{"flags":1,"name":"id","type_oid":23,"type_modifier":-1}]}
+{"wal_start":"0/1711FD0","wal_end":"0/1711FD0","type":"insert","xid":null,"relation_oid":16400,"new_tuple":[{"text":"7"}]}
+{"wal_start":"0/17120B0","wal_end":"0/17120B0","type":"commit","flags":0,"commit_lsn":"0/1712080","end_lsn":"0/17120B0","commit_timestamp":"2026-12-01 20:00:00+00"}
+"#,
+    )
+    .unwrap();
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let (mut child, mut conn) = spawn_serve(
+        &[
+            "--listen",
+            &listen,
+            "--script",
+            script.to_str().unwrap(),
+            "--publication",
+            "p",
+        ],
+        &format!("host=127.0.0.1 port={port} user=me dbname=postgres"),
+    );
+    conn.simple_query("CREATE_REPLICATION_SLOT s LOGICAL pgoutput")
+        .unwrap();
+    conn.start_replication(
+        "START_REPLICATION SLOT s LOGICAL 0/0 (proto_version '1', publication_names 'p')",
+    )
+    .unwrap();
+    let mut frames = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while frames.len() < 4 && Instant::now() < deadline {
+        if let pgoutput_codec::client::CopyEvent::Data(data) =
+            conn.recv_copy_data(Duration::from_millis(200)).unwrap()
+        {
+            if data[0] == b'w' {
+                let lsn = |at: usize| u64::from_be_bytes(data[at..at + 8].try_into().unwrap());
+                frames.push((lsn(1), lsn(9), data[25]));
+            }
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        frames,
+        [
+            (0x1711FD0, 0x1711FD0, b'B'),
+            (0, 0, b'R'),
+            (0x1711FD0, 0x1711FD0, b'I'),
+            (0x17120B0, 0x17120B0, b'C'),
+        ]
+    );
+}
