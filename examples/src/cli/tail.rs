@@ -101,7 +101,8 @@ pub struct TailArgs {
     #[arg(long, value_enum, default_value_t = OutputFormat::Json)]
     format: OutputFormat,
     /// Add each message's WAL position to its JSON line (`wal_start`, `wal_end`, as the
-    /// server's XLogData header gives them).
+    /// server's XLogData header gives them), and `"enum": true` to an enum's Type line:
+    /// a recording `pgoutput serve --script` replays with its positions.
     #[arg(long)]
     wal_positions: bool,
     /// Append to this file instead of standard output (`-` is standard output).
