@@ -2,8 +2,8 @@
 //! lines as `pgoutput decode` prints them, replay through the test server to the same
 //! bytes for the options they were captured with.
 
-use pgoutput_codec::server::{Publication, Script, StreamOptions, TestServer};
-use pgoutput_codec::{Decoder, ProtocolVersion, Streaming};
+use pgoutput_codec::server::{Publication, RenderedMessage, Script, StreamOptions, TestServer};
+use pgoutput_codec::{Decoder, Encoder, PgOutputMessage, ProtocolVersion, Streaming};
 use pgoutput_tests::unhex;
 
 #[test]
@@ -68,4 +68,164 @@ fn captured_streams_replay_byte_for_byte() {
         replayed += 1;
     }
     assert_eq!(replayed, 7);
+}
+
+/// A recording as `pgoutput tail --wal-positions` writes it (protocol 2, streaming on):
+/// a streamed transaction with an empty block, a subtransaction's Stream Abort and the
+/// Relation pgoutput sends again after it; a TRUNCATE, then the Relation its
+/// invalidation makes PostgreSQL send before the next change; an ALTER TABLE's new
+/// definition in the middle of a transaction.
+const RECORDING: &str = r#"
+{"wal_start":"0/2001000","wal_end":"0/2001000","type":"stream_start","xid":700,"first_segment":true}
+{"wal_start":"0/0","wal_end":"0/0","type":"relation","xid":700,"relation_oid":16400,"namespace":"public","relation_name":"t","replica_identity":"default","columns":[{"flags":1,"name":"id","type_oid":23,"type_modifier":-1}]}
+{"wal_start":"0/2001000","wal_end":"0/2001000","type":"insert","xid":700,"relation_oid":16400,"new_tuple":[{"text":"1"}]}
+{"wal_start":"0/2001000","wal_end":"0/2001000","type":"stream_stop"}
+{"wal_start":"0/2001080","wal_end":"0/2001080","type":"stream_start","xid":700,"first_segment":false}
+{"wal_start":"0/20010A0","wal_end":"0/20010A0","type":"stream_stop"}
+{"wal_start":"0/2001100","wal_end":"0/2001100","type":"stream_start","xid":700,"first_segment":false}
+{"wal_start":"0/2001100","wal_end":"0/2001100","type":"insert","xid":701,"relation_oid":16400,"new_tuple":[{"text":"2"}]}
+{"wal_start":"0/2001100","wal_end":"0/2001100","type":"stream_stop"}
+{"wal_start":"0/2001160","wal_end":"0/2001160","type":"stream_abort","xid":700,"subtransaction_xid":701}
+{"wal_start":"0/2001180","wal_end":"0/2001180","type":"stream_start","xid":700,"first_segment":false}
+{"wal_start":"0/0","wal_end":"0/0","type":"relation","xid":700,"relation_oid":16400,"namespace":"public","relation_name":"t","replica_identity":"default","columns":[{"flags":1,"name":"id","type_oid":23,"type_modifier":-1}]}
+{"wal_start":"0/2001180","wal_end":"0/2001180","type":"insert","xid":700,"relation_oid":16400,"new_tuple":[{"text":"3"}]}
+{"wal_start":"0/2001180","wal_end":"0/2001180","type":"stream_stop"}
+{"wal_start":"0/2001220","wal_end":"0/2001220","type":"stream_commit","xid":700,"flags":0,"commit_lsn":"0/2001200","end_lsn":"0/2001220","commit_timestamp":"2026-12-01 20:00:00+00"}
+{"wal_start":"0/2001300","wal_end":"0/2001300","type":"begin","final_lsn":"0/2001350","commit_timestamp":"2026-12-01 20:00:01+00","xid":710}
+{"wal_start":"0/2001300","wal_end":"0/2001300","type":"truncate","xid":null,"options":0,"relation_oids":[16400]}
+{"wal_start":"0/2001370","wal_end":"0/2001370","type":"commit","flags":0,"commit_lsn":"0/2001350","end_lsn":"0/2001370","commit_timestamp":"2026-12-01 20:00:01+00"}
+{"wal_start":"0/2001400","wal_end":"0/2001400","type":"begin","final_lsn":"0/2001450","commit_timestamp":"2026-12-01 20:00:02+00","xid":720}
+{"wal_start":"0/0","wal_end":"0/0","type":"relation","xid":null,"relation_oid":16400,"namespace":"public","relation_name":"t","replica_identity":"default","columns":[{"flags":1,"name":"id","type_oid":23,"type_modifier":-1}]}
+{"wal_start":"0/2001400","wal_end":"0/2001400","type":"insert","xid":null,"relation_oid":16400,"new_tuple":[{"text":"4"}]}
+{"wal_start":"0/0","wal_end":"0/0","type":"relation","xid":null,"relation_oid":16400,"namespace":"public","relation_name":"t","replica_identity":"default","columns":[{"flags":1,"name":"id","type_oid":23,"type_modifier":-1},{"flags":0,"name":"extra","type_oid":23,"type_modifier":-1}]}
+{"wal_start":"0/2001420","wal_end":"0/2001420","type":"insert","xid":null,"relation_oid":16400,"new_tuple":[{"text":"5"},{"text":"6"}]}
+{"wal_start":"0/2001470","wal_end":"0/2001470","type":"commit","flags":0,"commit_lsn":"0/2001450","end_lsn":"0/2001470","commit_timestamp":"2026-12-01 20:00:02+00"}
+"#;
+
+/// Each message of `rendered` as its type and the `dataStart` of its frame.
+fn shape(
+    version: ProtocolVersion,
+    streaming: Streaming,
+    rendered: &[RenderedMessage],
+) -> Vec<(String, String)> {
+    let mut decoder = Decoder::new(version, streaming).unwrap();
+    rendered
+        .iter()
+        .map(|m| {
+            let message = decoder.decode(&m.payload).unwrap();
+            (pgoutput_tests::type_name(&message), m.lsn.to_string())
+        })
+        .collect()
+}
+
+fn serve(text: &str) -> TestServer {
+    TestServer::builder()
+        .publication(Publication::all_tables("pub"))
+        .script(Script::from_json_lines(text).unwrap())
+        .start()
+        .unwrap()
+}
+
+#[test]
+fn a_recording_replays_with_its_positions_and_blocks() {
+    let server = serve(RECORDING);
+    let options = StreamOptions::new(ProtocolVersion::V2, &["pub"]).streaming(Streaming::On);
+    let rendered = server.render(&options).unwrap();
+    let mut encoder = Encoder::new(ProtocolVersion::V2, Streaming::On).unwrap();
+    let recorded: Vec<(String, Vec<u8>)> = RECORDING
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|line| {
+            let mut value: serde_json::Value = serde_json::from_str(line).unwrap();
+            let object = value.as_object_mut().unwrap();
+            let lsn = object.remove("wal_start").unwrap();
+            object.remove("wal_end");
+            let message: PgOutputMessage<'_> = serde_json::from_value(value).unwrap();
+            (
+                lsn.as_str().unwrap().to_owned(),
+                encoder.encode(&message).unwrap(),
+            )
+        })
+        .collect();
+    let got: Vec<(String, Vec<u8>)> = rendered
+        .iter()
+        .map(|m| (m.lsn.to_string(), m.payload.clone()))
+        .collect();
+    assert_eq!(got, recorded);
+}
+
+#[test]
+fn a_recording_renders_for_a_client_that_does_not_stream_by_pgoutputs_rules() {
+    let server = serve(RECORDING);
+    let rendered = server
+        .render(&StreamOptions::new(ProtocolVersion::V1, &["pub"]))
+        .unwrap();
+    let expected = [
+        // The streamed transaction whole: its aborted subtransaction is gone, and so is
+        // the Relation sent again after the abort (the session has it); its empty block
+        // is nothing here.
+        ("begin", "0/2001000"),
+        ("relation", "0/0"),
+        ("insert", "0/2001000"),
+        ("insert", "0/2001180"),
+        ("commit", "0/2001220"),
+        ("begin", "0/2001300"),
+        ("truncate", "0/2001300"),
+        ("commit", "0/2001370"),
+        // After the TRUNCATE's invalidation, and with ALTER TABLE's new definition.
+        ("begin", "0/2001400"),
+        ("relation", "0/0"),
+        ("insert", "0/2001400"),
+        ("relation", "0/0"),
+        ("insert", "0/2001420"),
+        ("commit", "0/2001470"),
+    ];
+    let expected: Vec<(String, String)> = expected
+        .iter()
+        .map(|(t, l)| ((*t).to_owned(), (*l).to_owned()))
+        .collect();
+    assert_eq!(
+        shape(ProtocolVersion::V1, Streaming::Off, &rendered),
+        expected
+    );
+}
+
+/// A streamed transaction that is prepared reaches a streaming client without
+/// `two_phase` as its blocks, then a Stream Commit at `COMMIT PREPARED` (PostgreSQL
+/// skips the PREPARE and commits it as an ordinary streamed transaction).
+#[test]
+fn a_streamed_prepared_transaction_commits_as_a_stream_without_two_phase() {
+    let table = pgoutput_codec::server::Table::new(16400, "public", "t").key_column("id", 23);
+    let script = Script::new()
+        .transaction(
+            pgoutput_codec::server::Transaction::new()
+                .streamed()
+                .insert(&table, ["1"])
+                .prepare("g"),
+        )
+        .commit_prepared("g");
+    let server = TestServer::builder()
+        .publication(Publication::new("pub").table(table))
+        .script(script)
+        .start()
+        .unwrap();
+    let options = StreamOptions::new(ProtocolVersion::V2, &["pub"]).streaming(Streaming::On);
+    let kinds: Vec<String> = shape(
+        ProtocolVersion::V2,
+        Streaming::On,
+        &server.render(&options).unwrap(),
+    )
+    .into_iter()
+    .map(|(kind, _)| kind)
+    .collect();
+    assert_eq!(
+        kinds,
+        [
+            "stream_start",
+            "relation",
+            "insert",
+            "stream_stop",
+            "stream_commit"
+        ]
+    );
 }
