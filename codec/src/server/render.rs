@@ -132,7 +132,7 @@ pub(crate) struct Renderer<'a> {
     /// Which tables' Relations this client has had, by pgoutput's rules.
     schemas: SchemaCache,
     /// Tables whose schema a [`Step::Schema`] changed: the definition sent from then on.
-    definitions: HashMap<Oid, (Vec<crate::Type<'static>>, crate::Relation<'static>)>,
+    definitions: HashMap<Oid, Definition>,
     /// Streamed transactions with blocks out but no end yet.
     streams: HashMap<Xid, StreamState>,
     /// Publications the client named that do not exist, and whether pgoutput has looked
@@ -144,6 +144,15 @@ pub(crate) struct Renderer<'a> {
     major: u32,
     /// The message being encoded (one buffer for the whole stream).
     scratch: Vec<u8>,
+}
+
+/// A table's definition after a [`Step::Schema`]: the messages as the script gives them,
+/// and the table they define (for its values' forms).
+#[derive(Debug)]
+struct Definition {
+    types: Vec<crate::Type<'static>>,
+    relation: crate::Relation<'static>,
+    table: Table,
 }
 
 /// How far a streamed transaction has gone out to this client.
@@ -492,9 +501,27 @@ impl<'a> Renderer<'a> {
         };
         let oid = relation.relation_oid;
         self.schemas.invalidate(oid);
-        self.definitions
-            .insert(oid, (types.clone(), relation.clone()));
+        let mut table = Table::from_relation(relation);
+        table.types.clone_from(types);
+        // Which of its types are enums does not change with its columns.
+        table.enums = self.table(oid).map(|t| t.enums.clone()).unwrap_or_default();
+        self.definitions.insert(
+            oid,
+            Definition {
+                types: types.clone(),
+                relation: relation.clone(),
+                table,
+            },
+        );
         Some(oid)
+    }
+
+    /// The table's definition at this point of the stream.
+    fn table(&self, oid: Oid) -> Option<&Table> {
+        match self.definitions.get(&oid) {
+            Some(definition) => Some(&definition.table),
+            None => self.catalog.table(oid),
+        }
     }
 
     /// A TRUNCATE gives its tables new storage, which invalidates pgoutput's entries for
@@ -749,7 +776,7 @@ impl<'a> Renderer<'a> {
         xid: Option<Xid>,
     ) -> Result<(), Failed> {
         let (types, mut relation) = match self.definitions.get(&oid) {
-            Some((types, relation)) => (types.clone(), relation.clone()),
+            Some(definition) => (definition.types.clone(), definition.relation.clone()),
             None => match self.catalog.table(oid) {
                 Some(table) => (table.types.clone(), table.relation(None)),
                 None => return Ok(()),
@@ -882,7 +909,7 @@ impl<'a> Renderer<'a> {
             let Some(values) = tuple.columns.as_slice() else {
                 return false;
             };
-            let table = self.catalog.table(oid);
+            let table = self.table(oid);
             values.iter().enumerate().all(|(index, value)| {
                 !self.converts(value, table.and_then(|t| t.columns.get(index)))
             })
@@ -917,7 +944,7 @@ impl<'a> Renderer<'a> {
     /// A view of `tuple` of table `oid` with every value in the form the client asked
     /// for (borrowed where it is already in that form).
     fn tuple<'t>(&self, oid: Oid, tuple: &'t TupleData<'_>) -> Result<TupleData<'t>, Failed> {
-        let table = self.catalog.table(oid);
+        let table = self.table(oid);
         let column = |index: usize| table.and_then(|t| t.columns.get(index));
         let values = match tuple.columns.as_slice() {
             Some(columns) => {

@@ -3,7 +3,7 @@
 //! bytes for the options they were captured with.
 
 use pgoutput_codec::server::{Publication, RenderedMessage, Script, StreamOptions, TestServer};
-use pgoutput_codec::{Decoder, Encoder, PgOutputMessage, ProtocolVersion, Streaming};
+use pgoutput_codec::{Decoder, Encoder, IntoOwned, PgOutputMessage, ProtocolVersion, Streaming};
 use pgoutput_tests::unhex;
 
 #[test]
@@ -227,5 +227,55 @@ fn a_streamed_prepared_transaction_commits_as_a_stream_without_two_phase() {
             "stream_stop",
             "stream_commit"
         ]
+    );
+}
+
+/// A value of a type the server cannot convert (a composite, an unknown user type) is an
+/// error naming the column for a client that wants the other form; an enum (marked as
+/// tail marks it) and a domain over a built-in type convert.
+#[test]
+fn values_convert_by_their_types_or_fail_naming_the_column() {
+    let text = r#"
+{"type":"begin"}
+{"type":"type","xid":null,"type_oid":16500,"namespace":"public","name":"mood","enum":true}
+{"type":"type","xid":null,"type_oid":16501,"namespace":"","name":"numeric"}
+{"type":"relation","xid":null,"relation_oid":16400,"namespace":"public","relation_name":"t","replica_identity":"default","columns":[{"flags":1,"name":"id","type_oid":23,"type_modifier":-1},{"flags":0,"name":"feeling","type_oid":16500,"type_modifier":-1},{"flags":0,"name":"price","type_oid":16501,"type_modifier":-1}]}
+{"type":"insert","relation_oid":16400,"new_tuple":[{"text":"1"},{"text":"ok"},{"text":"10.50"}]}
+{"type":"commit"}
+"#;
+    let binary = StreamOptions::new(ProtocolVersion::V1, &["pub"]).binary(true);
+    let rendered = serve(text).render(&binary).unwrap();
+    let mut decoder = Decoder::new(ProtocolVersion::V1, Streaming::Off).unwrap();
+    let insert = rendered
+        .iter()
+        .map(|m| decoder.decode(&m.payload).unwrap().into_owned())
+        .find_map(|m| match m {
+            PgOutputMessage::Insert(insert) => Some(insert),
+            _ => None,
+        })
+        .unwrap();
+    let values: Vec<Vec<u8>> = insert
+        .new_tuple
+        .columns
+        .iter()
+        .map(|v| match v {
+            pgoutput_codec::ColumnValue::Binary(b) => b.as_bytes().to_vec(),
+            other => panic!("{other:?} is not binary"),
+        })
+        .collect();
+    // int4 1; the label; numeric_send('10.50'): 2 digits, weight 0, positive, scale 2.
+    assert_eq!(
+        values,
+        [
+            vec![0, 0, 0, 1],
+            b"ok".to_vec(),
+            vec![0, 2, 0, 0, 0, 0, 0, 2, 0, 10, 0x13, 0x88],
+        ]
+    );
+    let unknown = text.replace(",\"enum\":true", "");
+    let err = serve(&unknown).render(&binary).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "column \"feeling\" of table public.t holds a text value of type 16500 that has no binary form here (a composite, or a type this server does not know), and the client asked for binary values"
     );
 }
