@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::super::catalog::Table;
 use super::super::schema_cache::SchemaCache;
-use super::model::{End, Event, Script, Step, Transaction};
+use super::model::{relations_of, End, Event, Script, Step, Transaction};
 use crate::{Lsn, Oid, PgOutputMessage, PgTimestamp, Type, Xid};
 
 /// A JSON script line that cannot be used.
@@ -43,7 +43,16 @@ impl Script {
     /// Messages are grouped back into transactions: Begin…Commit, Begin Prepare…Prepare,
     /// Stream Start/Stop blocks up to their Stream Commit, Abort or Prepare (a Stream
     /// Abort of a subtransaction becomes a subtransaction abort), Commit / Rollback
-    /// Prepared, and non-transactional Messages. Relation messages define tables.
+    /// Prepared, and non-transactional Messages. Relation messages define tables; one
+    /// inside a transaction is kept as a [`Step::Schema`] where pgoutput's own rules do
+    /// not explain it (the WAL caused it), else each client gets it where its session
+    /// needs it.
+    ///
+    /// Lines as `pgoutput tail --wal-positions` writes them carry `wal_start` and
+    /// `wal_end`: each frame's position is kept (changes, stream blocks, a
+    /// subtransaction's abort, Begin Prepare), so the stream served back for the recorded
+    /// options is the recording, frame headers included. A Type line's `"enum": true`
+    /// marks an enum, whose values convert between text and binary as they are.
     ///
     /// # Errors
     ///
@@ -533,7 +542,7 @@ impl JsonScript {
             _ => position.unwrap_or(Lsn(0)),
         };
         // The Relations pgoutput sent for this change on its own rules are not steps.
-        let touched = crate::server::script::relations_of(&message);
+        let touched = relations_of(&message);
         let mut confirmed: Vec<usize> = Vec::new();
         self.explained.retain(|(oid, index)| {
             let hit = touched.contains(oid);
