@@ -542,18 +542,20 @@ impl JsonScript {
             _ => position.unwrap_or(Lsn(0)),
         };
         // The Relations pgoutput sent for this change on its own rules are not steps.
-        let touched = relations_of(&message);
-        let mut confirmed: Vec<usize> = Vec::new();
-        self.explained.retain(|(oid, index)| {
-            let hit = touched.contains(oid);
-            if hit {
-                confirmed.push(*index);
+        if !self.explained.is_empty() {
+            let touched = relations_of(&message);
+            let mut confirmed: Vec<usize> = Vec::new();
+            self.explained.retain(|(oid, index)| {
+                let hit = touched.contains(oid);
+                if hit {
+                    confirmed.push(*index);
+                }
+                !hit
+            });
+            confirmed.sort_unstable();
+            for index in confirmed.into_iter().rev() {
+                self.remove_step(index);
             }
-            !hit
-        });
-        confirmed.sort_unstable();
-        for index in confirmed.into_iter().rev() {
-            self.remove_step(index);
         }
         let subtransaction = match (self.in_block, xid) {
             (Some(top), Some(xid)) => {
@@ -814,6 +816,49 @@ mod tests {
         ] {
             let err = Script::from_json_lines(text).unwrap_err();
             assert_eq!((err.line, err.message.as_str()), (line, message), "{text}");
+        }
+    }
+
+    /// A recorded Relation that pgoutput's rules explain is not kept, and the lines of
+    /// the steps after it stay right: an error names the line it is on.
+    #[test]
+    fn positions_are_kept_and_errors_still_name_their_line() {
+        let relation = r#"{"wal_start":"0/0","wal_end":"0/0","type":"relation","xid":null,"relation_oid":16400,"namespace":"public","relation_name":"t","replica_identity":"default","columns":[{"flags":1,"name":"id","type_oid":23,"type_modifier":-1}]}"#;
+        let text = format!(
+            "{{\"wal_start\":\"0/2000000\",\"wal_end\":\"0/2000000\",\"type\":\"begin\"}}\n{relation}\n\
+             {{\"wal_start\":\"0/2000010\",\"wal_end\":\"0/2000010\",\"type\":\"insert\",\"relation_oid\":16400,\"new_tuple\":[{{\"text\":\"1\"}}]}}\n\
+             {{\"wal_start\":\"0/2000020\",\"wal_end\":\"0/2000020\",\"type\":\"insert\",\"relation_oid\":16400,\"new_tuple\":[{{\"text\":\"1\"}},{{\"text\":\"2\"}}]}}\n\
+             {{\"type\":\"commit\"}}"
+        );
+        let script = Script::from_json_lines(&text).unwrap();
+        let Event::Transaction(t) = &script.events[0] else {
+            panic!()
+        };
+        // The Relation is the session's first for the table: not a step.
+        let lsns: Vec<Lsn> = t
+            .steps
+            .iter()
+            .map(|s| match s {
+                Step::Change { lsn, .. } => *lsn,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(lsns, [Lsn(0x2000010), Lsn(0x2000020)]);
+        let mut catalog = crate::server::catalog::Catalog::new(Vec::new()).unwrap();
+        for table in &script.tables {
+            catalog.add_table(table.clone());
+        }
+        let err = script.check(&catalog).unwrap_err();
+        assert_eq!(err.line, 4, "{err}");
+        for (line, message) in [
+            (r#"{"wal_start":"x","type":"begin"}"#, "wal_start: "),
+            (
+                r#"{"type":"type","type_oid":1,"namespace":"","name":"x","enum":1}"#,
+                "\"enum\" is true or false",
+            ),
+        ] {
+            let err = Script::from_json_lines(line).unwrap_err();
+            assert!(err.message.starts_with(message), "{err}");
         }
     }
 
