@@ -337,6 +337,8 @@ impl<'a> Renderer<'a> {
                     self.schemas.stream_aborted(prepared.xid);
                 }
             }
+            // Nothing to send: the WAL end it moves is the walsender's to report.
+            Event::WalPosition { .. } => {}
             Event::Message(message) => {
                 if self.options.messages {
                     self.emit(

@@ -106,7 +106,7 @@ impl Wal {
                 }
                 None
             }
-            Event::Message(_) => None,
+            Event::Message(_) | Event::WalPosition { .. } => None,
         };
         self.entries.push(Entry { event, partner });
     }

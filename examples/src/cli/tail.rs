@@ -101,8 +101,9 @@ pub struct TailArgs {
     #[arg(long, value_enum, default_value_t = OutputFormat::Json)]
     format: OutputFormat,
     /// Add each message's WAL position to its JSON line (`wal_start`, `wal_end`, as the
-    /// server's XLogData header gives them), and `"enum": true` to an enum's Type line:
-    /// a recording `pgoutput serve --script` replays with its positions.
+    /// server's XLogData header gives them), `"enum": true` to an enum's Type line, and a
+    /// `keepalive` line where the server's WAL end moved while idle: a recording
+    /// `pgoutput serve --script` replays with its positions.
     #[arg(long)]
     wal_positions: bool,
     /// Append to this file instead of standard output (`-` is standard output).
@@ -453,6 +454,19 @@ fn enum_types(conn: &mut Connection) -> HashSet<u32> {
         .unwrap_or_default()
 }
 
+/// Nothing is open and the server has sent everything before `lsn` (its keepalives say
+/// so): with `--wal-positions` a keepalive line records where the WAL end moved, so that
+/// a replay reports it too. `Ok(false)` when standard output has been closed.
+fn idle_at(output: &mut Output, args: &TailArgs, lsn: Lsn) -> Result<bool, String> {
+    if args.wal_positions && args.format == OutputFormat::Json {
+        let line = serde_json::json!({"wal_end": lsn, "type": "keepalive"}).to_string();
+        if !output.write_line(&line)? {
+            return Ok(false);
+        }
+    }
+    output.idle_at(lsn)
+}
+
 /// The stream, written out. The slot is confirmed up to what is safely on the output:
 /// the end of each transaction once it is written (and, with --file, fsynced), and while
 /// no transaction is open, the WAL end the server reports (so the slot advances while the
@@ -490,7 +504,7 @@ fn stream(
                 Some(Finished::EndPosition) => {
                     // The end came with the server idle at or past it: that is out too.
                     if consumer.idle() && consumer.delivered() > output.written() {
-                        output.idle_at(consumer.delivered())?;
+                        idle_at(output, args, consumer.delivered())?;
                     }
                     return Ok(Stopped::EndPosition);
                 }
@@ -513,7 +527,7 @@ fn stream(
             // Nothing is open and the server has sent everything before its WAL end.
             if consumer.idle()
                 && consumer.delivered() > output.written()
-                && !output.idle_at(consumer.delivered())?
+                && !idle_at(output, args, consumer.delivered())?
             {
                 return Ok(Stopped::OutputClosed);
             }

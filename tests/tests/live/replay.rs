@@ -23,7 +23,7 @@ use crate::tail::{binary, current_lsn, wait};
 /// The SQL the captures hold: every kind of change and transaction, a large streamed
 /// transaction with a subtransaction rolled back, DDL inside a streamed transaction and
 /// DDL alone (empty stream blocks on PostgreSQL 16 and later), TRUNCATE, two-phase, and
-/// a plain commit last.
+/// a plain commit last, then WAL with nothing to send.
 const WORKLOAD: &[&str] = &[
     "INSERT INTO accounts VALUES (20, 'dora', 7.25, 'ok', repeat('y', 10000));",
     "UPDATE accounts SET balance = 8.00 WHERE id = 20;",
@@ -61,6 +61,9 @@ const WORKLOAD: &[&str] = &[
      PREPARE TRANSACTION 'replay_stream';
      COMMIT PREPARED 'replay_stream';",
     "INSERT INTO counters (n) VALUES (99);",
+    // WAL pgoutput sends nothing for: the recordings end with a keepalive past the last
+    // commit, which the replays must report too.
+    "CHECKPOINT;",
 ];
 
 /// One option set of the captures.
@@ -154,6 +157,7 @@ fn frames(set: &Set, text: &str) -> Result<Vec<Frame>, String> {
         serde_json::from_value(field).map_err(|e| e.to_string())
     };
     text.lines()
+        .filter(|line| !line.contains(r#""type":"keepalive""#))
         .map(|line| {
             let mut value: serde_json::Value =
                 serde_json::from_str(line).map_err(|e| e.to_string())?;
@@ -352,10 +356,14 @@ fn check_captures(captures: &[Capture], bin: &Path, dir: &Path) -> Result<String
             renders += 1;
         }
     }
+    let keepalives = captures
+        .iter()
+        .map(|c| c.text.matches(r#""type":"keepalive""#).count())
+        .sum::<usize>();
     if failures.is_empty() {
         Ok(format!(
             "{} captures served back byte for byte with their positions ({frames_checked} frames \
-             through pg_recvlogical and psycopg2); {renders} renders for every option set equal \
+             through pg_recvlogical and psycopg2, {keepalives} recorded keepalives); {renders} renders for every option set equal \
              to what PostgreSQL sent, but for {masked} frames of what is inherent (an \
              Origin's LSN in a streamed capture, a subtransaction's abort time outside a \
              parallel one); not rendered: {not_streamed} non-streamed captures for streaming \
@@ -416,7 +424,26 @@ fn replay(capture: &Capture, bin: &Path, dir: &Path) -> Result<usize, String> {
         .script(script)
         .start()
         .map_err(|e| e.to_string())?;
+    // The WAL end the recording's last keepalive reported is the replay's (pg_recvlogical
+    // below reaches --endpos only through it); psycopg2 stops at the last frame.
     let end = server.wal_end();
+    if let Some(keepalive) = capture
+        .text
+        .lines()
+        .rev()
+        .find(|line| line.contains(r#""type":"keepalive""#))
+    {
+        let value: serde_json::Value =
+            serde_json::from_str(keepalive).map_err(|e| e.to_string())?;
+        let recorded: Lsn =
+            serde_json::from_value(value["wal_end"].clone()).map_err(|e| e.to_string())?;
+        if recorded != end {
+            return Err(format!(
+                "the replay's WAL end is {end}, the recording's last keepalive {recorded}"
+            ));
+        }
+    }
+    let last = capture.frames.last().ok_or("an empty capture")?.wal_start;
     let options = capture.set.options();
     // The server's own rendering first: the clearest message when it is off.
     let rendered: Vec<Frame> = server
@@ -432,7 +459,7 @@ fn replay(capture: &Capture, bin: &Path, dir: &Path) -> Result<usize, String> {
     if let Some(diff) = first_difference(&rendered, &capture.frames) {
         return Err(format!("rendered: {diff}"));
     }
-    let psycopg = psycopg2(&server, &capture.set, end)?;
+    let psycopg = psycopg2(&server, &capture.set, last)?;
     if let Some(diff) = first_difference(&psycopg, &capture.frames) {
         return Err(format!("psycopg2: {diff}"));
     }

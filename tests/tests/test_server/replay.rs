@@ -279,3 +279,23 @@ fn values_convert_by_their_types_or_fail_naming_the_column() {
         "column \"feeling\" of table public.t holds a text value of type 16500 that has no binary form here (a composite, or a type this server does not know), and the client asked for binary values"
     );
 }
+
+/// A recorded keepalive moves the server's WAL end past the last change, as PostgreSQL's
+/// did (and sends no frame); inside a transaction it is refused.
+#[test]
+fn a_recorded_keepalive_moves_the_wal_end() {
+    let text = format!("{RECORDING}{{\"type\":\"keepalive\",\"wal_end\":\"0/2002000\"}}\n");
+    let server = serve(&text);
+    assert_eq!(server.wal_end().to_string(), "0/2002000");
+    let options = StreamOptions::new(ProtocolVersion::V2, &["pub"]).streaming(Streaming::On);
+    assert_eq!(
+        server.render(&options).unwrap(),
+        serve(RECORDING).render(&options).unwrap()
+    );
+    let inside = "{\"type\":\"begin\"}\n{\"type\":\"keepalive\",\"wal_end\":\"0/2002000\"}\n";
+    let err = Script::from_json_lines(inside).unwrap_err();
+    assert_eq!(
+        (err.line, err.message.as_str()),
+        (2, "a keepalive inside a transaction or stream block")
+    );
+}

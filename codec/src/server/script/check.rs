@@ -79,7 +79,7 @@ impl Script {
                         ));
                     }
                 }
-                Event::Message(_) | Event::StreamProgress { .. } => {}
+                Event::Message(_) | Event::StreamProgress { .. } | Event::WalPosition { .. } => {}
             }
         }
         Ok(())

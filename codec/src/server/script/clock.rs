@@ -227,6 +227,14 @@ impl Clock {
                 m.lsn = self.ending_lsn(m.lsn, "message LSN")?;
             }
             Event::StreamProgress { .. } => {}
+            // A keepalive reports at least the end of what went before; records are
+            // spaced here by a guess, so a recorded position may fall inside that space.
+            Event::WalPosition { lsn } => {
+                if lsn.0 == 0 {
+                    *lsn = self.next_lsn;
+                }
+                self.next_lsn = self.next_lsn.max(*lsn);
+            }
         }
         Ok(())
     }

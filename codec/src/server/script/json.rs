@@ -250,6 +250,9 @@ impl JsonScript {
             .and_then(Value::as_str)
             .ok_or("expected a \"type\" field")?
             .to_owned();
+        if kind == "keepalive" {
+            return self.keepalive(object);
+        }
         // `pgoutput tail --wal-positions` puts the XLogData header's positions in front;
         // PostgreSQL's logical walsender sends `walEnd` equal to `dataStart`.
         let position = match object.remove("wal_start") {
@@ -292,6 +295,25 @@ impl JsonScript {
             }
         }
         self.message(message, position.filter(|lsn| lsn.0 != 0))
+    }
+
+    /// A keepalive `pgoutput tail --wal-positions` recorded (`{"type":"keepalive",
+    /// "wal_end":"0/16B3748"}`): where the server's WAL end had moved with nothing more
+    /// to send.
+    fn keepalive(&mut self, object: &mut serde_json::Map<String, Value>) -> Result<(), String> {
+        if self.open.is_some() || self.in_block.is_some() {
+            return Err("a keepalive inside a transaction or stream block".into());
+        }
+        object.remove("type");
+        let end = object
+            .remove("wal_end")
+            .ok_or("a keepalive needs its \"wal_end\"")?;
+        let lsn = serde_json::from_value::<Lsn>(end).map_err(|e| format!("wal_end: {e}"))?;
+        if let Some(field) = object.keys().next() {
+            return Err(format!("unknown field `{field}` of a keepalive"));
+        }
+        self.script.events.push(Event::WalPosition { lsn });
+        Ok(())
     }
 
     /// One message; `position` is its frame's `dataStart` where the line has it.

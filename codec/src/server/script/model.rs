@@ -384,6 +384,14 @@ pub enum Event {
         /// these blocks again.
         end_lsn: Lsn,
     },
+    /// The WAL reached `lsn` with nothing more for the clients (a recorded keepalive's
+    /// position, past the last change: other databases' WAL, records pgoutput does not
+    /// send): the server's WAL end moves there, and its keepalives report it once a
+    /// client has had everything before it.
+    WalPosition {
+        /// The position (zero: where the events before it end).
+        lsn: Lsn,
+    },
 }
 
 impl Event {
@@ -399,6 +407,7 @@ impl Event {
             // had it yet.
             Event::Message(m) => Lsn(m.lsn.0 + RECORD),
             Event::StreamProgress { end_lsn, .. } => *end_lsn,
+            Event::WalPosition { lsn } => *lsn,
         }
     }
 }
