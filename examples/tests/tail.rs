@@ -9,7 +9,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use pgoutput_codec::server::{Publication, Script, Table, TestServer, Transaction};
+use pgoutput_codec::server::{Publication, Script, StreamOptions, Table, TestServer, Transaction};
+use pgoutput_codec::ProtocolVersion;
 
 fn published() -> Table {
     Table::new(16385, "public", "t")
@@ -318,6 +319,18 @@ fn file_output_is_fsynced_and_appended_and_carries_wal_positions() {
     assert_eq!(last["type"], "commit");
     assert_eq!(last["end_lsn"], end_text);
     assert_eq!(server.confirmed_flush_lsn("file"), Some(end));
+    // The recording is a script: served back, it is the stream, positions included.
+    let recording = lines[1..].join("\n");
+    let replay = TestServer::builder()
+        .publication(Publication::all_tables("mixpub"))
+        .script(Script::from_json_lines(&recording).unwrap())
+        .start()
+        .unwrap();
+    let options = StreamOptions::new(ProtocolVersion::V1, &["mixpub"]);
+    assert_eq!(
+        replay.render(&options).unwrap(),
+        server.render(&options).unwrap()
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
