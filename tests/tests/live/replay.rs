@@ -251,9 +251,16 @@ fn capture(server: &Server, set: &Set, end: &str) -> Result<String, String> {
     if set.two_phase {
         args.push("--two-phase".into());
     }
+    let stdout = run(Command::new(binary()?).args(&args))
+        .map_err(|e| format!("tail {}: {e}", set.name()))?;
+    String::from_utf8(stdout).map_err(|e| e.to_string())
+}
+
+/// Runs `command` for up to two minutes: its standard output, or its exit status and
+/// standard error.
+fn run(command: &mut Command) -> Result<Vec<u8>, String> {
     let output = wait(
-        Command::new(binary()?)
-            .args(&args)
+        command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -261,15 +268,15 @@ fn capture(server: &Server, set: &Set, end: &str) -> Result<String, String> {
             .map_err(|e| e.to_string())?,
         Duration::from_secs(120),
     )?;
-    if !output.status.success() {
-        return Err(format!(
-            "tail {}: {}: {}",
-            set.name(),
+    if output.status.success() {
+        Ok(output.stdout)
+    } else {
+        Err(format!(
+            "{}: {}",
             output.status,
             String::from_utf8_lossy(&output.stderr)
-        ));
+        ))
     }
-    String::from_utf8(output.stdout).map_err(|e| e.to_string())
 }
 
 fn check_captures(captures: &[Capture], bin: &Path, dir: &Path) -> Result<String, String> {
@@ -521,26 +528,14 @@ fn psycopg2(server: &TestServer, set: &Set, end: Lsn) -> Result<Vec<Frame>, Stri
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.into()))
         .collect();
-    let output = wait(
-        Command::new("python3")
-            .args([
-                "-c",
-                PSYCOPG2,
-                &server.connection_string(),
-                &end.0.to_string(),
-                &serde_json::Value::Object(options).to_string(),
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| e.to_string())?,
-        Duration::from_secs(120),
-    )?;
-    if !output.status.success() {
-        return Err(String::from_utf8_lossy(&output.stderr).into_owned());
-    }
-    String::from_utf8_lossy(&output.stdout)
+    let stdout = run(Command::new("python3").args([
+        "-c",
+        PSYCOPG2,
+        &server.connection_string(),
+        &end.0.to_string(),
+        &serde_json::Value::Object(options).to_string(),
+    ]))?;
+    String::from_utf8_lossy(&stdout)
         .lines()
         .map(|line| {
             let mut fields = line.split(' ');
@@ -573,27 +568,12 @@ fn recvlogical(
     let dsn = server.connection_string();
     let slot = format!("rl_{}", set.slot);
     let file: PathBuf = dir.join(format!("{slot}.out"));
-    let run = |args: Vec<String>| -> Result<(), String> {
-        let output = wait(
-            Command::new(bin.join("pg_recvlogical"))
-                .args(&args)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .map_err(|e| e.to_string())?,
-            Duration::from_secs(120),
-        )?;
-        if output.status.success() {
-            Ok(())
-        } else {
-            Err(format!(
-                "pg_recvlogical {args:?}: {}",
-                String::from_utf8_lossy(&output.stderr)
-            ))
-        }
+    let recvlogical = |args: Vec<String>| {
+        run(Command::new(bin.join("pg_recvlogical")).args(&args))
+            .map(drop)
+            .map_err(|e| format!("pg_recvlogical {args:?}: {e}"))
     };
-    run(vec![
+    recvlogical(vec![
         "-d".into(),
         dsn.clone(),
         "--slot".into(),
@@ -617,6 +597,6 @@ fn recvlogical(
     for (name, value) in option_pairs(set) {
         args.extend(["-o".into(), format!("{name}={value}")]);
     }
-    run(args)?;
+    recvlogical(args)?;
     std::fs::read(&file).map_err(|e| e.to_string())
 }

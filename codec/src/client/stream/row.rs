@@ -10,7 +10,6 @@ use crate::{ColumnValue, Oid, PgTimestamp, TupleData};
 const BOOL: u32 = 16;
 const BYTEA: u32 = 17;
 const JSONB: u32 = 3802;
-const UUID: u32 = 2950;
 
 /// A row of an Insert, Update or Delete with its table's columns.
 #[derive(Debug, Clone, Copy)]
@@ -154,21 +153,6 @@ impl<'a> Column<'a> {
                     Some((1, json)) => Cow::Borrowed(json),
                     _ => return Err(self.error(Problem::Invalid)),
                 },
-                UUID => {
-                    let hex = hex::encode(bytes);
-                    if hex.len() != 32 {
-                        return Err(self.error(Problem::Invalid));
-                    }
-                    let dashed = format!(
-                        "{}-{}-{}-{}-{}",
-                        &hex[..8],
-                        &hex[8..12],
-                        &hex[12..16],
-                        &hex[16..20],
-                        &hex[20..]
-                    );
-                    Cow::Owned(dashed.into_bytes())
-                }
                 oid => Cow::Owned(
                     crate::values::binary_to_text(Oid(oid), bytes)
                         .ok_or_else(|| self.error(Problem::BinaryUnknown))?,
