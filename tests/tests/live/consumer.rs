@@ -17,7 +17,7 @@ use crate::{peek_slot, Options, Row};
 /// The slots these checks consume (created with the workload's others, dropped after).
 pub const SLOTS: [&str; 3] = ["consumer_busy", "consumer_resume", "consumer_async"];
 
-fn stream_options(options: &Options) -> StreamOptions {
+pub(crate) fn stream_options(options: &Options) -> StreamOptions {
     StreamOptions::new(options.version, &["pub"])
         .streaming(options.streaming)
         .binary(options.binary)

@@ -13,12 +13,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use pgoutput_codec::server::{Publication, Script, StreamOptions, TestServer};
+use pgoutput_codec::server::{Publication, RenderedMessage, Script, TestServer};
 use pgoutput_codec::{Encoder, Lsn, PgOutputMessage, ProtocolVersion, Streaming};
 use pgoutput_tests::pg::Server;
 
+use crate::consumer::stream_options;
 use crate::scenario::TAIL_USER;
 use crate::tail::{binary, current_lsn, wait};
+use crate::Options;
 
 /// The SQL the captures hold: every kind of change and transaction, a large streamed
 /// transaction with a subtransaction rolled back, DDL inside a streamed transaction and
@@ -66,45 +68,42 @@ const WORKLOAD: &[&str] = &[
     "CHECKPOINT;",
 ];
 
-/// One option set of the captures.
-#[derive(Debug, Clone)]
-struct Set {
-    slot: String,
-    version: ProtocolVersion,
-    streaming: Streaming,
-    binary: bool,
-    two_phase: bool,
-}
+/// A slot per option set, each created at the same point of the WAL (so each holds the
+/// same history): at most 11 sets.
+const SLOTS: [&str; 11] = [
+    "replay_0",
+    "replay_1",
+    "replay_2",
+    "replay_3",
+    "replay_4",
+    "replay_5",
+    "replay_6",
+    "replay_7",
+    "replay_8",
+    "replay_9",
+    "replay_10",
+];
 
-impl Set {
-    fn name(&self) -> String {
-        format!(
-            "proto {} streaming {}{}{}",
-            self.version,
-            self.streaming,
-            if self.binary { " binary" } else { "" },
-            if self.two_phase { " two_phase" } else { "" }
-        )
-    }
-
-    fn options(&self) -> StreamOptions {
-        StreamOptions::new(self.version, &["pub"])
-            .streaming(self.streaming)
-            .binary(self.binary)
-            .two_phase(self.two_phase)
-            .messages(true)
-    }
+/// An option set, as the failures name it.
+fn name(set: &Options) -> String {
+    format!(
+        "proto {} streaming {}{}{}",
+        set.version,
+        set.streaming,
+        if set.binary { " binary" } else { "" },
+        if set.two_phase { " two_phase" } else { "" }
+    )
 }
 
 /// Every protocol version with every streaming mode it allows, in text; binary once;
 /// two-phase with streaming on (protocol 3) and with the highest mode of the highest
 /// version.
-fn sets(server: &Server) -> Vec<Set> {
+fn sets(server: &Server) -> Vec<Options> {
     let max = server.max_protocol();
     let mut sets = Vec::new();
     let mut add = |version: ProtocolVersion, streaming, binary, two_phase| {
-        sets.push(Set {
-            slot: format!("replay_{}", sets.len()),
+        sets.push(Options {
+            slot: SLOTS[sets.len()],
             version,
             streaming,
             binary,
@@ -138,16 +137,28 @@ struct Frame {
     payload: Vec<u8>,
 }
 
+/// The test server's frames: PostgreSQL's logical walsender sends `walEnd` equal to
+/// `dataStart`, and so does the test server.
+impl From<RenderedMessage> for Frame {
+    fn from(m: RenderedMessage) -> Frame {
+        Frame {
+            wal_start: m.lsn,
+            wal_end: m.lsn,
+            payload: m.payload,
+        }
+    }
+}
+
 /// A capture: the JSON lines tail wrote and the frames they stand for.
 struct Capture {
-    set: Set,
+    set: Options,
     text: String,
     frames: Vec<Frame>,
 }
 
 /// The frames `tail --wal-positions` lines stand for: each message encoded again with the
 /// session encoder of the set (the codec is exact, so these are the bytes PostgreSQL sent).
-fn frames(set: &Set, text: &str) -> Result<Vec<Frame>, String> {
+fn frames(set: &Options, text: &str) -> Result<Vec<Frame>, String> {
     let mut encoder = Encoder::new(set.version, set.streaming).map_err(|e| e.to_string())?;
     let lsn = |value: &mut serde_json::Value, key: &str| -> Result<Lsn, String> {
         let field = value
@@ -200,7 +211,7 @@ pub fn check(server: &Server, bin: &Path) -> Result<String, String> {
         let text = capture(server, set, &end)?;
         let frames = frames(set, &text)?;
         captures.push(Capture {
-            set: set.clone(),
+            set: *set,
             text,
             frames,
         });
@@ -226,14 +237,14 @@ pub fn check(server: &Server, bin: &Path) -> Result<String, String> {
 }
 
 /// `pgoutput tail --wal-positions` of the set's slot up to `end`.
-fn capture(server: &Server, set: &Set, end: &str) -> Result<String, String> {
+fn capture(server: &Server, set: &Options, end: &str) -> Result<String, String> {
     let version = set.version.number().to_string();
     let mode = set.streaming.to_string();
     let mut args = vec![
         "tail".to_owned(),
         server.conninfo(TAIL_USER.0, Some(TAIL_USER.1)),
         "--slot".into(),
-        set.slot.clone(),
+        set.slot.to_owned(),
         "--publication".into(),
         "pub".into(),
         "--proto-version".into(),
@@ -251,8 +262,8 @@ fn capture(server: &Server, set: &Set, end: &str) -> Result<String, String> {
     if set.two_phase {
         args.push("--two-phase".into());
     }
-    let stdout = run(Command::new(binary()?).args(&args))
-        .map_err(|e| format!("tail {}: {e}", set.name()))?;
+    let stdout =
+        run(Command::new(binary()?).args(&args)).map_err(|e| format!("tail {}: {e}", name(set)))?;
     String::from_utf8(stdout).map_err(|e| e.to_string())
 }
 
@@ -285,7 +296,7 @@ fn check_captures(captures: &[Capture], bin: &Path, dir: &Path) -> Result<String
     for capture in captures {
         match replay(capture, bin, dir) {
             Ok(n) => frames_checked += n,
-            Err(e) => writeln!(failures, "replay of {}: {e}", capture.set.name()).unwrap(),
+            Err(e) => writeln!(failures, "replay of {}: {e}", name(&capture.set)).unwrap(),
         }
     }
     let mut renders = 0;
@@ -312,8 +323,8 @@ fn check_captures(captures: &[Capture], bin: &Path, dir: &Path) -> Result<String
                 continue;
             }
             let rendered = server
-                .render(&to.set.options())
-                .map_err(|e| format!("{} for {}: {e}", from.set.name(), to.set.name()));
+                .render(&stream_options(&to.set))
+                .map_err(|e| format!("{} for {}: {e}", name(&from.set), name(&to.set)));
             let rendered = match rendered {
                 Ok(r) => r,
                 Err(e) => {
@@ -321,14 +332,7 @@ fn check_captures(captures: &[Capture], bin: &Path, dir: &Path) -> Result<String
                     continue;
                 }
             };
-            let mut got: Vec<Frame> = rendered
-                .into_iter()
-                .map(|m| Frame {
-                    wal_start: m.lsn,
-                    wal_end: m.lsn,
-                    payload: m.payload,
-                })
-                .collect();
+            let mut got: Vec<Frame> = rendered.into_iter().map(Frame::from).collect();
             let rendered_rest = got.split_off(got.len().min(to.frames.len()));
             // Inherent: PostgreSQL sends a streamed transaction's Origin with LSN 0/0, so
             // a streamed capture does not hold the origin's commit position.
@@ -355,8 +359,8 @@ fn check_captures(captures: &[Capture], bin: &Path, dir: &Path) -> Result<String
                 writeln!(
                     failures,
                     "{} rendered for {}: {diff}",
-                    from.set.name(),
-                    to.set.name()
+                    name(&from.set),
+                    name(&to.set)
                 )
                 .unwrap();
             }
@@ -451,17 +455,13 @@ fn replay(capture: &Capture, bin: &Path, dir: &Path) -> Result<usize, String> {
         }
     }
     let last = capture.frames.last().ok_or("an empty capture")?.wal_start;
-    let options = capture.set.options();
+    let options = stream_options(&capture.set);
     // The server's own rendering first: the clearest message when it is off.
     let rendered: Vec<Frame> = server
         .render(&options)
         .map_err(|e| e.to_string())?
         .into_iter()
-        .map(|m| Frame {
-            wal_start: m.lsn,
-            wal_end: m.lsn,
-            payload: m.payload,
-        })
+        .map(Frame::from)
         .collect();
     if let Some(diff) = first_difference(&rendered, &capture.frames) {
         return Err(format!("rendered: {diff}"));
@@ -486,22 +486,6 @@ fn replay(capture: &Capture, bin: &Path, dir: &Path) -> Result<usize, String> {
     Ok(capture.frames.len())
 }
 
-fn option_pairs(set: &Set) -> Vec<(&'static str, String)> {
-    let mut pairs = vec![
-        ("proto_version", set.version.number().to_string()),
-        ("publication_names", "pub".to_owned()),
-        ("messages", "true".to_owned()),
-        ("binary", set.binary.to_string()),
-    ];
-    if set.streaming != Streaming::Off {
-        pairs.push(("streaming", set.streaming.to_string()));
-    }
-    if set.two_phase {
-        pairs.push(("two_phase", "on".to_owned()));
-    }
-    pairs
-}
-
 const PSYCOPG2: &str = r#"
 import sys, json, psycopg2, psycopg2.extras
 dsn, end, options = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
@@ -523,8 +507,9 @@ conn.close()
 "#;
 
 /// What psycopg2 receives: each message's `data_start`, `wal_end` and payload.
-fn psycopg2(server: &TestServer, set: &Set, end: Lsn) -> Result<Vec<Frame>, String> {
-    let options: serde_json::Map<String, serde_json::Value> = option_pairs(set)
+fn psycopg2(server: &TestServer, set: &Options, end: Lsn) -> Result<Vec<Frame>, String> {
+    let options: serde_json::Map<String, serde_json::Value> = set
+        .pairs()
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.into()))
         .collect();
@@ -560,7 +545,7 @@ fn psycopg2(server: &TestServer, set: &Set, end: Lsn) -> Result<Vec<Frame>, Stri
 /// What pg_recvlogical writes: each payload and a newline.
 fn recvlogical(
     server: &TestServer,
-    set: &Set,
+    set: &Options,
     end: Lsn,
     bin: &Path,
     dir: &Path,
@@ -594,7 +579,7 @@ fn recvlogical(
         "-f".into(),
         file.display().to_string(),
     ];
-    for (name, value) in option_pairs(set) {
+    for (name, value) in set.pairs() {
         args.extend(["-o".into(), format!("{name}={value}")]);
     }
     recvlogical(args)?;
