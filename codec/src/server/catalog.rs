@@ -193,7 +193,7 @@ impl Table {
             .types
             .iter()
             .find(|t| t.type_oid == column.type_oid && t.namespace.as_bytes().is_empty())
-            .and_then(|t| builtin_type(&t.name.to_string_lossy()));
+            .and_then(|t| crate::values::builtin_type(&t.name.to_string_lossy()));
         Some(domain_base.unwrap_or(column.type_oid))
     }
 
@@ -214,38 +214,6 @@ impl Table {
             .collect();
         crate::OldTuple::Key(crate::TupleData::new(key))
     }
-}
-
-/// The OID of a built-in type by its `pg_catalog` name, for the types whose values
-/// convert between text and binary here.
-fn builtin_type(name: &str) -> Option<Oid> {
-    let oid = match name {
-        "bool" => 16,
-        "bytea" => 17,
-        "char" => 18,
-        "name" => 19,
-        "int8" => 20,
-        "int2" => 21,
-        "int4" => 23,
-        "text" => 25,
-        "oid" => 26,
-        "json" => 114,
-        "float4" => 700,
-        "float8" => 701,
-        "bpchar" => 1042,
-        "varchar" => 1043,
-        "date" => 1082,
-        "time" => 1083,
-        "timestamp" => 1114,
-        "timestamptz" => 1184,
-        "interval" => 1186,
-        "timetz" => 1266,
-        "numeric" => 1700,
-        "uuid" => 2950,
-        "jsonb" => 3802,
-        _ => return None,
-    };
-    Some(Oid(oid))
 }
 
 /// A publication: a name and the tables it publishes. In JSON: `name`, and optionally

@@ -8,6 +8,7 @@
 //! without `two_phase`, logical decoding messages only with `messages`, and values in
 //! the text or binary form the client asked for.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
@@ -978,42 +979,51 @@ impl<'a> Renderer<'a> {
         column: Option<&Column>,
         table: Option<&Table>,
     ) -> Result<ColumnValue<'v>, Failed> {
-        Ok(match (value, column) {
-            (ColumnValue::Binary(bytes), Some(column)) if self.converts(value, Some(column)) => {
-                let text = match table.and_then(|t| t.value_type(column)) {
-                    // An enum's label is both its text and its binary form.
-                    None => Some(bytes.to_vec()),
-                    Some(oid) => binary_to_text(oid, bytes),
-                };
-                let text = text.ok_or_else(|| {
-                    let table = table.map(Table::qualified_name).unwrap_or_default();
-                    RenderError(format!(
-                        "column \"{}\" of table {table} holds a binary value of type {} that has no text form here, and the client did not ask for binary values",
-                        column.name,
-                        column.type_oid.0
-                    ))
-                })?;
-                ColumnValue::Text(text.into())
+        // A value of a known column in the other form than the client asked for.
+        let other_form = match (value, column) {
+            (ColumnValue::Text(text), Some(column)) if self.options.binary => {
+                Some((text.as_bytes(), true, column))
             }
-            (ColumnValue::Text(text), Some(column)) if self.converts(value, Some(column)) => {
-                let binary = match table.and_then(|t| t.value_type(column)) {
-                    None => Some(text.as_bytes().to_vec()),
-                    Some(oid) => text_to_binary(oid, text),
-                };
-                let binary = binary.ok_or_else(|| {
-                    let table = table.map(Table::qualified_name).unwrap_or_default();
-                    RenderError(format!(
-                        "column \"{}\" of table {table} holds a text value of type {} that has no binary form here (a composite, or a type this server does not know), and the client asked for binary values",
-                        column.name,
-                        column.type_oid.0
-                    ))
-                })?;
-                ColumnValue::Binary(binary.into())
+            (ColumnValue::Binary(binary), Some(column)) if !self.options.binary => {
+                Some((binary.as_bytes(), false, column))
             }
-            (ColumnValue::Text(bytes), _) => ColumnValue::Text(bytes.as_bytes().into()),
-            (ColumnValue::Binary(bytes), _) => ColumnValue::Binary(bytes.as_bytes().into()),
-            (ColumnValue::Null, _) => ColumnValue::Null,
-            (ColumnValue::UnchangedToast, _) => ColumnValue::UnchangedToast,
+            _ => None,
+        };
+        if let Some((bytes, to_binary, column)) = other_form {
+            let converted = match table.and_then(|t| t.value_type(column)) {
+                // An enum's label is both its text and its binary form.
+                None => Some(Cow::Borrowed(bytes)),
+                Some(oid) if to_binary => text_to_binary(oid, bytes).map(Cow::Owned),
+                Some(oid) => binary_to_text(oid, bytes).map(Cow::Owned),
+            };
+            let converted = converted.ok_or_else(|| {
+                let table = table.map(Table::qualified_name).unwrap_or_default();
+                let (held, missing, asked) = if to_binary {
+                    ("text", "binary form here (a composite, or a type this server does not know)", "asked")
+                } else {
+                    ("binary", "text form here", "did not ask")
+                };
+                RenderError(format!(
+                    "column \"{}\" of table {table} holds a {held} value of type {} that has no {missing}, and the client {asked} for binary values",
+                    column.name,
+                    column.type_oid.0
+                ))
+            })?;
+            let converted: crate::PgBytes<'v> = match converted {
+                Cow::Borrowed(bytes) => bytes.into(),
+                Cow::Owned(bytes) => bytes.into(),
+            };
+            return Ok(if to_binary {
+                ColumnValue::Binary(converted)
+            } else {
+                ColumnValue::Text(converted)
+            });
+        }
+        Ok(match value {
+            ColumnValue::Text(bytes) => ColumnValue::Text(bytes.as_bytes().into()),
+            ColumnValue::Binary(bytes) => ColumnValue::Binary(bytes.as_bytes().into()),
+            ColumnValue::Null => ColumnValue::Null,
+            ColumnValue::UnchangedToast => ColumnValue::UnchangedToast,
         })
     }
 

@@ -43,6 +43,39 @@ const JSONB: u32 = 3802;
 /// The version byte that starts jsonb's binary form; `jsonb_recv` knows no other.
 const JSONB_VERSION: u8 = 1;
 
+/// The OID of a built-in scalar type whose values convert here, by its `pg_catalog` name
+/// (what a Type message names as a domain's base type).
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+pub(crate) fn builtin_type(name: &str) -> Option<Oid> {
+    let oid = match name {
+        "bool" => BOOL,
+        "bytea" => BYTEA,
+        "char" => CHAR,
+        "name" => NAME,
+        "int8" => INT8,
+        "int2" => INT2,
+        "int4" => INT4,
+        "text" => TEXT,
+        "oid" => OID,
+        "json" => JSON,
+        "float4" => FLOAT4,
+        "float8" => FLOAT8,
+        "bpchar" => BPCHAR,
+        "varchar" => VARCHAR,
+        "date" => DATE,
+        "time" => TIME,
+        "timestamp" => TIMESTAMP,
+        "timestamptz" => TIMESTAMPTZ,
+        "interval" => INTERVAL,
+        "timetz" => TIMETZ,
+        "numeric" => NUMERIC,
+        "uuid" => UUID,
+        "jsonb" => JSONB,
+        _ => return None,
+    };
+    Some(Oid(oid))
+}
+
 /// The binary (send) form of a value given in text form, if this type's is known here.
 // The client reads values; only the test server writes them.
 #[cfg_attr(not(feature = "server"), allow(dead_code))]
