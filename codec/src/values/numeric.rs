@@ -226,20 +226,18 @@ fn parse(text: &str) -> Option<Numeric> {
         .then_some(value)
 }
 
+/// An optional leading `+` or `-`: whether it is negative, and the bytes it took.
+fn sign(bytes: &[u8]) -> (bool, usize) {
+    match bytes.first() {
+        Some(b'-') => (true, 1),
+        Some(b'+') => (false, 1),
+        _ => (false, 0),
+    }
+}
+
 /// `set_var_from_str`: the value and how many bytes it took.
 fn parse_finite(bytes: &[u8]) -> Option<(Numeric, usize)> {
-    let mut i = 0;
-    let negative = match bytes.first() {
-        Some(b'-') => {
-            i += 1;
-            true
-        }
-        Some(b'+') => {
-            i += 1;
-            false
-        }
-        _ => false,
-    };
+    let (negative, mut i) = sign(bytes);
     let mut have_point = false;
     if bytes.get(i) == Some(&b'.') {
         have_point = true;
@@ -309,18 +307,7 @@ fn parse_finite(bytes: &[u8]) -> Option<(Numeric, usize)> {
 /// least one); saturates on overflow. Returns the value and the bytes it took. (15 read it
 /// with `strtol`, which also skipped whitespace after the `e`.)
 fn exponent(bytes: &[u8]) -> Option<(i64, usize)> {
-    let mut i = 0;
-    let negative = match bytes.get(i) {
-        Some(b'-') => {
-            i += 1;
-            true
-        }
-        Some(b'+') => {
-            i += 1;
-            false
-        }
-        _ => false,
-    };
+    let (negative, mut i) = sign(bytes);
     let start = i;
     let mut value: i64 = 0;
     while let Some(&b) = bytes.get(i).filter(|b| b.is_ascii_digit()) {
