@@ -1,8 +1,8 @@
 //! `tail`: stream a replication slot from a live server, like pg_recvlogical for pgoutput.
 
+mod lines;
 mod output;
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,9 +14,10 @@ use pgoutput_codec::client::{
     parse_identifier_list, quote_identifier, ClientError, ConnInfo, Connection, Consumer,
     ConsumerConfig, Finished, Reconnecting, StreamOptions,
 };
-use pgoutput_codec::{Decoder, Lsn, PgOutputMessage, ProtocolVersion};
+use pgoutput_codec::{Decoder, Lsn, ProtocolVersion};
 
 use super::StreamingArg;
+use lines::Lines;
 use output::Output;
 
 #[derive(Debug, Args)]
@@ -214,10 +215,10 @@ pub fn tail(args: &TailArgs) -> Result<ExitCode, String> {
     if args.create_slot {
         create_slot(args, &mut conn)?;
     }
-    let enums = if args.wal_positions {
-        enum_types(&mut conn)
-    } else {
-        HashSet::new()
+    let lines = match args.format {
+        OutputFormat::Json if args.wal_positions => Lines::recording(&mut conn),
+        OutputFormat::Json => Lines::Json,
+        OutputFormat::Compact => Lines::Compact,
     };
     let mut output = Output::open(args.file.as_deref(), args.fsync_interval)?;
     let mut config = ConsumerConfig::new(&args.slot, options)
@@ -233,7 +234,7 @@ pub fn tail(args: &TailArgs) -> Result<ExitCode, String> {
             .on_reconnect(report_reconnecting);
     }
     let outcome = match start(conn, &info, &config, args, &stop) {
-        Ok(Some(mut consumer)) => follow(&mut consumer, args, &enums, &mut output, &stop),
+        Ok(Some(mut consumer)) => follow(&mut consumer, args, &lines, &mut output, &stop),
         Ok(None) => Ok(Stopped::Interrupted),
         Err(err) => Err(Failure::from(err)),
     };
@@ -429,37 +430,11 @@ impl Stopped {
     }
 }
 
-/// A message's JSON line with its WAL position in front (`--wal-positions`), and on the
-/// Type message of an enum, `"enum": true` (so a replay can send its values in the other
-/// form: a label is both).
-#[derive(serde::Serialize)]
-struct Positioned<'m, 'a> {
-    wal_start: Lsn,
-    wal_end: Lsn,
-    #[serde(flatten)]
-    message: &'m PgOutputMessage<'a>,
-    #[serde(rename = "enum", skip_serializing_if = "std::ops::Not::not")]
-    is_enum: bool,
-}
-
-/// The OIDs of the database's enum types, for `--wal-positions` (a server that does not
-/// answer SQL on a replication connection gives none).
-fn enum_types(conn: &mut Connection) -> HashSet<u32> {
-    conn.simple_query("SELECT oid FROM pg_catalog.pg_type WHERE typtype = 'e'")
-        .map(|rows| {
-            rows.iter()
-                .filter_map(|row| row.first()?.as_deref()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// Nothing is open and the server has sent everything before `lsn` (its keepalives say
 /// so): with `--wal-positions` a keepalive line records where the WAL end moved, so that
 /// a replay reports it too. `Ok(false)` when standard output has been closed.
-fn idle_at(output: &mut Output, args: &TailArgs, lsn: Lsn) -> Result<bool, String> {
-    if args.wal_positions && args.format == OutputFormat::Json {
-        let line = serde_json::json!({"wal_end": lsn, "type": "keepalive"}).to_string();
+fn idle_at(output: &mut Output, lines: &Lines, lsn: Lsn) -> Result<bool, String> {
+    if let Some(line) = lines.keepalive(lsn) {
         if !output.write_line(&line)? {
             return Ok(false);
         }
@@ -475,11 +450,11 @@ fn idle_at(output: &mut Output, args: &TailArgs, lsn: Lsn) -> Result<bool, Strin
 fn follow(
     consumer: &mut Consumer,
     args: &TailArgs,
-    enums: &HashSet<u32>,
+    lines: &Lines,
     output: &mut Output,
     stop: &AtomicBool,
 ) -> Result<Stopped, Failure> {
-    let why = stream(consumer, args, enums, output, stop)?;
+    let why = stream(consumer, args, lines, output, stop)?;
     // Whatever stopped us, the server learns what is safely out, then the stream ends.
     output.sync()?;
     consumer.confirm(output.confirmable());
@@ -489,7 +464,7 @@ fn follow(
 fn stream(
     consumer: &mut Consumer,
     args: &TailArgs,
-    enums: &HashSet<u32>,
+    lines: &Lines,
     output: &mut Output,
     stop: &AtomicBool,
 ) -> Result<Stopped, Failure> {
@@ -504,7 +479,7 @@ fn stream(
                 Some(Finished::EndPosition) => {
                     // The end came with the server idle at or past it: that is out too.
                     if consumer.idle() && consumer.delivered() > output.written() {
-                        idle_at(output, args, consumer.delivered())?;
+                        idle_at(output, lines, consumer.delivered())?;
                     }
                     return Ok(Stopped::EndPosition);
                 }
@@ -527,7 +502,7 @@ fn stream(
             // Nothing is open and the server has sent everything before its WAL end.
             if consumer.idle()
                 && consumer.delivered() > output.written()
-                && !idle_at(output, args, consumer.delivered())?
+                && !idle_at(output, lines, consumer.delivered())?
             {
                 return Ok(Stopped::OutputClosed);
             }
@@ -553,17 +528,7 @@ fn stream(
                 "pgoutput tail: removed the unfinished transaction from the file; it is sent again"
             );
         }
-        let line = match args.format {
-            OutputFormat::Json if args.wal_positions => serde_json::to_string(&Positioned {
-                wal_start: event.wal_start,
-                wal_end: event.wal_end,
-                message: &event.message,
-                is_enum: matches!(&event.message, PgOutputMessage::Type(t) if enums.contains(&t.type_oid.0)),
-            }),
-            OutputFormat::Json => serde_json::to_string(&event.message),
-            OutputFormat::Compact => Ok(format!("{} {:?}", event.wal_start, event.message)),
-        }
-        .map_err(|e| e.to_string())?;
+        let line = lines.message(&event)?;
         if !output.write_line(&line)? {
             return Ok(Stopped::OutputClosed);
         }
