@@ -51,45 +51,6 @@ pub(crate) struct Clock {
 /// How far apart filled-in records are, as in a real WAL with small records.
 pub(super) const RECORD: u64 = 0x48;
 
-/// Gives each stream block marker left at zero the positions PostgreSQL's Stream Start
-/// and Stop carry: the block's first and last change (for an empty block, the change
-/// before it).
-fn fill_blocks(steps: &mut [Step]) {
-    let mut last = Lsn(0);
-    for index in 0..steps.len() {
-        match &steps[index] {
-            Step::Change { lsn, .. } | Step::SubtransactionAbort { lsn, .. } => last = *lsn,
-            Step::StreamBlock { .. } => {
-                let mut first = None;
-                let mut end = last;
-                for step in &steps[index + 1..] {
-                    match step {
-                        Step::Change { lsn, .. } => {
-                            first.get_or_insert(*lsn);
-                            end = *lsn;
-                        }
-                        Step::Schema { .. } => {}
-                        _ => break,
-                    }
-                }
-                if let Step::StreamBlock {
-                    start_lsn,
-                    stop_lsn,
-                } = &mut steps[index]
-                {
-                    if start_lsn.0 == 0 {
-                        *start_lsn = first.unwrap_or(last);
-                    }
-                    if stop_lsn.0 == 0 {
-                        *stop_lsn = end;
-                    }
-                }
-            }
-            Step::Schema { .. } => {}
-        }
-    }
-}
-
 impl Clock {
     /// The position of a record: `given` if set (and the clock moves past it), else the
     /// next one.
@@ -195,7 +156,6 @@ impl Clock {
                         _ => {}
                     }
                 }
-                fill_blocks(&mut t.steps);
                 // The changes stay below a given commit, however close.
                 let after_changes = match t.commit_lsn.0 {
                     0 => next,

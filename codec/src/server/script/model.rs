@@ -70,9 +70,10 @@ pub enum Step {
     /// empty blocks, as for a block of DDL alone). The transaction's first block starts
     /// at its first step, with this marker or without.
     StreamBlock {
-        /// The Stream Start frame's position: the block's first change (zero: filled in).
+        /// The Stream Start frame's position (zero: the block's first change, or for an
+        /// empty block the change before it, as the server sends it).
         start_lsn: Lsn,
-        /// The Stream Stop frame's position: the block's last change (zero: filled in).
+        /// The Stream Stop frame's position (zero: the block's last change).
         stop_lsn: Lsn,
     },
 }
