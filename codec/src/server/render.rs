@@ -562,6 +562,13 @@ impl<'a> Renderer<'a> {
         let mut block: Option<OpenBlock> = None;
         let from = state.steps_done;
         for (index, step) in t.steps.iter().enumerate().take(upto).skip(from) {
+            // A change or schema outside a block (the transaction's first steps, those
+            // after a subtransaction abort) opens one, as the reorder buffer's stream
+            // start precedes the callbacks of the changes it streams.
+            if block.is_none() && matches!(step, Step::Change { .. } | Step::Schema { .. }) {
+                let start = block_start(t, index);
+                block = Some(self.start_block(t, &mut state, start, Lsn(0), sink)?);
+            }
             match step {
                 Step::StreamBlock {
                     start_lsn,
@@ -584,14 +591,9 @@ impl<'a> Renderer<'a> {
                     if is_table_change(message) {
                         self.load_publications(sink)?;
                     }
-                    let open = match &mut block {
-                        Some(open) => open,
-                        None => {
-                            let start = block_start(t, index);
-                            block.insert(self.start_block(t, &mut state, start, Lsn(0), sink)?)
-                        }
-                    };
-                    open.last_lsn = *lsn;
+                    if let Some(open) = &mut block {
+                        open.last_lsn = *lsn;
+                    }
                     if !self.visible(message) {
                         self.invalidated_by(step);
                         continue;
@@ -607,10 +609,6 @@ impl<'a> Renderer<'a> {
                     self.invalidated_by(step);
                 }
                 Step::Schema { .. } => {
-                    if block.is_none() {
-                        let start = block_start(t, index);
-                        block = Some(self.start_block(t, &mut state, start, Lsn(0), sink)?);
-                    }
                     // Sent with the xid of the change after it, as pgoutput sends it (or
                     // the one recorded, where no change follows).
                     let sub = t.steps[index..].iter().find_map(|s| match s {
