@@ -182,19 +182,19 @@ impl Table {
         }
     }
 
-    /// The type a column's values convert between text and binary as: `None` for an
-    /// enum (its label is both forms), the built-in type a domain is over (its Type
-    /// message names it), else the column's own type.
-    pub(crate) fn value_type(&self, column: &Column) -> Option<Oid> {
+    /// How a column's values convert between text and binary: an enum's label is both
+    /// forms; a domain converts as the built-in type it is over (its Type message names
+    /// it); any other column as its own type.
+    pub(crate) fn value_form(&self, column: &Column) -> ValueForm {
         if self.enums.contains(&column.type_oid) {
-            return None;
+            return ValueForm::Label;
         }
         let domain_base = self
             .types
             .iter()
             .find(|t| t.type_oid == column.type_oid && t.namespace.as_bytes().is_empty())
             .and_then(|t| crate::values::builtin_type(&t.name.to_string_lossy()));
-        Some(domain_base.unwrap_or(column.type_oid))
+        ValueForm::Type(domain_base.unwrap_or(column.type_oid))
     }
 
     /// The old values an update or delete carries for `old_row` under this table's
@@ -214,6 +214,15 @@ impl Table {
             .collect();
         crate::OldTuple::Key(crate::TupleData::new(key))
     }
+}
+
+/// How a column's values convert between text and binary ([`Table::value_form`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ValueForm {
+    /// An enum: the label is the text and the binary form alike.
+    Label,
+    /// As values of this built-in type.
+    Type(Oid),
 }
 
 /// A publication: a name and the tables it publishes. In JSON: `name`, and optionally

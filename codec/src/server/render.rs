@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
-use super::catalog::{Catalog, Column, Table};
+use super::catalog::{Catalog, Column, Table, ValueForm};
 use super::error::{error, sqlstate, SqlError};
 use super::schema_cache::SchemaCache;
 use super::script::{relations_of, End, Event, Step, Transaction};
@@ -988,11 +988,11 @@ impl<'a> Renderer<'a> {
             _ => None,
         };
         if let Some((bytes, to_binary, column)) = other_form {
-            let converted = match table.and_then(|t| t.value_type(column)) {
-                // An enum's label is both its text and its binary form.
-                None => Some(Cow::Borrowed(bytes)),
-                Some(oid) if to_binary => text_to_binary(oid, bytes).map(Cow::Owned),
-                Some(oid) => binary_to_text(oid, bytes).map(Cow::Owned),
+            let form = table.map_or(ValueForm::Type(column.type_oid), |t| t.value_form(column));
+            let converted = match form {
+                ValueForm::Label => Some(Cow::Borrowed(bytes)),
+                ValueForm::Type(oid) if to_binary => text_to_binary(oid, bytes).map(Cow::Owned),
+                ValueForm::Type(oid) => binary_to_text(oid, bytes).map(Cow::Owned),
             };
             let converted = converted.ok_or_else(|| {
                 let table = table.map(Table::qualified_name).unwrap_or_default();
