@@ -143,8 +143,38 @@ pub(crate) fn buffered_copy_event(input: &mut BytesMut) -> Result<Option<CopyEve
     Ok(None)
 }
 
+/// A simple query's answer, read message by message (the blocking and the async
+/// connection feed it): its rows, or the server's error, once ReadyForQuery comes.
+#[derive(Debug, Default)]
+pub(crate) struct QueryAnswer {
+    rows: Vec<Vec<Option<String>>>,
+    error: Option<ClientError>,
+}
+
+impl QueryAnswer {
+    /// Takes one backend message: the rows at ReadyForQuery, or the error the server
+    /// sent before it.
+    pub(crate) fn take(
+        &mut self,
+        message: Message,
+    ) -> Result<Option<Vec<Vec<Option<String>>>>, ClientError> {
+        match message {
+            Message::DataRow(body) => self.rows.push(data_row(&body)?),
+            Message::ErrorResponse(body) => self.error = Some(server_error(&body)),
+            Message::ReadyForQuery(_) => {
+                return match self.error.take() {
+                    Some(error) => Err(error),
+                    None => Ok(Some(std::mem::take(&mut self.rows))),
+                }
+            }
+            _ => {}
+        }
+        Ok(None)
+    }
+}
+
 /// A DataRow's values as text (NULL as `None`).
-pub(crate) fn data_row(
+fn data_row(
     body: &postgres_protocol::message::backend::DataRowBody,
 ) -> Result<Vec<Option<String>>, ClientError> {
     let buffer = body.buffer();
@@ -470,14 +500,10 @@ impl Connection {
         let mut out = BytesMut::new();
         frontend::query(sql, &mut out)?;
         self.send(&out)?;
-        let mut rows = Vec::new();
-        let mut error = None;
+        let mut answer = QueryAnswer::default();
         loop {
-            match self.recv()? {
-                Message::DataRow(body) => rows.push(data_row(&body)?),
-                Message::ErrorResponse(body) => error = Some(server_error(&body)),
-                Message::ReadyForQuery(_) => return error.map_or(Ok(rows), Err),
-                _ => {}
+            if let Some(rows) = answer.take(self.recv()?)? {
+                return Ok(rows);
             }
         }
     }

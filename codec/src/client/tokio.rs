@@ -50,8 +50,8 @@ use super::consumer::{
 use super::login::{Login, Step};
 use super::stream::{asks_for_reply, Event, Feedback};
 use super::{
-    attempts, buffered_copy_event, data_row, keepalives, parse_backend, protocol, server_error,
-    ssl_answer, try_the_other_way, Attempt, Backend, ClientError, ConnInfo, CopyEvent,
+    attempts, buffered_copy_event, keepalives, parse_backend, protocol, server_error, ssl_answer,
+    try_the_other_way, Attempt, Backend, ClientError, ConnInfo, CopyEvent, QueryAnswer,
 };
 use crate::Lsn;
 
@@ -185,14 +185,10 @@ impl AsyncConnection {
         let mut out = BytesMut::new();
         frontend::query(sql, &mut out)?;
         self.send(&out).await?;
-        let mut rows = Vec::new();
-        let mut error = None;
+        let mut answer = QueryAnswer::default();
         loop {
-            match self.recv().await? {
-                Message::DataRow(body) => rows.push(data_row(&body)?),
-                Message::ErrorResponse(body) => error = Some(server_error(&body)),
-                Message::ReadyForQuery(_) => return error.map_or(Ok(rows), Err),
-                _ => {}
+            if let Some(rows) = answer.take(self.recv().await?)? {
+                return Ok(rows);
             }
         }
     }
