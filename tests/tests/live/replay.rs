@@ -293,21 +293,20 @@ fn run(command: &mut Command) -> Result<Vec<u8>, String> {
 fn check_captures(captures: &[Capture], bin: &Path, dir: &Path) -> Result<String, String> {
     let mut failures = String::new();
     let mut frames_checked = 0;
-    for capture in captures {
-        match replay(capture, bin, dir) {
+    // One test server per capture serves it back and renders it for the other sets.
+    let servers = captures
+        .iter()
+        .map(|capture| serve(&capture.text))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (capture, server) in captures.iter().zip(&servers) {
+        match replay(capture, server, bin, dir) {
             Ok(n) => frames_checked += n,
             Err(e) => writeln!(failures, "replay of {}: {e}", name(&capture.set)).unwrap(),
         }
     }
     let mut renders = 0;
     let (mut not_streamed, mut not_two_phase, mut masked) = (0, 0, 0);
-    for from in captures {
-        let script = Script::from_json_lines(&from.text).map_err(|e| e.to_string())?;
-        let server = TestServer::builder()
-            .publication(Publication::all_tables("pub"))
-            .script(script)
-            .start()
-            .map_err(|e| e.to_string())?;
+    for (from, server) in captures.iter().zip(&servers) {
         for to in captures {
             if from.set.streaming == Streaming::Off && to.set.streaming != Streaming::Off {
                 // Inherent: a capture that was not streamed does not say which
@@ -428,13 +427,17 @@ fn first_difference(got: &[Frame], want: &[Frame]) -> Option<String> {
 
 /// Serves the capture back; pg_recvlogical and psycopg2 read it with its options. The
 /// frames checked.
-fn replay(capture: &Capture, bin: &Path, dir: &Path) -> Result<usize, String> {
-    let script = Script::from_json_lines(&capture.text).map_err(|e| e.to_string())?;
-    let server = TestServer::builder()
+/// A test server serving the capture `text` (publication `pub`, every table).
+fn serve(text: &str) -> Result<TestServer, String> {
+    let script = Script::from_json_lines(text).map_err(|e| e.to_string())?;
+    TestServer::builder()
         .publication(Publication::all_tables("pub"))
         .script(script)
         .start()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())
+}
+
+fn replay(capture: &Capture, server: &TestServer, bin: &Path, dir: &Path) -> Result<usize, String> {
     // The WAL end the recording's last keepalive reported is the replay's (pg_recvlogical
     // below reaches --endpos only through it); psycopg2 stops at the last frame.
     let end = server.wal_end();
@@ -466,11 +469,11 @@ fn replay(capture: &Capture, bin: &Path, dir: &Path) -> Result<usize, String> {
     if let Some(diff) = first_difference(&rendered, &capture.frames) {
         return Err(format!("rendered: {diff}"));
     }
-    let psycopg = psycopg2(&server, &capture.set, last)?;
+    let psycopg = psycopg2(server, &capture.set, last)?;
     if let Some(diff) = first_difference(&psycopg, &capture.frames) {
         return Err(format!("psycopg2: {diff}"));
     }
-    let written = recvlogical(&server, &capture.set, end, bin, dir)?;
+    let written = recvlogical(server, &capture.set, end, bin, dir)?;
     let expected: Vec<u8> = capture
         .frames
         .iter()
