@@ -35,6 +35,16 @@ const WORKLOAD: &[&str] = &[
     "INSERT INTO counters (n) VALUES (10);",
     "SELECT pg_logical_emit_message(false, 'replay', 'nontx') IS NOT NULL;",
     "BEGIN; SELECT pg_logical_emit_message(true, 'replay', 'tx') IS NOT NULL; INSERT INTO counters (n) VALUES (11); COMMIT;",
+    // Records whose positions sit at a boundary. A transactional message is queued at the
+    // end of its record (`logicalmsg_decode` passes `endptr`), so as a transaction's last
+    // record its position is the commit's; a message-only transaction is all boundary; a
+    // non-transactional message sent while a transaction is open is streamed before the
+    // transaction, whose changes come before it in the WAL; a TRUNCATE last in its
+    // transaction.
+    "BEGIN; INSERT INTO counters (n) VALUES (15); SELECT pg_logical_emit_message(true, 'replay', 'last') IS NOT NULL; COMMIT;",
+    "BEGIN; SELECT pg_logical_emit_message(true, 'replay', 'only') IS NOT NULL; COMMIT;",
+    "BEGIN; INSERT INTO counters (n) VALUES (16); SELECT pg_logical_emit_message(false, 'replay', 'inside') IS NOT NULL; INSERT INTO counters (n) VALUES (17); COMMIT;",
+    "BEGIN; INSERT INTO counters (n) VALUES (18); TRUNCATE counters; COMMIT;",
     "SELECT pg_replication_origin_session_setup('upstream') IS NULL;
      BEGIN;
      SELECT pg_replication_origin_xact_setup('0/ABCDEF0', '2024-01-02 03:04:05+00') IS NULL;

@@ -193,6 +193,46 @@ mod tests {
     }
 
     #[test]
+    fn a_transactional_message_may_sit_at_its_commit_and_nothing_else_may() {
+        let message = |at: &str| {
+            format!(
+                r#"{{"wal_start":"{at}","type":"message","flags":"transactional","lsn":"{at}","prefix":"p","content":""}}"#
+            )
+        };
+        let insert = |at: &str| {
+            format!(
+                r#"{{"wal_start":"{at}","type":"insert","relation_oid":16385,"new_tuple":[{{"text":"1"}}]}}"#
+            )
+        };
+        let begin = r#"{"wal_start":"0/2000000","type":"begin","final_lsn":"0/2000100"}"#;
+        let commit = r#"{"wal_start":"0/2000148","type":"commit","commit_lsn":"0/2000100","end_lsn":"0/2000148"}"#;
+        // As PostgreSQL sends them: a message last in its transaction, and a transaction
+        // of one message, each at the commit's position.
+        for steps in [
+            vec![insert("0/2000010"), message("0/2000100")],
+            vec![message("0/2000100")],
+        ] {
+            let mut lines = vec![RELATION, begin];
+            lines.extend(steps.iter().map(String::as_str));
+            lines.push(commit);
+            assert_eq!(load(&lines), Ok(()), "{lines:?}");
+        }
+        for (step, expected) in [
+            (
+                insert("0/2000100"),
+                "script line 4: a change at 0/2000100 is not before its transaction's commit at 0/2000100",
+            ),
+            (
+                message("0/2000101"),
+                "script line 4: a message at 0/2000101 is after its transaction's commit at 0/2000100",
+            ),
+        ] {
+            let err = load(&[RELATION, begin, &step, commit]).unwrap_err();
+            assert!(err.starts_with(expected), "{err}\nexpected: {expected}");
+        }
+    }
+
+    #[test]
     fn a_script_built_in_rust_is_refused_naming_its_event() {
         let unknown = Table::new(16390, "public", "u").key_column("id", 23);
         let script = Script::new()

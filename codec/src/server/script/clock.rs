@@ -121,8 +121,19 @@ impl Clock {
                 let mut next = self.next_lsn;
                 let mut last = Lsn(0);
                 for step in &mut t.steps {
-                    let lsn = match step {
-                        Step::Change { lsn, .. } | Step::SubtransactionAbort { lsn, .. } => lsn,
+                    // A transactional message is queued at the end of its record
+                    // (`logicalmsg_decode` passes `endptr`): as the transaction's last
+                    // record, its position is the commit record's. Every other change is
+                    // queued at its record's start, below the commit.
+                    let (lsn, may_meet_commit) = match step {
+                        Step::Change {
+                            lsn,
+                            message: PgOutputMessage::Message(_),
+                            ..
+                        } => (lsn, true),
+                        Step::Change { lsn, .. } | Step::SubtransactionAbort { lsn, .. } => {
+                            (lsn, false)
+                        }
                         Step::Schema { .. } | Step::StreamBlock { .. } => continue,
                     };
                     if lsn.0 == 0 {
@@ -138,11 +149,21 @@ impl Clock {
                     }
                     last = *lsn;
                     next = Lsn(next.0.max(lsn.0.saturating_add(spacing)));
-                    if t.commit_lsn.0 != 0 && *lsn >= t.commit_lsn {
-                        return Err(format!(
-                            "a change at {lsn} is not before its transaction's commit at {}",
-                            t.commit_lsn
-                        ));
+                    let past_commit = match may_meet_commit {
+                        true => *lsn > t.commit_lsn,
+                        false => *lsn >= t.commit_lsn,
+                    };
+                    if t.commit_lsn.0 != 0 && past_commit {
+                        return Err(match may_meet_commit {
+                            true => format!(
+                                "a message at {lsn} is after its transaction's commit at {}",
+                                t.commit_lsn
+                            ),
+                            false => format!(
+                                "a change at {lsn} is not before its transaction's commit at {}",
+                                t.commit_lsn
+                            ),
+                        });
                     }
                 }
                 for step in &mut t.steps {
