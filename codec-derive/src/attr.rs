@@ -81,6 +81,39 @@ impl StreamRole {
     }
 }
 
+/// `#[codec(role = "…")]` on a message type: what it does to the transaction it belongs to.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum TransactionRole {
+    /// Opens a transaction sent whole (Begin, Begin Prepare).
+    Begin,
+    /// One of the transaction's changes (Insert, Update, Delete, Truncate, Message).
+    Change,
+    /// Ends a transaction (Commit, Prepare, Stream Commit, Stream Prepare, Commit
+    /// Prepared, Rollback Prepared).
+    End,
+    /// Aborts a streamed transaction, or only a subtransaction of it (Stream Abort).
+    Abort,
+}
+
+impl TransactionRole {
+    pub const ALL: [(&'static str, TransactionRole); 4] = [
+        ("begin", TransactionRole::Begin),
+        ("change", TransactionRole::Change),
+        ("end", TransactionRole::End),
+        ("abort", TransactionRole::Abort),
+    ];
+
+    /// The runtime enum's variant name.
+    pub fn variant(self) -> &'static str {
+        match self {
+            TransactionRole::Begin => "Begin",
+            TransactionRole::Change => "Change",
+            TransactionRole::End => "End",
+            TransactionRole::Abort => "Abort",
+        }
+    }
+}
+
 /// A `when = "…"` condition of `#[since]`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Condition {
@@ -129,7 +162,7 @@ pub enum Position {
 impl Position {
     fn keys(self) -> &'static [&'static str] {
         match self {
-            Position::Container => &["tag", "stream", "crate"],
+            Position::Container => &["tag", "stream", "role", "crate"],
             Position::Variant => &["tag"],
             Position::Field => &[
                 "len",
@@ -139,6 +172,8 @@ impl Position {
                 "marker",
                 "optional",
                 "rest",
+                "xid",
+                "subxid",
             ],
         }
     }
@@ -177,6 +212,12 @@ pub struct CodecAttrs {
     pub tag: Option<Tag>,
     /// `stream = "start" | "stop" | "outside"` on a message type.
     pub stream: Option<(StreamRole, Span)>,
+    /// `role = "begin" | "change" | "end" | "abort"` on a message type.
+    pub role: Option<(TransactionRole, Span)>,
+    /// `xid`: the field holds the xid of the (top-level) transaction the message names.
+    pub xid: Option<Flag>,
+    /// `subxid`: the field holds the xid of the subtransaction the message names.
+    pub subxid: Option<Flag>,
     /// `crate = "path"`: the runtime crate, when the dependency is renamed.
     pub krate: Option<syn::Path>,
     pub len: Option<Len>,
@@ -237,6 +278,32 @@ pub fn parse_codec(attrs: &[Attribute], position: Position, errors: &mut Errors)
                             ),
                         ),
                     }
+                }
+                "role" => {
+                    let lit: LitStr = meta.value()?.parse()?;
+                    let name = lit.value();
+                    match TransactionRole::ALL.iter().find(|(n, _)| *n == name) {
+                        Some(&(_, role)) => {
+                            set_once(&mut out.role, (role, lit.span()), &meta, "role", errors)
+                        }
+                        None => errors.spanned(
+                            &lit,
+                            format_args!(
+                                "unknown transaction role `{name}`; expected one of: begin, change, end, abort"
+                            ),
+                        ),
+                    }
+                }
+                "xid" | "subxid" => {
+                    let flag = Flag {
+                        span: meta.path.span_of_key(),
+                    };
+                    let slot = if key == "xid" {
+                        &mut out.xid
+                    } else {
+                        &mut out.subxid
+                    };
+                    set_once(slot, flag, &meta, &key, errors);
                 }
                 "crate" => {
                     let lit: LitStr = meta.value()?.parse()?;

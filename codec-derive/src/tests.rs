@@ -76,6 +76,19 @@ fn tagged_struct_with_borrowed_fields() {
 }
 
 #[test]
+fn transaction_role_and_xids() {
+    insta::assert_snapshot!(expand(parse_quote! {
+        #[codec(tag = b'A', stream = "outside", role = "abort")]
+        pub struct StreamAbort {
+            #[codec(xid)]
+            pub xid: Xid,
+            #[codec(subxid)]
+            pub subtransaction_xid: Xid,
+        }
+    }));
+}
+
+#[test]
 fn since_with_conditions() {
     insta::assert_snapshot!(expand(parse_quote! {
         #[codec(tag = b'A')]

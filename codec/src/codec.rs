@@ -79,6 +79,10 @@ pub trait Tagged {
     /// The Rust type's name, for errors.
     const NAME: &'static str;
 
+    /// For a dispatch enum: each variant's name (in snake_case, as serde's
+    /// `rename_all = "snake_case"` spells it) and its tags. Empty for a message.
+    const KINDS: &'static [(&'static str, TagSet)] = &[];
+
     /// The tag byte this value starts with.
     fn tag(&self) -> u8;
 
@@ -88,6 +92,47 @@ pub trait Tagged {
     fn stream_role(&self) -> StreamRole {
         StreamRole::None
     }
+
+    /// What this message does to the transaction it belongs to (`#[codec(role = …)]`):
+    /// with [`stream_role`](Self::stream_role) and the xids, all a
+    /// [`Follower`](crate::Follower) needs to place it. `TransactionRole::None` unless
+    /// said otherwise.
+    fn transaction_role(&self) -> TransactionRole {
+        TransactionRole::None
+    }
+
+    /// The xid of the (top-level) transaction this message names, from its
+    /// `#[codec(xid)]` field; `None` if it names none.
+    fn xid(&self) -> Option<crate::Xid> {
+        None
+    }
+
+    /// The xid of the subtransaction this message names, from its `#[codec(subxid)]`
+    /// field (Stream Abort's `subtransaction_xid`); `None` if it names none.
+    fn subtransaction_xid(&self) -> Option<crate::Xid> {
+        None
+    }
+}
+
+/// What a message does to the transaction it belongs to, which the
+/// [`Follower`](crate::Follower) reads to place every message of a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TransactionRole {
+    /// Nothing of its own: it belongs to the transaction open around it, if any (Origin,
+    /// Relation, Type).
+    None,
+    /// Opens a transaction sent whole (Begin, Begin Prepare).
+    Begin,
+    /// A change of the transaction around it (Insert, Update, Delete, Truncate, Message).
+    Change,
+    /// Ends a transaction: the one open, the streamed one it names, or one of its own
+    /// (Commit, Prepare, Stream Commit, Stream Prepare, Commit Prepared, Rollback
+    /// Prepared).
+    End,
+    /// Aborts the streamed transaction it names, or only its subtransaction when the two
+    /// xids differ (Stream Abort).
+    Abort,
 }
 
 /// What a message does to a session's stream blocks (Stream Start … Stream Stop), which

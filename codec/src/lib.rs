@@ -90,6 +90,7 @@ mod ctx;
 pub mod docs;
 mod envelope;
 mod error;
+mod follow;
 pub mod message;
 mod reader;
 #[cfg(feature = "serde")]
@@ -110,13 +111,16 @@ mod writer;
 #[path = "private.rs"]
 pub mod __private;
 
-pub use codec::{decode, encode, encode_into, Decode, Encode, IntoOwned, StreamRole, Tagged};
+pub use codec::{
+    decode, encode, encode_into, Decode, Encode, IntoOwned, StreamRole, Tagged, TransactionRole,
+};
 pub use ctx::{Ctx, CtxError, ProtocolVersion, Streaming, UnknownStreaming};
 pub use envelope::{
     ClientMessage, HotStandbyFeedback, PrimaryKeepalive, ServerMessage, StandbyStatusUpdate,
     XLogData,
 };
 pub use error::{DecodeError, DecodeErrorKind, EncodeError, EncodeErrorKind, PathStep};
+pub use follow::{Follower, Place};
 pub use message::{
     Begin, BeginPrepare, ColumnValue, Commit, CommitPrepared, Delete, Insert, Message,
     MessageFlags, OldTuple, Origin, PgOutputMessage, Prepare, Relation, RelationColumn,

@@ -9,6 +9,30 @@ use crate::{
     TagSet, Writer,
 };
 
+/// A field `#[codec(xid)]` or `#[codec(subxid)]` marks: an xid, always or sometimes there.
+#[diagnostic::on_unimplemented(
+    message = "a `#[codec(xid)]` or `#[codec(subxid)]` field holds an `Xid` or an `Option<Xid>`, not `{Self}`",
+    label = "not an xid"
+)]
+pub trait XidField {
+    /// The xid, where there is one.
+    fn xid(&self) -> Option<crate::Xid>;
+}
+
+impl XidField for crate::Xid {
+    #[inline]
+    fn xid(&self) -> Option<crate::Xid> {
+        Some(*self)
+    }
+}
+
+impl XidField for Option<crate::Xid> {
+    #[inline]
+    fn xid(&self) -> Option<crate::Xid> {
+        *self
+    }
+}
+
 /// Places a decode error in `message.field`.
 #[inline(always)]
 pub fn field<T>(

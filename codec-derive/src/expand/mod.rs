@@ -9,7 +9,8 @@ pub mod owned;
 pub mod shape;
 
 use proc_macro2::{Ident, Span, TokenStream, TokenTree};
-use quote::{format_ident, quote, ToTokens};
+use quote::{format_ident, quote, quote_spanned, ToTokens};
+use syn::spanned::Spanned;
 use syn::{Lifetime, LitByte, Member};
 
 use crate::ast::{Container, Data, Field, Style, Variant};
@@ -339,10 +340,25 @@ pub fn fallback(container: &Container<'_>, implemented: Trait) -> TokenStream {
     wrap(item)
 }
 
-/// `impl Tagged`: a tagged struct's one tag, or the union of an enum's variant tags, and
-/// the stream role `#[codec(stream = …)]` gives (dispatch enums pass their variants').
+/// `impl Tagged`: a tagged struct's one tag, or the union of an enum's variant tags; the
+/// stream role `#[codec(stream = …)]` gives, the transaction role `#[codec(role = …)]`
+/// gives and the xids its `#[codec(xid)]` and `#[codec(subxid)]` fields hold (dispatch
+/// enums pass their variants', and list their variants as `KINDS`).
 fn tagged(container: &Container<'_>) -> TokenStream {
     let krate = krate();
+    let meaning = match &container.data {
+        Data::Struct(_, fields) => struct_meaning(container, fields),
+        Data::Enum(variants) => enum_meaning(container, variants),
+    };
+    let Meaning {
+        transaction_role,
+        xid,
+        subxid,
+        kinds,
+    } = match meaning {
+        Ok(meaning) => meaning,
+        Err(error) => return error.to_compile_error(),
+    };
     let (tags, tag_of_value, role) = match &container.data {
         Data::Struct(..) => {
             let Some(tag) = container.tag() else {
@@ -414,6 +430,119 @@ fn tagged(container: &Container<'_>) -> TokenStream {
             fn stream_role(&self) -> #krate::StreamRole {
                 #role
             }
+
+            #[inline]
+            fn transaction_role(&self) -> #krate::TransactionRole {
+                #transaction_role
+            }
+
+            #[inline]
+            fn xid(&self) -> ::core::option::Option<#krate::Xid> {
+                #xid
+            }
+
+            #[inline]
+            fn subtransaction_xid(&self) -> ::core::option::Option<#krate::Xid> {
+                #subxid
+            }
+
+            #kinds
         }
     }
+}
+
+/// What `Tagged` says of a value beyond its tag.
+struct Meaning {
+    transaction_role: TokenStream,
+    xid: TokenStream,
+    subxid: TokenStream,
+    /// `const KINDS` for a dispatch enum; nothing for a message (the default, empty).
+    kinds: TokenStream,
+}
+
+/// A message's role from `#[codec(role = …)]`, and its xids from the one field marked
+/// `#[codec(xid)]` / `#[codec(subxid)]` (an `Xid` or an `Option<Xid>`).
+fn struct_meaning(container: &Container<'_>, fields: &[Field<'_>]) -> syn::Result<Meaning> {
+    let krate = krate();
+    let transaction_role = match container.attrs.role {
+        Some((role, _)) => {
+            let variant = format_ident!("{}", role.variant());
+            quote!(#krate::TransactionRole::#variant)
+        }
+        None => quote!(#krate::TransactionRole::None),
+    };
+    let marked = |pick: fn(&Field<'_>) -> bool, key: &str| -> syn::Result<TokenStream> {
+        let mut marked = fields.iter().filter(|f| pick(f));
+        let Some(field) = marked.next() else {
+            return Ok(quote!(::core::option::Option::None));
+        };
+        if let Some(second) = marked.next() {
+            return Err(syn::Error::new_spanned(
+                &second.member,
+                format_args!("a second `#[codec({key})]` field; a message names one"),
+            ));
+        }
+        let member = &field.member;
+        let ty = field.ty;
+        Ok(quote_spanned!(ty.span()=> <#ty as #krate::__private::XidField>::xid(&self.#member)))
+    };
+    Ok(Meaning {
+        transaction_role,
+        xid: marked(|f| f.attrs.xid.is_some(), "xid")?,
+        subxid: marked(|f| f.attrs.subxid.is_some(), "subxid")?,
+        kinds: TokenStream::new(),
+    })
+}
+
+/// A dispatch enum passes each question to its variant's message; a variant with a tag of
+/// its own (a unit or field-less variant) has no role and names no transaction.
+fn enum_meaning(container: &Container<'_>, variants: &[Variant<'_>]) -> syn::Result<Meaning> {
+    let krate = krate();
+    let inner = internal("inner");
+    let forward = |method: TokenStream, none: TokenStream| {
+        let arms = variants.iter().map(|variant| {
+            let ident = variant.ident;
+            match &variant.tag {
+                Some(_) => quote!(Self::#ident { .. } => #none,),
+                None => quote!(Self::#ident(#inner) => #krate::Tagged::#method(#inner),),
+            }
+        });
+        quote!(match self { #(#arms)* })
+    };
+    let kinds = variants.iter().map(|variant| {
+        let name = snake_case(&variant.ident.to_string());
+        let tags = decode::variant_tags(container, variant, false);
+        quote!((#name, #tags))
+    });
+    Ok(Meaning {
+        transaction_role: forward(
+            quote!(transaction_role),
+            quote!(#krate::TransactionRole::None),
+        ),
+        xid: forward(quote!(xid), quote!(::core::option::Option::None)),
+        subxid: forward(
+            quote!(subtransaction_xid),
+            quote!(::core::option::Option::None),
+        ),
+        kinds: quote! {
+            const KINDS: &'static [(&'static ::core::primitive::str, #krate::TagSet)] =
+                &[#(#kinds),*];
+        },
+    })
+}
+
+/// `StreamStart` → `stream_start`, as serde's `rename_all = "snake_case"` spells it.
+fn snake_case(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    for (i, c) in name.chars().enumerate() {
+        if c.is_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.extend(c.to_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }

@@ -9,7 +9,7 @@
 //! | `Decode` | [`Decode`](crate::Decode): bytes to value, borrowing strings and bytes | — |
 //! | `Encode` | [`Encode`](crate::Encode): value to bytes, refusing what the context cannot carry | — |
 //! | `IntoOwned` | [`IntoOwned`](crate::IntoOwned): `Type<'a>` to `Type<'static>` | every field `IntoOwned` |
-//! | `Tagged` | [`Tagged`](crate::Tagged): the tag byte(s), the stream role | `#[codec(tag)]` on a struct, or an enum |
+//! | `Tagged` | [`Tagged`](crate::Tagged): the tag byte(s), the stream and transaction roles, the xids | `#[codec(tag)]` on a struct, or an enum |
 //!
 //! The session [`Decoder`](crate::Decoder) and [`Encoder`](crate::Encoder) take types
 //! that are `Tagged`; a dispatch enum's variants must be `Tagged` so that it can tell them
@@ -64,6 +64,43 @@
 //! assert!(decoder.in_stream());
 //! decoder.decode_as::<Framing>(b"}")?;
 //! assert!(decoder.decode_as::<Framing>(b"}").is_err()); // no block to close
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ## `#[codec(role = "begin" | "change" | "end" | "abort")]`, and `#[codec(xid)]`, `#[codec(subxid)]` on a field
+//!
+//! What the message does to the transaction it belongs to (see
+//! [`TransactionRole`](crate::TransactionRole)), and which field names that transaction
+//! (an `Xid` or an `Option<Xid>`; `subxid` for a subtransaction's). The
+//! [`Follower`](crate::Follower) reads them to number transactions, changes and stream
+//! blocks, and so do the test server's and the proxy's fault rules (`"change m of
+//! transaction k"`): a message type of your own is counted like pgoutput's.
+//!
+//! ```
+//! use pgoutput_codec::{Decode, Decoder, Encode, Follower, ProtocolVersion, Streaming, Tagged, Xid};
+//!
+//! #[derive(Debug, PartialEq, Decode, Encode, Tagged)]
+//! #[codec(tag = b'<', role = "begin")]
+//! struct Open { #[codec(xid)] xid: Xid }
+//!
+//! #[derive(Debug, PartialEq, Decode, Encode, Tagged)]
+//! #[codec(tag = b'*', role = "change")]
+//! struct Tick { n: u32 }
+//!
+//! #[derive(Debug, PartialEq, Decode, Encode, Tagged)]
+//! #[codec(tag = b'>', role = "end")]
+//! struct Close;
+//!
+//! #[derive(Debug, PartialEq, Decode, Encode, Tagged)]
+//! enum Batch { Open(Open), Tick(Tick), Close(Close) }
+//!
+//! let mut decoder = Decoder::new(ProtocolVersion::V1, Streaming::Off)?;
+//! let mut follower = Follower::default();
+//! follower.follow(&decoder.decode_as::<Batch>(b"<\0\0\x02\xee")?);
+//! let tick = follower.follow(&decoder.decode_as::<Batch>(b"*\0\0\0\x07")?);
+//! assert_eq!((tick.transaction, tick.change), (Some(1), Some(1)));
+//! assert_eq!(follower.xid(), Some(Xid(750)));
+//! assert!(follower.follow(&decoder.decode_as::<Batch>(b">")?).ends);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!

@@ -11,7 +11,7 @@ use crate::{Oid, OldTuple, Seq, TupleData, Xid};
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
-#[codec(tag = b'I')]
+#[codec(tag = b'I', role = "change")]
 pub struct Insert<'a> {
     /// Xid of the (sub)transaction; only inside a stream block.
     #[since(version = 2, when = "streamed")]
@@ -34,7 +34,7 @@ pub struct Insert<'a> {
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
-#[codec(tag = b'U')]
+#[codec(tag = b'U', role = "change")]
 pub struct Update<'a> {
     /// Xid of the (sub)transaction; only inside a stream block.
     #[since(version = 2, when = "streamed")]
@@ -57,7 +57,7 @@ pub struct Update<'a> {
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
-#[codec(tag = b'D')]
+#[codec(tag = b'D', role = "change")]
 pub struct Delete<'a> {
     /// Xid of the (sub)transaction; only inside a stream block.
     #[since(version = 2, when = "streamed")]
@@ -77,7 +77,7 @@ pub struct Delete<'a> {
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
-#[codec(tag = b'T')]
+#[codec(tag = b'T', role = "change")]
 pub struct Truncate<'a> {
     /// Xid of the (sub)transaction; only inside a stream block.
     #[since(version = 2, when = "streamed")]

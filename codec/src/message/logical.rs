@@ -34,7 +34,7 @@ use crate::{
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
-#[codec(tag = b'M')]
+#[codec(tag = b'M', role = "change")]
 pub struct Message<'a> {
     /// Top-level xid of the streamed transaction; only inside a stream block.
     #[since(version = 2, when = "streamed")]

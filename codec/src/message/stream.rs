@@ -23,6 +23,7 @@ use crate::{Lsn, PgTimestamp, Xid};
 #[codec(tag = b'S', stream = "start")]
 pub struct StreamStart {
     /// Top-level xid of the streamed transaction.
+    #[codec(xid)]
     pub xid: Xid,
     /// Whether this is the transaction's first block (Int8 1), or a later one (0).
     pub first_segment: bool,
@@ -64,9 +65,10 @@ pub struct StreamStop;
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
-#[codec(tag = b'c', stream = "outside")]
+#[codec(tag = b'c', stream = "outside", role = "end")]
 pub struct StreamCommit {
     /// Top-level xid.
+    #[codec(xid)]
     pub xid: Xid,
     /// Unused flags; always 0.
     #[codec(expect = 0)]
@@ -117,11 +119,13 @@ pub struct StreamCommit {
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
-#[codec(tag = b'A', stream = "outside")]
+#[codec(tag = b'A', stream = "outside", role = "abort")]
 pub struct StreamAbort {
     /// Top-level xid of the streamed transaction.
+    #[codec(xid)]
     pub xid: Xid,
     /// The aborted (sub)transaction; equal to `xid` when the whole transaction aborts.
+    #[codec(subxid)]
     pub subtransaction_xid: Xid,
     /// End LSN of the abort record; only with protocol 4 and `streaming 'parallel'`.
     #[since(version = 4, when = "parallel")]

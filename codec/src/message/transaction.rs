@@ -21,7 +21,7 @@ use crate::{Lsn, PgStr, PgTimestamp, Xid};
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
-#[codec(tag = b'B')]
+#[codec(tag = b'B', role = "begin")]
 pub struct Begin {
     /// The final LSN of the transaction: the start of its commit record, equal to the
     /// Commit's `commit_lsn`.
@@ -29,6 +29,7 @@ pub struct Begin {
     /// Commit timestamp (the origin's, if the commit carries origin information).
     pub commit_timestamp: PgTimestamp,
     /// Top-level xid.
+    #[codec(xid)]
     pub xid: Xid,
 }
 
@@ -50,7 +51,7 @@ pub struct Begin {
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
-#[codec(tag = b'C')]
+#[codec(tag = b'C', role = "end")]
 pub struct Commit {
     /// Unused flags; always 0.
     #[codec(expect = 0)]

@@ -12,7 +12,7 @@ use crate::{Lsn, PgStr, PgTimestamp, Xid};
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
-#[codec(tag = b'b')]
+#[codec(tag = b'b', role = "begin")]
 pub struct BeginPrepare<'a> {
     /// The LSN of the prepare (start of the PREPARE record).
     pub prepare_lsn: Lsn,
@@ -21,6 +21,7 @@ pub struct BeginPrepare<'a> {
     /// Prepare timestamp.
     pub prepare_timestamp: PgTimestamp,
     /// Xid of the prepared transaction.
+    #[codec(xid)]
     pub xid: Xid,
     /// The user-defined GID of the prepared transaction.
     pub gid: PgStr<'a>,
@@ -33,7 +34,7 @@ pub struct BeginPrepare<'a> {
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
-#[codec(tag = b'P')]
+#[codec(tag = b'P', role = "end")]
 pub struct Prepare<'a> {
     /// Unused flags; always 0.
     #[codec(expect = 0)]
@@ -46,6 +47,7 @@ pub struct Prepare<'a> {
     /// Prepare timestamp.
     pub prepare_timestamp: PgTimestamp,
     /// Xid of the prepared transaction.
+    #[codec(xid)]
     pub xid: Xid,
     /// The user-defined GID of the prepared transaction.
     pub gid: PgStr<'a>,
@@ -58,7 +60,7 @@ pub struct Prepare<'a> {
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
-#[codec(tag = b'K')]
+#[codec(tag = b'K', role = "end")]
 pub struct CommitPrepared<'a> {
     /// Unused flags; always 0.
     #[codec(expect = 0)]
@@ -71,6 +73,7 @@ pub struct CommitPrepared<'a> {
     /// Commit timestamp.
     pub commit_timestamp: PgTimestamp,
     /// Xid of the prepared transaction.
+    #[codec(xid)]
     pub xid: Xid,
     /// The user-defined GID of the prepared transaction.
     pub gid: PgStr<'a>,
@@ -83,7 +86,7 @@ pub struct CommitPrepared<'a> {
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
-#[codec(tag = b'r')]
+#[codec(tag = b'r', role = "end")]
 pub struct RollbackPrepared<'a> {
     /// Unused flags; always 0.
     #[codec(expect = 0)]
@@ -98,6 +101,7 @@ pub struct RollbackPrepared<'a> {
     /// Rollback timestamp.
     pub rollback_timestamp: PgTimestamp,
     /// Xid of the prepared transaction.
+    #[codec(xid)]
     pub xid: Xid,
     /// The user-defined GID of the prepared transaction.
     pub gid: PgStr<'a>,
@@ -111,7 +115,7 @@ pub struct RollbackPrepared<'a> {
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
-#[codec(tag = b'p', stream = "outside")]
+#[codec(tag = b'p', stream = "outside", role = "end")]
 pub struct StreamPrepare<'a> {
     /// Unused flags; always 0.
     #[codec(expect = 0)]
@@ -124,6 +128,7 @@ pub struct StreamPrepare<'a> {
     /// Prepare timestamp.
     pub prepare_timestamp: PgTimestamp,
     /// Xid of the prepared transaction.
+    #[codec(xid)]
     pub xid: Xid,
     /// The user-defined GID of the prepared transaction.
     pub gid: PgStr<'a>,
