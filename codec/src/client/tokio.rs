@@ -56,7 +56,7 @@ use super::{
 use crate::Lsn;
 
 /// What the connection reads and writes: TCP, a Unix-domain socket, or TLS over TCP.
-trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
+pub(crate) trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
 
 /// A logical walsender connection over tokio: the blocking [`Connection`](super::Connection)'s
@@ -105,27 +105,9 @@ impl AsyncConnection {
         info: &ConnInfo,
         attempt: Attempt,
     ) -> Result<AsyncConnection, Box<(ClientError, bool)>> {
-        let plain = |err| Box::new((err, false));
-        let (socket, tls): (Box<dyn Io>, bool) = if info.is_unix_socket() {
-            let path = Path::new(&info.host).join(format!(".s.PGSQL.{}", info.port));
-            let unix = UnixStream::connect(&path).await.map_err(|source| {
-                plain(ClientError::Connect {
-                    target: path.display().to_string(),
-                    source,
-                })
-            })?;
-            (Box::new(unix), false)
-        } else {
-            let tcp = open_tcp(info).await.map_err(plain)?;
-            if attempt == Attempt::Plain {
-                (Box::new(tcp), false)
-            } else {
-                match negotiate_tls(tcp, info, attempt).await.map_err(plain)? {
-                    Negotiated::Tls(tls) => (tls, true),
-                    Negotiated::Plain(tcp) => (Box::new(tcp), false),
-                }
-            }
-        };
+        let (socket, tls) = open(info, attempt)
+            .await
+            .map_err(|err| Box::new((err, false)))?;
         let mut conn = AsyncConnection {
             socket,
             input: BytesMut::with_capacity(64 * 1024),
@@ -252,6 +234,33 @@ impl AsyncConnection {
             let _ = self.send(&out).await;
         }
     }
+}
+
+/// The socket of one attempt, TLS negotiated as `attempt` says (never on a Unix-domain
+/// socket), and whether it is encrypted: what a login (or the proxy's relayed one) runs
+/// over.
+pub(crate) async fn open(
+    info: &ConnInfo,
+    attempt: Attempt,
+) -> Result<(Box<dyn Io>, bool), ClientError> {
+    if info.is_unix_socket() {
+        let path = Path::new(&info.host).join(format!(".s.PGSQL.{}", info.port));
+        let unix = UnixStream::connect(&path)
+            .await
+            .map_err(|source| ClientError::Connect {
+                target: path.display().to_string(),
+                source,
+            })?;
+        return Ok((Box::new(unix), false));
+    }
+    let tcp = open_tcp(info).await?;
+    if attempt == Attempt::Plain {
+        return Ok((Box::new(tcp), false));
+    }
+    Ok(match negotiate_tls(tcp, info, attempt).await? {
+        Negotiated::Tls(tls) => (tls, true),
+        Negotiated::Plain(tcp) => (Box::new(tcp), false),
+    })
 }
 
 /// A TCP connection to `info`'s host, keepalives on.

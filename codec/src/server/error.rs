@@ -32,6 +32,35 @@ impl SqlError {
 }
 
 /// SQLSTATEs, by PostgreSQL's names for them (`src/backend/utils/errcodes.txt`).
+/// The ERROR for a slot the walsender of process `pid` holds (`ReplicationSlotAcquire`).
+pub(crate) fn slot_in_use(slot: &str, pid: usize) -> SqlError {
+    error(
+        sqlstate::OBJECT_IN_USE,
+        format!("replication slot \"{slot}\" is active for PID {pid}"),
+    )
+}
+
+/// The ERROR for an invalidated slot at START_REPLICATION, worded as the server's major
+/// version words it (`StartLogicalReplication` before 18, `ReplicationSlotAcquire` from
+/// 18 on; checked against both by a test that invalidates a real slot).
+pub(crate) fn slot_invalidated(slot: &str, major: u32) -> SqlError {
+    if major >= 18 {
+        error(
+            sqlstate::OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("can no longer access replication slot \"{slot}\""),
+        )
+        .with_detail("This replication slot has been invalidated due to \"wal_removed\".")
+    } else {
+        error(
+            sqlstate::OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("cannot read from logical replication slot \"{slot}\""),
+        )
+        .with_detail(
+            "This slot has been invalidated because it exceeded the maximum reserved size.",
+        )
+    }
+}
+
 pub(crate) mod sqlstate {
     pub const PROTOCOL_VIOLATION: &str = "08P01";
     pub const FEATURE_NOT_SUPPORTED: &str = "0A000";

@@ -18,13 +18,16 @@
 //!  "then": {"do": "close"}, "slot": "s", "times": 1}
 //! ```
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use crate::Lsn;
+use super::error::{error, slot_in_use, slot_invalidated, sqlstate, SqlError};
+use crate::follow::{Follower, Place};
+use crate::{Lsn, PgOutputMessage, Tagged, Xid};
 
 /// A rule: when [`Trigger`] happens on a connection in scope, [`Action`] is done, at most
 /// `times` times over the server's life (once unless told; 0: every time).
@@ -134,84 +137,88 @@ impl Trigger {
     }
 }
 
-/// A pgoutput message type, for [`Trigger::Message`]'s `kind`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[allow(missing_docs)]
-pub enum MessageKind {
-    Begin,
-    Commit,
-    Origin,
-    Relation,
-    Type,
-    Insert,
-    Update,
-    Delete,
-    Truncate,
-    Message,
-    StreamStart,
-    StreamStop,
-    StreamCommit,
-    StreamAbort,
-    BeginPrepare,
-    Prepare,
-    CommitPrepared,
-    RollbackPrepared,
-    StreamPrepare,
-}
+/// A pgoutput message type, for [`Trigger::Message`]'s `kind`: its tag, named in JSON as
+/// the message's variant of [`PgOutputMessage`] in snake_case (`"insert"`,
+/// `"stream_start"`), as the derive lists them.
+///
+/// ```
+/// use pgoutput_codec::server::MessageKind;
+/// use pgoutput_codec::StreamStart;
+///
+/// let kind = MessageKind::of::<StreamStart>();
+/// assert_eq!(kind.name(), "stream_start");
+/// assert_eq!(MessageKind::named("stream_start"), Some(kind));
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MessageKind(u8);
 
 impl MessageKind {
-    /// How many kinds there are.
-    const COUNT: usize = MessageKind::StreamPrepare as usize + 1;
-
-    /// The kind of a pgoutput payload, from its tag byte.
+    /// The kind of message type `T` (a message with one tag, such as
+    /// [`Insert`](crate::Insert)).
+    ///
+    /// # Panics
+    ///
+    /// If `T` is not one of [`PgOutputMessage`]'s message types.
     #[must_use]
-    pub fn of(payload: &[u8]) -> Option<MessageKind> {
-        Some(match payload.first()? {
-            b'B' => MessageKind::Begin,
-            b'C' => MessageKind::Commit,
-            b'O' => MessageKind::Origin,
-            b'R' => MessageKind::Relation,
-            b'Y' => MessageKind::Type,
-            b'I' => MessageKind::Insert,
-            b'U' => MessageKind::Update,
-            b'D' => MessageKind::Delete,
-            b'T' => MessageKind::Truncate,
-            b'M' => MessageKind::Message,
-            b'S' => MessageKind::StreamStart,
-            b'E' => MessageKind::StreamStop,
-            b'c' => MessageKind::StreamCommit,
-            b'A' => MessageKind::StreamAbort,
-            b'b' => MessageKind::BeginPrepare,
-            b'P' => MessageKind::Prepare,
-            b'K' => MessageKind::CommitPrepared,
-            b'r' => MessageKind::RollbackPrepared,
-            b'p' => MessageKind::StreamPrepare,
-            _ => return None,
+    pub fn of<T: Tagged>() -> MessageKind {
+        let mut tags = T::TAGS.iter();
+        match (tags.next(), tags.next()) {
+            (Some(tag), None) if MessageKind(tag).entry().is_some() => MessageKind(tag),
+            _ => panic!("{} is not a pgoutput message type", T::NAME),
+        }
+    }
+
+    /// The kind named `name` (`"insert"`, `"stream_start"`, …).
+    #[must_use]
+    pub fn named(name: &str) -> Option<MessageKind> {
+        PgOutputMessage::KINDS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .and_then(|(_, tags)| tags.iter().next())
+            .map(MessageKind)
+    }
+
+    /// The kind of a message.
+    #[must_use]
+    pub fn of_message(message: &PgOutputMessage<'_>) -> MessageKind {
+        MessageKind(message.tag())
+    }
+
+    /// Its name in JSON.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        self.entry().map_or("unknown", |(name, _)| name)
+    }
+
+    fn entry(self) -> Option<&'static (&'static str, crate::TagSet)> {
+        PgOutputMessage::KINDS
+            .iter()
+            .find(|(_, tags)| tags.contains(self.0))
+    }
+}
+
+impl fmt::Debug for MessageKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for MessageKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for MessageKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<MessageKind, D::Error> {
+        let name = String::deserialize(d)?;
+        MessageKind::named(&name).ok_or_else(|| {
+            let names: Vec<&str> = PgOutputMessage::KINDS.iter().map(|(n, _)| *n).collect();
+            serde::de::Error::custom(format!(
+                "unknown message kind `{name}`, expected one of: {}",
+                names.join(", ")
+            ))
         })
-    }
-
-    pub(crate) fn ends_transaction(self) -> bool {
-        matches!(
-            self,
-            MessageKind::Commit
-                | MessageKind::StreamCommit
-                | MessageKind::Prepare
-                | MessageKind::StreamPrepare
-                | MessageKind::CommitPrepared
-                | MessageKind::RollbackPrepared
-        )
-    }
-
-    fn is_change(self) -> bool {
-        matches!(
-            self,
-            MessageKind::Insert
-                | MessageKind::Update
-                | MessageKind::Delete
-                | MessageKind::Truncate
-                | MessageKind::Message
-        )
     }
 }
 
@@ -424,6 +431,46 @@ pub(crate) enum ErrorWording {
     Internal,
 }
 
+/// An `error` action's ErrorResponse: the rule's message, or PostgreSQL's wording for
+/// the known codes (about `slot`, in transaction `xid`).
+pub(crate) fn error_for(
+    code: &str,
+    message: Option<String>,
+    slot: &str,
+    major: u32,
+    xid: u32,
+) -> SqlError {
+    let wording = match (message, default_message(code)) {
+        (Some(message), _) => {
+            return SqlError {
+                code: code.to_owned().into(),
+                message,
+                detail: None,
+            }
+        }
+        (None, Some(wording)) => wording,
+        // Refused when the rule is added.
+        (None, None) => return error(sqlstate::INTERNAL_ERROR, format!("fault {code}")),
+    };
+    match wording {
+        ErrorWording::AdminShutdown => error(
+            sqlstate::ADMIN_SHUTDOWN,
+            "terminating connection due to administrator command",
+        ),
+        ErrorWording::SlotInvalidated => slot_invalidated(slot, major),
+        // The process id of a walsender that is not one of ours.
+        ErrorWording::SlotActive => slot_in_use(slot, 0),
+        ErrorWording::DiskFull => error(
+            sqlstate::DISK_FULL,
+            format!("could not write to data file for XID {xid}: No space left on device"),
+        ),
+        ErrorWording::Internal => error(
+            sqlstate::INTERNAL_ERROR,
+            "could not find record while sending logically-decoded data: missing contrecord",
+        ),
+    }
+}
+
 /// Where in a frame a rule fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Point {
@@ -436,145 +483,43 @@ pub(crate) enum Point {
 }
 
 /// What one frame means, in the counts the triggers use.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Facts {
-    pub kind: Option<MessageKind>,
+    pub kind: MessageKind,
     /// The message's number on the connection, and among messages of its kind.
     pub number: u64,
     pub number_of_kind: u64,
-    /// The transaction the message belongs to (when it belongs to one).
-    pub transaction: Option<u64>,
-    /// For a change: its number within the transaction.
-    pub change: Option<u64>,
-    /// For a Begin (or first Stream Start): it opens the transaction.
-    pub opens: bool,
-    /// For a Stream Start: the block's number within the transaction.
-    pub block: Option<u64>,
-    /// For a transaction's end.
-    pub ends: bool,
+    /// Its transaction, change and block.
+    pub place: Place,
 }
 
-/// Reads the meaning of each frame a connection sends: what the triggers count.
+/// Counts the messages a connection sends, by kind, and follows their transactions:
+/// what the triggers count.
 #[derive(Debug, Default)]
 pub(crate) struct Tracker {
     messages: u64,
-    /// Messages sent by kind, indexed by the kind's discriminant.
-    by_kind: [u64; MessageKind::COUNT],
-    transactions: u64,
-    /// The transaction sent whole that is open: its number and changes so far.
-    open: Option<(u64, u64)>,
-    /// Streamed transactions by xid: number, blocks and changes so far.
-    streamed: std::collections::HashMap<u32, (u64, u64, u64)>,
-    /// The xid of the stream block that is open.
-    block_xid: Option<u32>,
-    /// The xid of the last transaction begun (for error wordings that name it).
-    pub(crate) xid: u32,
+    /// Messages sent by kind (their tag byte).
+    by_kind: HashMap<u8, u64>,
+    follower: Follower,
 }
 
 impl Tracker {
-    /// Counts `payload` (a pgoutput message) as sent, and says what it was.
-    pub(crate) fn frame(&mut self, payload: &[u8]) -> Facts {
-        let kind = MessageKind::of(payload);
+    /// Counts `message` as sent, and says what it was.
+    pub(crate) fn frame(&mut self, message: &PgOutputMessage<'_>) -> Facts {
         self.messages += 1;
-        let mut facts = Facts {
-            kind,
-            number: self.messages,
-            ..Facts::default()
-        };
-        let Some(kind) = kind else {
-            return facts;
-        };
-        let of_kind = &mut self.by_kind[kind as usize];
+        let of_kind = self.by_kind.entry(message.tag()).or_default();
         *of_kind += 1;
-        facts.number_of_kind = *of_kind;
-        let xid_at = |at: usize| {
-            payload
-                .get(at..at + 4)
-                .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-        };
-        match kind {
-            MessageKind::Begin | MessageKind::BeginPrepare => {
-                let at = if kind == MessageKind::Begin { 17 } else { 25 };
-                self.xid = xid_at(at).unwrap_or(0);
-                self.transactions += 1;
-                self.open = Some((self.transactions, 0));
-                facts.transaction = Some(self.transactions);
-                facts.opens = true;
-            }
-            MessageKind::StreamStart => {
-                let xid = xid_at(1).unwrap_or(0);
-                self.xid = xid;
-                self.block_xid = Some(xid);
-                let entry = match self.streamed.get_mut(&xid) {
-                    Some(entry) => entry,
-                    None => {
-                        self.transactions += 1;
-                        facts.opens = true;
-                        self.streamed
-                            .entry(xid)
-                            .or_insert((self.transactions, 0, 0))
-                    }
-                };
-                entry.1 += 1;
-                facts.transaction = Some(entry.0);
-                facts.block = Some(entry.1);
-            }
-            MessageKind::StreamStop => {
-                if let Some(xid) = self.block_xid.take() {
-                    facts.transaction = self.streamed.get(&xid).map(|e| e.0);
-                }
-            }
-            MessageKind::StreamCommit | MessageKind::StreamPrepare => {
-                let xid = xid_at(1).unwrap_or(0);
-                // A transaction streamed to its end in one go never had a block open
-                // here only if the server sent nothing of it: count it then.
-                let number = match self.streamed.remove(&xid) {
-                    Some(entry) => entry.0,
-                    None => {
-                        self.transactions += 1;
-                        self.transactions
-                    }
-                };
-                facts.transaction = Some(number);
-                facts.ends = true;
-            }
-            MessageKind::StreamAbort => {
-                let xid = xid_at(1).unwrap_or(0);
-                let sub = xid_at(5).unwrap_or(0);
-                facts.transaction = self.streamed.get(&xid).map(|e| e.0);
-                if xid == sub {
-                    self.streamed.remove(&xid);
-                }
-            }
-            MessageKind::Commit | MessageKind::Prepare => {
-                facts.transaction = self.open.take().map(|(n, _)| n);
-                facts.ends = true;
-            }
-            MessageKind::CommitPrepared | MessageKind::RollbackPrepared => {
-                self.transactions += 1;
-                facts.transaction = Some(self.transactions);
-                facts.ends = true;
-            }
-            _ if kind.is_change() => {
-                let counted = match self.block_xid {
-                    Some(xid) => self.streamed.get_mut(&xid).map(|e| (e.0, &mut e.2)),
-                    None => self.open.as_mut().map(|(n, changes)| (*n, changes)),
-                };
-                if let Some((number, changes)) = counted {
-                    *changes += 1;
-                    facts.transaction = Some(number);
-                    facts.change = Some(*changes);
-                }
-            }
-            _ => {
-                facts.transaction = match self.block_xid {
-                    Some(xid) => self.streamed.get(&xid).map(|e| e.0),
-                    None => self.open.map(|(n, _)| n),
-                };
-            }
+        Facts {
+            kind: MessageKind::of_message(message),
+            number: self.messages,
+            number_of_kind: *of_kind,
+            place: self.follower.follow(message),
         }
-        debug_assert!(!facts.ends || kind.ends_transaction());
-        facts
+    }
+
+    /// The xid of the last transaction begun (for error wordings that name it).
+    pub(crate) fn xid(&self) -> Xid {
+        self.follower.xid().unwrap_or(Xid(0))
     }
 }
 
@@ -588,7 +533,7 @@ pub(crate) fn frame_matches(trigger: &Trigger, point: Point, facts: &Facts) -> b
             byte,
         } => {
             let number = match kind {
-                Some(kind) if facts.kind != Some(kind) => return false,
+                Some(kind) if facts.kind != kind => return false,
                 Some(_) => facts.number_of_kind,
                 None => facts.number,
             };
@@ -600,21 +545,23 @@ pub(crate) fn frame_matches(trigger: &Trigger, point: Point, facts: &Facts) -> b
             number == n && at == point
         }
         Trigger::Commit { transaction } => {
-            point == Point::After && facts.ends && facts.transaction == Some(transaction)
+            point == Point::After
+                && facts.place.ends
+                && facts.place.transaction == Some(transaction)
         }
         Trigger::Change { transaction, after } => {
             point == Point::After
-                && facts.transaction == Some(transaction)
+                && facts.place.transaction == Some(transaction)
                 && if after == 0 {
-                    facts.opens
+                    facts.place.opens
                 } else {
-                    facts.change == Some(after)
+                    facts.place.change == Some(after)
                 }
         }
         Trigger::StreamBlock { transaction, block } => {
             point == Point::After
-                && facts.transaction == Some(transaction)
-                && facts.block == Some(block)
+                && facts.place.transaction == Some(transaction)
+                && facts.place.block == Some(block)
         }
         Trigger::Time { .. } | Trigger::Flush { .. } | Trigger::Connect { .. } => false,
     }
@@ -737,61 +684,66 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Begin, Commit, Insert, Lsn, PgTimestamp, TupleData};
 
-    fn begin() -> Vec<u8> {
-        vec![b'B']
+    fn begin() -> PgOutputMessage<'static> {
+        PgOutputMessage::Begin(Begin {
+            final_lsn: Lsn(0x100),
+            commit_timestamp: PgTimestamp(0),
+            xid: Xid(750),
+        })
     }
 
-    fn stream_start(xid: u32) -> Vec<u8> {
-        let mut m = vec![b'S'];
-        m.extend_from_slice(&xid.to_be_bytes());
-        m.push(1);
-        m
+    fn insert() -> PgOutputMessage<'static> {
+        PgOutputMessage::Insert(Insert {
+            xid: None,
+            relation_oid: crate::Oid(16385),
+            new_tuple: TupleData::default(),
+        })
     }
 
-    fn stream_commit(xid: u32) -> Vec<u8> {
-        let mut m = vec![b'c'];
-        m.extend_from_slice(&xid.to_be_bytes());
-        m
+    fn commit() -> PgOutputMessage<'static> {
+        PgOutputMessage::Commit(Commit {
+            flags: 0,
+            commit_lsn: Lsn(0x100),
+            end_lsn: Lsn(0x148),
+            commit_timestamp: PgTimestamp(0),
+        })
     }
 
     #[test]
-    fn frames_are_counted_by_transaction_change_and_block() {
+    fn frames_are_counted_on_the_connection_and_by_kind() {
         let mut tracker = Tracker::default();
-        let facts: Vec<Facts> = [
-            begin(),
-            vec![b'R'],
-            vec![b'I'],
-            vec![b'I'],
-            vec![b'C'],
-            stream_start(7),
-            vec![b'I'],
-            vec![b'E'],
-            begin(),
-            vec![b'U'],
-            vec![b'C'],
-            stream_start(7),
-            vec![b'D'],
-            vec![b'E'],
-            stream_commit(7),
-        ]
-        .iter()
-        .map(|m| tracker.frame(m))
-        .collect();
-        let change = |f: &Facts| (f.transaction, f.change);
-        assert_eq!(change(&facts[2]), (Some(1), Some(1)));
-        assert_eq!(change(&facts[3]), (Some(1), Some(2)));
-        assert!(facts[4].ends && facts[4].transaction == Some(1));
-        // The streamed transaction is the second; its blocks interleave with the third.
-        assert_eq!((facts[5].transaction, facts[5].block), (Some(2), Some(1)));
-        assert_eq!(change(&facts[6]), (Some(2), Some(1)));
-        assert_eq!(change(&facts[9]), (Some(3), Some(1)));
-        assert_eq!((facts[11].transaction, facts[11].block), (Some(2), Some(2)));
-        assert_eq!(change(&facts[12]), (Some(2), Some(2)));
-        assert!(facts[14].ends && facts[14].transaction == Some(2));
-        assert_eq!(facts[14].number, 15);
-        assert_eq!(facts[9].number_of_kind, 1);
-        assert_eq!(facts[3].number_of_kind, 2);
+        let facts: Vec<Facts> = [begin(), insert(), insert(), commit(), begin(), insert()]
+            .iter()
+            .map(|m| tracker.frame(m))
+            .collect();
+        assert_eq!(facts[5].number, 6);
+        assert_eq!(facts[5].number_of_kind, 3);
+        assert_eq!(facts[5].kind, MessageKind::of::<Insert<'_>>());
+        assert_eq!(
+            (facts[5].place.transaction, facts[5].place.change),
+            (Some(2), Some(1))
+        );
+        assert!(facts[3].place.ends);
+        assert_eq!(tracker.xid(), Xid(750));
+    }
+
+    #[test]
+    fn kinds_are_named_as_the_dispatch_enum_names_its_variants() {
+        for (name, tags) in PgOutputMessage::KINDS {
+            let kind = MessageKind::named(name).unwrap();
+            assert!(tags.contains(kind.0));
+            assert_eq!(kind.name(), *name);
+            assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{name}\""));
+        }
+        assert_eq!(PgOutputMessage::KINDS.len(), 19);
+        let err = serde_json::from_str::<MessageKind>("\"insrt\"").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("unknown message kind `insrt`, expected one of: begin, message, commit"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -799,7 +751,7 @@ mod tests {
         let mut tracker = Tracker::default();
         tracker.frame(&begin());
         // A frame's facts are read before it is written: `before` rules see them too.
-        let facts = tracker.frame(b"I");
+        let facts = tracker.frame(&insert());
         let third = Trigger::before_message(2);
         assert!(frame_matches(&third, Point::Before, &facts));
         assert!(!frame_matches(&third, Point::After, &facts));
@@ -810,7 +762,7 @@ mod tests {
         assert!(frame_matches(&change, Point::After, &facts));
         let first_insert = Trigger::Message {
             n: 1,
-            kind: Some(MessageKind::Insert),
+            kind: Some(MessageKind::of::<Insert<'_>>()),
             before: false,
             byte: Some(9),
         };

@@ -37,10 +37,15 @@ pub struct RenderedMessage {
 /// Where a renderer puts each message as soon as it is made: a connection's socket, or
 /// a list of frames.
 pub(crate) trait Sink {
-    /// One XLogData payload, with the WAL position its frame header carries.
-    /// `Err(Stopped)` ends the rendering (the connection is over, or the client said
-    /// CopyDone); the sink knows why.
-    fn frame(&mut self, lsn: Lsn, payload: &[u8]) -> Result<(), Stopped>;
+    /// One XLogData payload (`message`, encoded), with the WAL position its frame header
+    /// carries. `Err(Stopped)` ends the rendering (the connection is over, or the client
+    /// said CopyDone); the sink knows why.
+    fn frame(
+        &mut self,
+        lsn: Lsn,
+        message: &PgOutputMessage<'_>,
+        payload: &[u8],
+    ) -> Result<(), Stopped>;
 
     /// A WARNING for the client (a NoticeResponse on a connection).
     fn warning(&mut self, code: &'static str, text: &str, detail: &str, hint: &str);
@@ -53,7 +58,7 @@ pub(crate) struct Stopped;
 /// Frames collected in a list (what [`TestServer::render`](super::TestServer::render)
 /// returns).
 impl Sink for Vec<RenderedMessage> {
-    fn frame(&mut self, lsn: Lsn, payload: &[u8]) -> Result<(), Stopped> {
+    fn frame(&mut self, lsn: Lsn, _: &PgOutputMessage<'_>, payload: &[u8]) -> Result<(), Stopped> {
         self.push(RenderedMessage {
             lsn,
             payload: payload.to_vec(),
@@ -1036,7 +1041,7 @@ impl<'a> Renderer<'a> {
         self.encoder
             .encode_into(message, &mut self.scratch)
             .map_err(|e| RenderError(format!("cannot encode {message:?} for this client: {e}")))?;
-        sink.frame(lsn, &self.scratch)?;
+        sink.frame(lsn, message, &self.scratch)?;
         Ok(())
     }
 }

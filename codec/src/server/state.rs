@@ -288,7 +288,7 @@ impl State {
         }
         let info = self.slot(slot).expect("the slot exists");
         if info.invalidated {
-            return Err(invalidated(slot, major));
+            return Err(super::error::slot_invalidated(slot, major));
         }
         info.active_client = Some(id);
         info.starts += 1;
@@ -432,13 +432,7 @@ impl State {
 
 /// The error for a slot another client holds.
 pub(crate) fn in_use(slot: &str, client: usize) -> SqlError {
-    error(
-        sqlstate::OBJECT_IN_USE,
-        format!(
-            "replication slot \"{slot}\" is active for PID {}",
-            pid(client)
-        ),
-    )
+    super::error::slot_in_use(slot, pid(client))
 }
 
 /// A slot's client lets it go: a hold waiting for that starts now.
@@ -448,27 +442,6 @@ fn let_go(slot: &mut SlotInfo) {
         if hold.until.is_none() {
             hold.until = Some(Instant::now() + hold.duration);
         }
-    }
-}
-
-/// The ERROR for an invalidated slot at START_REPLICATION, worded as the server's major
-/// version words it (`StartLogicalReplication` before 18, `ReplicationSlotAcquire` from
-/// 18 on; checked against both by a test that invalidates a real slot).
-pub(crate) fn invalidated(slot: &str, major: u32) -> SqlError {
-    if major >= 18 {
-        error(
-            sqlstate::OBJECT_NOT_IN_PREREQUISITE_STATE,
-            format!("can no longer access replication slot \"{slot}\""),
-        )
-        .with_detail("This replication slot has been invalidated due to \"wal_removed\".")
-    } else {
-        error(
-            sqlstate::OBJECT_NOT_IN_PREREQUISITE_STATE,
-            format!("cannot read from logical replication slot \"{slot}\""),
-        )
-        .with_detail(
-            "This slot has been invalidated because it exceeded the maximum reserved size.",
-        )
     }
 }
 

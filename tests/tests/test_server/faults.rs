@@ -240,7 +240,7 @@ fn a_stall_in_the_middle_of_a_frame_holds_its_rest_then_goes_on() {
     let rule = Fault::new(
         Trigger::Message {
             n: 1,
-            kind: Some(MessageKind::Insert),
+            kind: Some(MessageKind::of::<pgoutput_codec::Insert<'_>>()),
             before: false,
             byte: Some(12),
         },

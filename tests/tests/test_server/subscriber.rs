@@ -175,7 +175,9 @@ fn postgres_18_subscriber_survives_faults() {
                 Fault::new(
                     Trigger::Message {
                         n: 1,
-                        kind: Some(pgoutput_codec::server::MessageKind::StreamStart),
+                        kind: Some(pgoutput_codec::server::MessageKind::of::<
+                            pgoutput_codec::StreamStart,
+                        >()),
                         before: false,
                         byte: Some(12),
                     },

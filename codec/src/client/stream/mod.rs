@@ -44,8 +44,8 @@ pub use row::{Column, FromColumn, Row, ValueError};
 
 use super::{ClientError, StreamOptions};
 use crate::{
-    decode, encode, Ctx, Decoder, Lsn, PgOutputMessage, PgTimestamp, ProtocolVersion,
-    ServerMessage, StandbyStatusUpdate, Xid,
+    decode, encode, Ctx, Decoder, Follower, Lsn, PgOutputMessage, PgTimestamp, ProtocolVersion,
+    ServerMessage, StandbyStatusUpdate,
 };
 use relations::Relations;
 
@@ -177,9 +177,8 @@ pub struct Replication {
     /// The decoder as a session starts.
     fresh: Decoder,
     relations: Relations,
-    open_transaction: bool,
-    /// Streamed transactions with blocks out and no Stream Commit, Abort or Prepare yet.
-    open_streams: Vec<Xid>,
+    /// The session's transactions and stream blocks: what is open.
+    follower: Follower,
     /// The end of the last whole transaction (or the idle WAL end) handed out.
     delivered: Lsn,
     /// Where the stream started (what a resume may not go back behind).
@@ -210,8 +209,7 @@ impl Replication {
             decoder,
             fresh: decoder,
             relations: Relations::default(),
-            open_transaction: false,
-            open_streams: Vec::new(),
+            follower: Follower::default(),
             delivered: Lsn(0),
             start: Lsn(0),
             confirmed: Lsn(0),
@@ -292,8 +290,7 @@ impl Replication {
                         source,
                     })?;
                 if self.resumed {
-                    self.open_transaction = false;
-                    self.open_streams.clear();
+                    self.follower = Follower::default();
                 }
                 self.track(&message);
                 if self.end_lsn == Some(xlog.wal_start) {
@@ -335,24 +332,8 @@ impl Replication {
 
     /// Follows transactions and stream blocks: where the stream may be confirmed.
     fn track(&mut self, message: &PgOutputMessage<'_>) {
-        match message {
-            PgOutputMessage::Begin(_) | PgOutputMessage::BeginPrepare(_) => {
-                self.open_transaction = true;
-            }
-            PgOutputMessage::StreamStart(start) if !self.open_streams.contains(&start.xid) => {
-                self.open_streams.push(start.xid);
-            }
-            PgOutputMessage::StreamAbort(abort) if abort.is_top_level() => {
-                self.open_streams.retain(|x| *x != abort.xid);
-            }
-            PgOutputMessage::StreamCommit(commit) => self.open_streams.retain(|x| *x != commit.xid),
-            PgOutputMessage::StreamPrepare(prepare) => {
-                self.open_streams.retain(|x| *x != prepare.xid);
-            }
-            _ => {}
-        }
+        self.follower.follow(message);
         if let Some(end) = message.transaction_end_lsn() {
-            self.open_transaction = false;
             self.deliver(end);
         }
     }
@@ -392,7 +373,7 @@ impl Replication {
     /// Whether no transaction and no streamed transaction is open.
     #[must_use]
     pub fn idle(&self) -> bool {
-        !self.open_transaction && self.open_streams.is_empty()
+        self.follower.idle()
     }
 
     /// The consumer has processed (and made durable, as far as it needs) everything up to

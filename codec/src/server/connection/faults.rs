@@ -8,10 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Closed, Connection, Failure};
-use crate::server::error::{error, sqlstate, SqlError};
-use crate::server::faults::{default_message, frame_matches, Action, ErrorWording, Facts, Point};
+use crate::server::faults::{error_for, frame_matches, Action, Facts, Point};
 use crate::server::faults::{Scope, Trigger};
-use crate::server::state::{in_use, invalidated, Shared};
+use crate::server::state::Shared;
 use crate::wire::backend;
 
 /// How often a stall looks at the server's stop (and a crash).
@@ -193,9 +192,9 @@ impl<W: Write> Connection<'_, W> {
     /// 57P0x codes, else an ERROR that ends the streaming.
     fn fault_error(&mut self, code: &str, message: Option<String>) -> Failure {
         let (slot, xid) = self.walsnd.as_ref().map_or((String::new(), 0), |w| {
-            (w.scope.slot.clone().unwrap_or_default(), w.tracker.xid)
+            (w.scope.slot.clone().unwrap_or_default(), w.tracker.xid().0)
         });
-        let err = fault_sql_error(code, message, &slot, self.shared.config.major, xid);
+        let err = error_for(code, message, &slot, self.shared.config.major, xid);
         if code.starts_with("57P0") {
             return self.fatal_with(&err).into();
         }
@@ -267,7 +266,7 @@ pub(super) fn on_connect(shared: &Shared, stream: &TcpStream, actions: Vec<Actio
             }
             Action::Error { code, message } => {
                 // Before the start-up packet every error is FATAL, and no slot is known.
-                let err = fault_sql_error(&code, message, "", shared.config.major, 0);
+                let err = error_for(&code, message, "", shared.config.major, 0);
                 let mut out = Vec::new();
                 backend::error_or_notice(
                     &mut out,
@@ -293,46 +292,6 @@ pub(super) fn on_connect(shared: &Shared, stream: &TcpStream, actions: Vec<Actio
         }
     }
     true
-}
-
-/// An `error` action's ErrorResponse: the rule's message, or PostgreSQL's wording for
-/// the known codes (about `slot`, in transaction `xid`).
-fn fault_sql_error(
-    code: &str,
-    message: Option<String>,
-    slot: &str,
-    major: u32,
-    xid: u32,
-) -> SqlError {
-    let wording = match (message, default_message(code)) {
-        (Some(message), _) => {
-            return SqlError {
-                code: code.to_owned().into(),
-                message,
-                detail: None,
-            }
-        }
-        (None, Some(wording)) => wording,
-        // Refused when the rule is added.
-        (None, None) => return error(sqlstate::INTERNAL_ERROR, format!("fault {code}")),
-    };
-    match wording {
-        ErrorWording::AdminShutdown => error(
-            sqlstate::ADMIN_SHUTDOWN,
-            "terminating connection due to administrator command",
-        ),
-        ErrorWording::SlotInvalidated => invalidated(slot, major),
-        // The process id of a walsender that is not one of ours.
-        ErrorWording::SlotActive => in_use(slot, 0),
-        ErrorWording::DiskFull => error(
-            sqlstate::DISK_FULL,
-            format!("could not write to data file for XID {xid}: No space left on device"),
-        ),
-        ErrorWording::Internal => error(
-            sqlstate::INTERNAL_ERROR,
-            "could not find record while sending logically-decoded data: missing contrecord",
-        ),
-    }
 }
 
 /// Makes closing `stream` send RST instead of FIN (a linger of zero), and wakes its

@@ -14,15 +14,15 @@ use super::inbox::{Incoming, Wait};
 use super::{envelope, Closed, Connection, Failure};
 use crate::server::command;
 use crate::server::error::{error, sqlstate, SqlError};
-use crate::server::faults::{Action, MessageKind, Point, Scope, Tracker, Trigger};
+use crate::server::faults::{Action, Point, Scope, Tracker, Trigger};
 use crate::server::findings::Judge;
 use crate::server::render::{Failed, Renderer, Sink, Stopped};
 use crate::server::{Event, StreamOptions};
 use crate::wire::backend;
 use crate::wire::frontend::Frontend;
 use crate::{
-    decode, encode, ClientMessage, Lsn, PgTimestamp, PrimaryKeepalive, ServerMessage,
-    StandbyStatusUpdate,
+    decode, encode, ClientMessage, Lsn, PgOutputMessage, PgTimestamp, PrimaryKeepalive,
+    ServerMessage, StandbyStatusUpdate, Tagged, TransactionRole,
 };
 
 /// Output is written to the socket once this much is buffered (and when the WAL is
@@ -490,8 +490,13 @@ fn short(text: &str) -> SqlError {
 /// client's replies are read, so a long transaction neither waits for its end nor
 /// starves the client's feedback.
 impl<W: Write> Sink for Connection<'_, W> {
-    fn frame(&mut self, lsn: Lsn, payload: &[u8]) -> Result<(), Stopped> {
-        match self.faulty_frame(lsn, payload) {
+    fn frame(
+        &mut self,
+        lsn: Lsn,
+        message: &PgOutputMessage<'_>,
+        payload: &[u8],
+    ) -> Result<(), Stopped> {
+        match self.faulty_frame(lsn, message, payload) {
             Ok(()) if self.walsnd().done || self.walsnd().stopped.is_some() => Err(Stopped),
             Ok(()) => Ok(()),
             Err(failure) => {
@@ -517,33 +522,41 @@ impl<W: Write> Sink for Connection<'_, W> {
 impl<W: Write> Connection<'_, W> {
     /// One frame, with the fault rules asked before, within and after it when there are
     /// any (one atomic load when there are none).
-    fn faulty_frame(&mut self, lsn: Lsn, payload: &[u8]) -> Result<(), Failure> {
+    fn faulty_frame(
+        &mut self,
+        lsn: Lsn,
+        message: &PgOutputMessage<'_>,
+        payload: &[u8],
+    ) -> Result<(), Failure> {
         if !self.shared.faults.armed() && self.walsnd().slow.is_none() {
-            return self.write_frame(lsn, payload);
+            return self.write_frame(lsn, message, payload);
         }
-        let facts = self.walsnd().tracker.frame(payload);
+        let facts = self.walsnd().tracker.frame(message);
         self.frame_faults(Point::Before, &facts, self.out.len())?;
         self.pace()?;
         let start = self.out.len();
-        self.push_frame(lsn, payload);
+        self.push_frame(lsn, message, payload);
         self.frame_faults(Point::Within(0), &facts, start)?;
         self.frame_faults(Point::After, &facts, start)?;
         self.due_faults()?;
         self.after_frame()
     }
 
-    fn write_frame(&mut self, lsn: Lsn, payload: &[u8]) -> Result<(), Failure> {
-        self.push_frame(lsn, payload);
+    fn write_frame(
+        &mut self,
+        lsn: Lsn,
+        message: &PgOutputMessage<'_>,
+        payload: &[u8],
+    ) -> Result<(), Failure> {
+        self.push_frame(lsn, message, payload);
         self.after_frame()
     }
 
     /// CopyData 'd', its Int32 length, then XLogData 'w': dataStart, walEnd, sendTime.
-    fn push_frame(&mut self, lsn: Lsn, payload: &[u8]) {
+    fn push_frame(&mut self, lsn: Lsn, message: &PgOutputMessage<'_>, payload: &[u8]) {
         let judge = &mut self.walsnd().judge;
-        judge.message_sent(payload.first().copied().unwrap_or(0), lsn);
-        if MessageKind::of(payload).is_some_and(MessageKind::ends_transaction)
-            && judge.transaction_sent(lsn)
-        {
+        judge.message_sent(message.tag(), lsn);
+        if message.transaction_role() == TransactionRole::End && judge.transaction_sent(lsn) {
             // A transaction sent again after a crash shows in the record before the
             // client can have seen it (rare: only after a crash).
             let (shared, id) = (self.shared, self.id);
