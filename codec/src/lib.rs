@@ -92,6 +92,9 @@ mod envelope;
 mod error;
 mod follow;
 pub mod message;
+#[cfg(feature = "proxy")]
+#[cfg_attr(docsrs, doc(cfg(feature = "proxy")))]
+pub mod proxy;
 mod reader;
 #[cfg(feature = "serde")]
 mod serde_form;

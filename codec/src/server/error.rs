@@ -62,6 +62,7 @@ pub(crate) fn slot_invalidated(slot: &str, major: u32) -> SqlError {
 }
 
 pub(crate) mod sqlstate {
+    pub const CONNECTION_FAILURE: &str = "08006";
     pub const PROTOCOL_VIOLATION: &str = "08P01";
     pub const FEATURE_NOT_SUPPORTED: &str = "0A000";
     pub const INVALID_PARAMETER_VALUE: &str = "22023";

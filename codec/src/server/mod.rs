@@ -42,13 +42,13 @@
 //! under any runtime's tests. A client that stalls or misbehaves holds only its own thread.
 
 mod catalog;
-mod command;
+pub(crate) mod command;
 mod connection;
 mod control;
-mod error;
-mod faults;
+pub(crate) mod error;
+pub(crate) mod faults;
 mod findings;
-mod options;
+pub(crate) mod options;
 mod queries;
 mod render;
 mod schema_cache;

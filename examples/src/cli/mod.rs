@@ -2,6 +2,7 @@
 
 mod convert;
 mod input;
+mod proxy;
 mod serve;
 mod tail;
 
@@ -35,6 +36,9 @@ enum Command {
     Tail(tail::TailArgs),
     /// Run a test walsender that serves a scripted pgoutput stream to replication clients.
     Serve(serve::ServeArgs),
+    /// Run a proxy in front of a real PostgreSQL: everything passes through, and fault
+    /// rules act on replication streams.
+    Proxy(proxy::ProxyArgs),
 }
 
 /// The negotiated options the bytes depend on.
@@ -87,6 +91,7 @@ pub fn main() -> ExitCode {
         Command::Check(args) => convert::check(&args),
         Command::Tail(args) => tail::tail(&args),
         Command::Serve(args) => serve::serve(&args),
+        Command::Proxy(args) => proxy::proxy(&args),
     };
     match result {
         Ok(code) => code,

@@ -13,6 +13,7 @@ mod checks;
 mod conninfo;
 mod consumer;
 mod faults;
+mod proxy;
 mod replay;
 mod scenario;
 mod tail;
@@ -200,6 +201,18 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
         report.record(&format!("{label}: schema"), Err(err.to_string()));
         return;
     }
+    if std::env::var("PGOUTPUT_LIVE_ONLY").as_deref() == Ok("proxy") {
+        // A developer's shortcut: the proxy's checks alone.
+        report.record(
+            &format!("{label}: the proxy passes everything through"),
+            guarded(|| proxy::check_pass_through(&server, &binaries.bin)),
+        );
+        report.record(
+            &format!("{label}: the proxy's faults on a real stream"),
+            guarded(|| proxy::check_faults(&server)),
+        );
+        return;
+    }
     if std::env::var("PGOUTPUT_LIVE_ONLY").as_deref() == Ok("replay") {
         // A developer's shortcut: the record-and-replay check alone.
         report.record(
@@ -307,6 +320,14 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
     report.record(
         &format!("{label}: record with tail --wal-positions and replay"),
         guarded(|| replay::check(&server, &binaries.bin)),
+    );
+    report.record(
+        &format!("{label}: the proxy passes everything through"),
+        guarded(|| proxy::check_pass_through(&server, &binaries.bin)),
+    );
+    report.record(
+        &format!("{label}: the proxy's faults on a real stream"),
+        guarded(|| proxy::check_faults(&server)),
     );
     if let Some(dir) = std::env::var_os("PGOUTPUT_BENCH_CAPTURE") {
         if server.major() >= 16 {

@@ -1,0 +1,356 @@
+//! A protocol-aware proxy in front of a real PostgreSQL: every client connection gets its
+//! own upstream connection, and everything passes through byte for byte (start-up,
+//! authentication, simple and extended queries, COPY, cancel requests), so a consumer
+//! that runs SQL beside its stream (Debezium, a PostgreSQL subscriber's table sync) works
+//! as against PostgreSQL itself. On a replication connection in copy-both mode the proxy
+//! reads each frame with the codec, in the context START_REPLICATION set, and the test
+//! server's fault rules (the same [`Fault`] JSON) act on the upstream's frames as they go
+//! to the client: a close after the third Insert of transaction 5, a reset mid-frame, an
+//! ERROR in PostgreSQL's words.
+//!
+//! ```no_run
+//! use pgoutput_codec::proxy::Proxy;
+//! use pgoutput_codec::server::{Action, Fault, Trigger};
+//!
+//! let proxy = Proxy::builder("host=127.0.0.1 port=5432 sslmode=disable")?
+//!     .fault(Fault::new(Trigger::Change { transaction: 2, after: 1 }, Action::Close))
+//!     .start()?;
+//! // Point the consumer under test at proxy.addr() instead of the server; it logs in
+//! // with its own user and password, which the proxy relays.
+//! println!("listening on {}", proxy.addr());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Bytes in, bytes out: the proxy never re-encodes what it forwards and adds no traffic of
+//! its own to a session, but for what a rule does (an ErrorResponse, a keepalive asking for
+//! a reply). A frame the codec cannot decode is forwarded unchanged and noted in the log.
+//! One tokio task per connection pair: a blocked client or upstream stalls only its own
+//! pair, and either side closing closes the other at once (so the walsender exits and
+//! releases its slot, as with a direct connection).
+
+mod relay;
+mod startup;
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+use crate::client::{ClientError, ConnInfo};
+use crate::server::faults::Plan;
+use crate::server::{Action, Fault, FaultError, Trigger};
+
+/// How many log lines the proxy keeps (the oldest go first).
+const LOG_LINES: usize = 10_000;
+
+/// Settings of a proxy to be started.
+#[derive(Debug, Clone)]
+pub struct Builder {
+    upstream: ConnInfo,
+    listen: SocketAddr,
+    faults: Vec<Fault>,
+}
+
+impl Builder {
+    /// Listens on this address (default `127.0.0.1:0`, a free port).
+    #[must_use]
+    pub fn listen(mut self, addr: SocketAddr) -> Builder {
+        self.listen = addr;
+        self
+    }
+
+    /// A fault rule armed from the start.
+    #[must_use]
+    pub fn fault(mut self, fault: Fault) -> Builder {
+        self.faults.push(fault);
+        self
+    }
+
+    /// Binds the address and starts serving, on a thread of its own.
+    ///
+    /// # Errors
+    ///
+    /// [`ProxyError::Fault`] for a rule that cannot work on a proxy,
+    /// [`ProxyError::Io`] when the address cannot be bound.
+    pub fn start(self) -> Result<Proxy, ProxyError> {
+        let shared = Arc::new(Shared {
+            upstream: self.upstream,
+            faults: Plan::default(),
+            attempts: AtomicU64::new(0),
+            starts: Mutex::new(Starts::default()),
+            open: AtomicUsize::new(0),
+            log: Mutex::new(VecDeque::new()),
+        });
+        for fault in self.faults {
+            shared.add_fault(fault)?;
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let std_listener = std::net::TcpListener::bind(self.listen)?;
+        std_listener.set_nonblocking(true)?;
+        let addr = std_listener.local_addr()?;
+        let (stop, stopped) = oneshot::channel();
+        let serving = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name(format!("pgoutput-proxy {addr}"))
+            .spawn(move || {
+                runtime.block_on(async move {
+                    match TcpListener::from_std(std_listener) {
+                        Ok(listener) => accept(listener, serving, stopped).await,
+                        Err(err) => serving.log(format!("cannot listen: {err}")),
+                    }
+                });
+                // Dropping the runtime cancels every pair: their sockets close.
+            })?;
+        Ok(Proxy {
+            addr,
+            shared,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+/// Why a proxy could not start.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ProxyError {
+    /// The upstream connection string does not parse.
+    Upstream(ClientError),
+    /// A fault rule that cannot work.
+    Fault(FaultError),
+    /// Binding the address or starting the runtime failed.
+    Io(io::Error),
+}
+
+impl fmt::Display for ProxyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProxyError::Upstream(err) => write!(f, "upstream: {err}"),
+            ProxyError::Fault(err) => write!(f, "fault rule: {err}"),
+            ProxyError::Io(err) => write!(f, "{err}"),
+        }
+    }
+}
+
+impl std::error::Error for ProxyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ProxyError::Upstream(err) => Some(err),
+            ProxyError::Fault(err) => Some(err),
+            ProxyError::Io(err) => Some(err),
+        }
+    }
+}
+
+impl From<io::Error> for ProxyError {
+    fn from(err: io::Error) -> ProxyError {
+        ProxyError::Io(err)
+    }
+}
+
+impl From<FaultError> for ProxyError {
+    fn from(err: FaultError) -> ProxyError {
+        ProxyError::Fault(err)
+    }
+}
+
+/// A running proxy. Dropping it stops it: the listener closes and every connection pair
+/// with it.
+#[derive(Debug)]
+pub struct Proxy {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Proxy {
+    /// A proxy in front of the PostgreSQL that `upstream` (a libpq connection string or
+    /// URI: host, port, `sslmode` and the TLS settings are used; the user, database and
+    /// password are each client's own) names. The `PG*` environment variables fill in
+    /// what it leaves out, as for libpq.
+    ///
+    /// # Errors
+    ///
+    /// [`ProxyError::Upstream`] for a connection string that does not parse.
+    pub fn builder(upstream: &str) -> Result<Builder, ProxyError> {
+        // Each client logs in as itself: the connection string needs no user.
+        let env = |name: &str| match std::env::var(name) {
+            Ok(value) => Some(value),
+            Err(_) if name == "PGUSER" => Some("postgres".to_owned()),
+            Err(_) => None,
+        };
+        let upstream = ConnInfo::parse(Some(upstream), env).map_err(ProxyError::Upstream)?;
+        Ok(Builder {
+            upstream,
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            faults: Vec::new(),
+        })
+    }
+
+    /// Where clients connect.
+    #[must_use]
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Arms a rule.
+    ///
+    /// # Errors
+    ///
+    /// A rule that cannot work (see [`Fault::check`]), or whose action the proxy does not
+    /// do.
+    pub fn add_fault(&self, fault: Fault) -> Result<(), FaultError> {
+        self.shared.add_fault(fault)
+    }
+
+    /// Disarms every rule.
+    pub fn clear_faults(&self) {
+        self.shared.faults.clear();
+    }
+
+    /// The rules, each with how often it has fired.
+    #[must_use]
+    pub fn faults(&self) -> Vec<(Fault, u64)> {
+        self.shared.faults.faults()
+    }
+
+    /// What the proxy noted: connections, rules that fired, frames it could not decode.
+    #[must_use]
+    pub fn log(&self) -> Vec<String> {
+        self.shared
+            .log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    /// How many client connections are open.
+    #[must_use]
+    pub fn connections(&self) -> usize {
+        self.shared.open.load(Ordering::SeqCst)
+    }
+
+    /// Stops the proxy and waits for its thread: every connection is closed.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// START_REPLICATION counts, for the rules' `connection` scope.
+#[derive(Debug, Default)]
+struct Starts {
+    server: u64,
+    by_slot: HashMap<String, u64>,
+}
+
+/// What every connection pair shares.
+#[derive(Debug)]
+struct Shared {
+    upstream: ConnInfo,
+    faults: Plan,
+    /// Connections accepted so far (for `connect` triggers).
+    attempts: AtomicU64,
+    starts: Mutex<Starts>,
+    /// Client connections open now.
+    open: AtomicUsize,
+    log: Mutex<VecDeque<String>>,
+}
+
+impl Shared {
+    fn add_fault(&self, fault: Fault) -> Result<(), FaultError> {
+        fault.check()?;
+        let unsupported = matches!(
+            (&fault.when, &fault.then),
+            (_, Action::Crash | Action::Shutdown)
+                | (Trigger::Time { .. } | Trigger::Flush { .. }, _)
+        );
+        if unsupported {
+            return Err(FaultError(format!(
+                "the proxy does not do {:?} on {:?} yet (the test server does)",
+                fault.then, fault.when
+            )));
+        }
+        self.faults.add(fault);
+        Ok(())
+    }
+
+    fn log(&self, line: String) {
+        let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        if log.len() == LOG_LINES {
+            log.pop_front();
+        }
+        log.push_back(line);
+    }
+
+    /// Counts a START_REPLICATION of `slot`: its number for the slot and for the proxy.
+    fn count_start(&self, slot: &str) -> (u64, u64) {
+        let mut starts = self.starts.lock().unwrap_or_else(|e| e.into_inner());
+        starts.server += 1;
+        let of_slot = starts.by_slot.entry(slot.to_owned()).or_default();
+        *of_slot += 1;
+        (*of_slot, starts.server)
+    }
+}
+
+/// Counts a client connection as open while it lives (also when its task is cancelled).
+struct OpenPair<'a>(&'a Shared);
+
+impl<'a> OpenPair<'a> {
+    fn new(shared: &'a Shared) -> OpenPair<'a> {
+        shared.open.fetch_add(1, Ordering::SeqCst);
+        OpenPair(shared)
+    }
+}
+
+impl Drop for OpenPair<'_> {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Accepts clients until told to stop; each pair runs in a task of its own.
+async fn accept(listener: TcpListener, shared: Arc<Shared>, mut stopped: oneshot::Receiver<()>) {
+    loop {
+        tokio::select! {
+            _ = &mut stopped => return,
+            accepted = listener.accept() => match accepted {
+                Ok((client, peer)) => {
+                    let _ = client.set_nodelay(true);
+                    let shared = Arc::clone(&shared);
+                    tokio::spawn(async move {
+                        let _open = OpenPair::new(&shared);
+                        relay::serve(client, peer, &shared).await;
+                    });
+                }
+                // Out of file descriptors, say: the listener stays, the client is gone.
+                Err(err) => shared.log(format!("accept: {err}")),
+            },
+        }
+    }
+}

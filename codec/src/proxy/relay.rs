@@ -1,0 +1,642 @@
+//! One client connection and its upstream connection, relayed in both directions.
+//!
+//! Both directions frame messages (a type byte and an Int32 length) only to find their
+//! boundaries, and forward them as they came: what a read brought is written in one
+//! write. Downstream, once the upstream answers START_REPLICATION with CopyBothResponse,
+//! each CopyData is read as a frame: XLogData's pgoutput message is decoded in the
+//! session's context (its stream blocks followed), keepalives are noted, and the fault
+//! rules are asked before, within and after each message. Upstream, the client's
+//! START_REPLICATION sets that context, and its status updates are noted.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use bytes::{Buf, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+
+use super::startup::{self, First};
+use super::Shared;
+use crate::client::{attempts, StreamOptions};
+use crate::server::command::{self, Command, Options};
+use crate::server::error::{error, sqlstate, SqlError};
+use crate::server::faults::{error_for, frame_matches, Facts, Point, Scope, Tracker};
+use crate::server::{Action, Trigger};
+use crate::wire::backend;
+use crate::{
+    decode, encode, Ctx, Decoder, Lsn, PgTimestamp, PrimaryKeepalive, ProtocolVersion,
+    ServerMessage,
+};
+
+/// Bytes a read asks for at least: a walsender's messages are small and many.
+const READ_AT_LEAST: usize = 64 * 1024;
+
+/// The envelope's context (it has no protocol version of its own).
+fn envelope() -> Ctx {
+    Ctx::plain(ProtocolVersion::V1)
+}
+
+/// How a pair ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// Either side closed, or a rule closed the connection: close both (FIN).
+    Closed,
+    /// A rule reset the client's connection (RST).
+    Reset,
+}
+
+/// Serves one client: the `connect` rules, its first packets, its upstream connection,
+/// then the relay until either side ends.
+pub(super) async fn serve(mut client: TcpStream, peer: SocketAddr, shared: &Shared) {
+    let attempt = shared.attempts.fetch_add(1, Ordering::SeqCst) + 1;
+    let fired = shared.faults.fire(
+        None,
+        |trigger| matches!(trigger, Trigger::Connect { attempt: a } if *a == attempt),
+    );
+    for (_, action) in fired {
+        shared.log(format!(
+            "connection {attempt} from {peer}: fault: {action:?} on connect"
+        ));
+        match action {
+            Action::Close => return,
+            Action::Reset => return reset(&client),
+            Action::Stall { ms: Some(ms) } => tokio::time::sleep(Duration::from_millis(ms)).await,
+            Action::Stall { ms: None } => std::future::pending().await,
+            Action::Error { code, message } => {
+                // Before the start-up packet every error is FATAL, and no slot is known.
+                let err = error_for(&code, message, "", 0, 0);
+                return fatal(&mut client, &err).await;
+            }
+            _ => {}
+        }
+    }
+    let first = match startup::read(&mut client).await {
+        Ok(Some(first)) => first,
+        Ok(None) => return,
+        Err(err) => return fatal(&mut client, &err).await,
+    };
+    let upstream = &shared.upstream;
+    let target = format!("{}:{}", upstream.host, upstream.port);
+    let opened = crate::client::tokio::open(upstream, attempts(upstream)[0]).await;
+    let mut server = match opened {
+        Ok((server, _tls)) => server,
+        Err(err) => {
+            shared.log(format!(
+                "connection {attempt} from {peer}: upstream {target}: {err}"
+            ));
+            let err = error(
+                sqlstate::CONNECTION_FAILURE,
+                format!("could not connect to the upstream server at {target}: {err}"),
+            );
+            return fatal(&mut client, &err).await;
+        }
+    };
+    let bytes = match &first {
+        First::Cancel(bytes) => {
+            // The upstream finds the backend by the key and closes; so do we.
+            let _ = server.write_all(bytes).await;
+            let _ = server.flush().await;
+            return;
+        }
+        First::Startup { bytes, .. } => bytes,
+    };
+    if server.write_all(bytes).await.is_err() {
+        return;
+    }
+    let who = Who {
+        attempt,
+        application_name: first.parameter("application_name").unwrap_or("").to_owned(),
+    };
+    relay(client, server, shared, &who).await;
+}
+
+/// Who a connection is, for the rules' scopes and the log.
+#[derive(Debug)]
+struct Who {
+    attempt: u64,
+    application_name: String,
+}
+
+/// What the two directions of a pair share.
+#[derive(Debug, Default)]
+struct Link {
+    /// A START_REPLICATION the client sent that the upstream has not answered yet.
+    start: Mutex<Option<(String, Options)>>,
+    /// Copy-both is under way: the client's CopyData are standby messages.
+    streaming: AtomicBool,
+}
+
+async fn relay(
+    client: TcpStream,
+    server: Box<dyn crate::client::tokio::Io>,
+    shared: &Shared,
+    who: &Who,
+) {
+    let (client_read, mut client_write) = client.into_split();
+    let (server_read, server_write) = tokio::io::split(server);
+    let link = Link::default();
+    let (inject, injected) = mpsc::unbounded_channel();
+    let (stall, stalled) = watch::channel(false);
+    let mut down = Down {
+        shared,
+        who,
+        link: &link,
+        client: &mut client_write,
+        buf: BytesMut::with_capacity(READ_AT_LEAST),
+        written: 0,
+        major: 0,
+        session: None,
+        draining: false,
+        slow: None,
+        sent: Lsn(0),
+        inject,
+        stall,
+    };
+    let end = tokio::select! {
+        end = down.run(server_read) => end,
+        end = up(client_read, server_write, &link, injected, stalled) => end,
+    };
+    // Both directions' futures are dropped here (the client's read half with them), so
+    // the upstream connection closes at once: its walsender exits and releases its slot.
+    if end == End::Reset {
+        let _ = socket2::SockRef::from(client_write.as_ref()).set_linger(Some(Duration::ZERO));
+        // Without shutting down the writing side: the close sends RST, not FIN.
+        client_write.forget();
+    }
+}
+
+/// The length of the whole message at the start of `buf` (type byte, Int32 length and
+/// body), once it is all there; `Err` for a length no message can have.
+fn whole_message(buf: &mut BytesMut, at: usize) -> Result<Option<usize>, ()> {
+    let Some(header) = buf.get(at..at + 5) else {
+        return Ok(None);
+    };
+    let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
+    if len < 4 {
+        return Err(());
+    }
+    let total = len + 1;
+    if buf.len() - at < total {
+        buf.reserve(total - (buf.len() - at));
+        return Ok(None);
+    }
+    Ok(Some(total))
+}
+
+/// Client to upstream: forwarded as read, with the START_REPLICATION and status updates
+/// noted; held while a rule stalls the connection; bytes a rule injects (a CopyDone
+/// after an injected ERROR) go in between whole messages.
+async fn up(
+    mut client: OwnedReadHalf,
+    mut server: tokio::io::WriteHalf<Box<dyn crate::client::tokio::Io>>,
+    link: &Link,
+    mut injected: mpsc::UnboundedReceiver<Vec<u8>>,
+    mut stalled: watch::Receiver<bool>,
+) -> End {
+    let mut buf = BytesMut::with_capacity(8 * 1024);
+    let mut whole = 0;
+    loop {
+        tokio::select! {
+            read = client.read_buf(&mut buf) => match read {
+                Ok(0) | Err(_) => {
+                    // What the client sent whole before it left (its Terminate) still goes.
+                    let _ = server.write_all(&buf[..whole]).await;
+                    return End::Closed;
+                }
+                Ok(_) => {}
+            },
+            Some(bytes) = injected.recv() => {
+                if server.write_all(&bytes).await.is_err() {
+                    return End::Closed;
+                }
+                continue;
+            }
+        }
+        loop {
+            match whole_message(&mut buf, whole) {
+                Ok(Some(len)) => {
+                    note_client_message(&buf[whole..whole + len], link);
+                    whole += len;
+                }
+                Ok(None) => break,
+                // Not the protocol: passed on for the upstream to refuse.
+                Err(()) => {
+                    whole = buf.len();
+                    break;
+                }
+            }
+        }
+        if *stalled.borrow() && stalled.wait_for(|s| !*s).await.is_err() {
+            return End::Closed;
+        }
+        if whole > 0 {
+            if server.write_all(&buf[..whole]).await.is_err() {
+                return End::Closed;
+            }
+            buf.advance(whole);
+            whole = 0;
+        }
+    }
+}
+
+/// A client's message, read for what the downstream needs to know.
+fn note_client_message(message: &[u8], link: &Link) {
+    if message[0] != b'Q' || link.streaming.load(Ordering::Relaxed) {
+        return;
+    }
+    let text = &message[5..];
+    let text = text.strip_suffix(b"\0").unwrap_or(text);
+    let Ok(text) = std::str::from_utf8(text) else {
+        return;
+    };
+    if let Some(Ok(Command::StartLogical { slot, options, .. })) = command::parse(text) {
+        *link.start.lock().unwrap_or_else(|e| e.into_inner()) = Some((slot, options));
+    }
+}
+
+/// A `slow` action in force.
+#[derive(Debug, Clone, Copy)]
+enum Slow {
+    Delay(Duration),
+    Rate(u64),
+}
+
+/// A logical replication stream under way: its decoder and what the rules count.
+struct Session {
+    /// `None` when the START_REPLICATION options did not parse here (the frames are
+    /// forwarded without a meaning).
+    decoder: Option<Decoder>,
+    tracker: Tracker,
+    scope: Scope,
+}
+
+/// Upstream to client, with the fault rules.
+struct Down<'a> {
+    shared: &'a Shared,
+    who: &'a Who,
+    link: &'a Link,
+    client: &'a mut OwnedWriteHalf,
+    buf: BytesMut,
+    /// How much of `buf` has been written to the client.
+    written: usize,
+    /// The upstream's major version (from its `server_version`).
+    major: u32,
+    session: Option<Session>,
+    /// An injected ERROR ended the stream for the client: the upstream's rest of it is
+    /// dropped up to its ReadyForQuery.
+    draining: bool,
+    slow: Option<Slow>,
+    /// How far the client was sent whole: the highest keepalive WAL end or transaction
+    /// end forwarded.
+    sent: Lsn,
+    inject: mpsc::UnboundedSender<Vec<u8>>,
+    stall: watch::Sender<bool>,
+}
+
+impl Down<'_> {
+    async fn run(&mut self, mut server: impl AsyncRead + Unpin) -> End {
+        loop {
+            if self.buf.capacity() - self.buf.len() < READ_AT_LEAST / 4 {
+                self.buf.reserve(READ_AT_LEAST);
+            }
+            match server.read_buf(&mut self.buf).await {
+                Ok(0) | Err(_) => {
+                    // The client sees the same end: what came whole, then the close.
+                    let _ = self.process().await;
+                    let _ = self.client.shutdown().await;
+                    return End::Closed;
+                }
+                Ok(_) => {}
+            }
+            if let Err(end) = self.process().await {
+                return end;
+            }
+        }
+    }
+
+    /// Every whole message in the buffer, then the bytes written.
+    async fn process(&mut self) -> Result<(), End> {
+        let mut at = 0;
+        loop {
+            match whole_message(&mut self.buf, at) {
+                Ok(Some(len)) => {
+                    self.message(at, len).await?;
+                    at += len;
+                }
+                Ok(None) => break,
+                Err(()) => {
+                    // Not the protocol: forwarded, and nothing more is read into it.
+                    at = self.buf.len();
+                    self.session = None;
+                    break;
+                }
+            }
+        }
+        self.write_upto(at).await?;
+        self.buf.advance(at);
+        self.written = 0;
+        Ok(())
+    }
+
+    /// Writes the buffer up to `end` (what is not written yet of it).
+    async fn write_upto(&mut self, end: usize) -> Result<(), End> {
+        if end > self.written {
+            self.client
+                .write_all(&self.buf[self.written..end])
+                .await
+                .map_err(|_| End::Closed)?;
+            self.written = end;
+        }
+        Ok(())
+    }
+
+    /// Bytes of the proxy's own (what a rule sends), after what came before them.
+    async fn write_own(&mut self, at: usize, bytes: &[u8]) -> Result<(), End> {
+        self.write_upto(at).await?;
+        self.client.write_all(bytes).await.map_err(|_| End::Closed)
+    }
+
+    /// Drops the buffer from `written` up to `end`: never sent.
+    fn drop_upto(&mut self, at: usize, end: usize) {
+        debug_assert!(self.written <= at);
+        // Bytes before `at` still go; the caller writes them first.
+        self.written = self.written.max(end);
+    }
+
+    async fn message(&mut self, at: usize, len: usize) -> Result<(), End> {
+        let tag = self.buf[at];
+        if self.draining {
+            self.write_upto(at).await?;
+            self.drop_upto(at, at + len);
+            self.draining = tag != b'Z';
+            return Ok(());
+        }
+        match tag {
+            b'S' => self.parameter_status(at, len),
+            b'W' => self.copy_both(),
+            b'd' if self.session.is_some() => self.frame(at, len).await?,
+            // The copy ends (CopyDone, or an ERROR inside it).
+            b'c' | b'E' if self.session.is_some() => {
+                self.session = None;
+                self.link.streaming.store(false, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// `server_version`, for wordings that depend on it.
+    fn parameter_status(&mut self, at: usize, len: usize) {
+        let body = &self.buf[at + 5..at + len];
+        let mut parts = body.split(|b| *b == 0);
+        if parts.next() == Some(b"server_version") {
+            let value = parts.next().unwrap_or_default();
+            let digits: Vec<u8> = value
+                .iter()
+                .copied()
+                .take_while(u8::is_ascii_digit)
+                .collect();
+            self.major = std::str::from_utf8(&digits)
+                .ok()
+                .and_then(|d| d.parse().ok())
+                .unwrap_or(0);
+        }
+    }
+
+    /// CopyBothResponse: the START_REPLICATION the client sent is under way.
+    fn copy_both(&mut self) {
+        let start = self
+            .link
+            .start
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let Some((slot, options)) = start else {
+            // Physical replication: passed through without a meaning.
+            return;
+        };
+        let decoder = match StreamOptions::parse(&options, self.major.max(15)) {
+            Ok(options) => Decoder::new(options.proto_version, options.streaming).ok(),
+            Err(err) => {
+                self.shared.log(format!(
+                    "connection {}: START_REPLICATION options not understood here ({}); its frames pass without a meaning",
+                    self.who.attempt, err.message
+                ));
+                None
+            }
+        };
+        let (of_slot, of_server) = self.shared.count_start(&slot);
+        self.shared.log(format!(
+            "connection {}: streaming from slot {slot} (START_REPLICATION {of_slot} of the slot)",
+            self.who.attempt
+        ));
+        self.session = Some(Session {
+            decoder,
+            tracker: Tracker::default(),
+            scope: Scope {
+                slot: Some(slot),
+                application_name: self.who.application_name.clone(),
+                of_slot,
+                of_server,
+            },
+        });
+        self.link.streaming.store(true, Ordering::Relaxed);
+    }
+
+    /// A CopyData of the stream: XLogData with its rules, or a keepalive.
+    async fn frame(&mut self, at: usize, len: usize) -> Result<(), End> {
+        let payload = &self.buf[at + 5..at + len];
+        let session = self.session.as_mut().expect("a frame of a session");
+        match payload.first() {
+            Some(b'k') => {
+                if let Ok(ServerMessage::PrimaryKeepalive(k)) =
+                    decode::<ServerMessage<'_>>(payload, envelope())
+                {
+                    self.sent = self.sent.max(k.wal_end);
+                }
+                Ok(())
+            }
+            Some(b'w') if payload.len() >= 25 => {
+                let Some(decoder) = &mut session.decoder else {
+                    return Ok(());
+                };
+                let facts = match decoder.decode(&payload[25..]) {
+                    Ok(message) => {
+                        if let Some(end) = message.transaction_end_lsn() {
+                            self.sent = self.sent.max(end);
+                        }
+                        session.tracker.frame(&message)
+                    }
+                    Err(err) => {
+                        let wal_start =
+                            u64::from_be_bytes(payload[1..9].try_into().expect("8 bytes"));
+                        self.shared.log(format!(
+                            "connection {}: the frame at {} did not decode, forwarded as it came: {err}",
+                            self.who.attempt,
+                            Lsn(wal_start)
+                        ));
+                        return Ok(());
+                    }
+                };
+                self.rules(Point::Before, &facts, at, len).await?;
+                self.pace(at, len).await?;
+                self.rules(Point::Within(0), &facts, at, len).await?;
+                self.rules(Point::After, &facts, at, len).await
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The rules at `point` of the frame at `at`: what comes before the point is written
+    /// first, then each action is done.
+    async fn rules(
+        &mut self,
+        point: Point,
+        facts: &Facts,
+        at: usize,
+        len: usize,
+    ) -> Result<(), End> {
+        let session = self.session.as_ref().expect("a session");
+        let mut fired = self
+            .shared
+            .faults
+            .fire(Some(&session.scope), |trigger| match point {
+                Point::Within(_) => match trigger {
+                    Trigger::Message { byte: Some(b), .. } => {
+                        frame_matches(trigger, Point::Within(*b), facts)
+                    }
+                    _ => false,
+                },
+                point => frame_matches(trigger, point, facts),
+            });
+        fired.sort_by_key(|(trigger, _)| match trigger {
+            Trigger::Message { byte: Some(b), .. } => *b,
+            _ => 0,
+        });
+        for (trigger, action) in fired {
+            let upto = match (point, &trigger) {
+                (Point::Before, _) => at,
+                (Point::Within(_), Trigger::Message { byte: Some(b), .. }) => at + (*b).min(len),
+                _ => at + len,
+            };
+            self.write_upto(upto).await?;
+            self.shared.log(format!(
+                "connection {}: fault: {action:?} at {trigger:?}",
+                self.who.attempt
+            ));
+            self.act(action, at, len).await?;
+        }
+        Ok(())
+    }
+
+    /// Does `action`; an action that ends the connection returns how.
+    async fn act(&mut self, action: Action, at: usize, len: usize) -> Result<(), End> {
+        match action {
+            Action::Close => Err(End::Closed),
+            Action::Reset => Err(End::Reset),
+            Action::Stall { ms } => {
+                let _ = self.stall.send(true);
+                match ms {
+                    Some(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+                    None => std::future::pending().await,
+                }
+                let _ = self.stall.send(false);
+                Ok(())
+            }
+            Action::Error { code, message } => {
+                let session = self.session.as_ref().expect("a session");
+                let slot = session.scope.slot.clone().unwrap_or_default();
+                let xid = session.tracker.xid().0;
+                let err = error_for(&code, message, &slot, self.major, xid);
+                if code.starts_with("57P0") {
+                    let mut out = Vec::new();
+                    error_response(&mut out, "FATAL", &err);
+                    self.write_own(self.written, &out).await?;
+                    return Err(End::Closed);
+                }
+                // An ERROR ends the streaming, and the walsender goes back to its
+                // command loop: the client gets the ERROR and ReadyForQuery, the upstream
+                // a CopyDone, and the upstream's rest of the copy is dropped.
+                let mut out = Vec::new();
+                error_response(&mut out, "ERROR", &err);
+                backend::ready_for_query(&mut out, b'I');
+                self.write_own(self.written, &out).await?;
+                self.drop_upto(at, at + len);
+                let mut copy_done = Vec::new();
+                backend::copy_done(&mut copy_done);
+                let _ = self.inject.send(copy_done);
+                self.session = None;
+                self.link.streaming.store(false, Ordering::Relaxed);
+                self.draining = true;
+                Ok(())
+            }
+            Action::RequestReply => {
+                let keepalive = ServerMessage::PrimaryKeepalive(PrimaryKeepalive {
+                    wal_end: self.sent,
+                    send_time: PgTimestamp::now(),
+                    reply_requested: true,
+                });
+                let payload = encode(&keepalive, envelope()).expect("a keepalive always encodes");
+                let mut out = Vec::new();
+                backend::copy_data(&mut out, &payload);
+                self.write_own(self.written, &out).await
+            }
+            Action::Slow {
+                delay_ms,
+                bytes_per_second,
+            } => {
+                self.slow = match (delay_ms, bytes_per_second) {
+                    (Some(ms), _) => Some(Slow::Delay(Duration::from_millis(ms))),
+                    (None, Some(rate)) => Some(Slow::Rate(rate)),
+                    (None, None) => None,
+                };
+                Ok(())
+            }
+            // Refused when the rule is added.
+            Action::Shutdown | Action::Crash => Ok(()),
+        }
+    }
+
+    /// Paces the frame at `at` for a `slow` action: what came before it goes, then the
+    /// wait.
+    async fn pace(&mut self, at: usize, len: usize) -> Result<(), End> {
+        let wait = match self.slow {
+            None => return Ok(()),
+            Some(Slow::Delay(delay)) => delay,
+            Some(Slow::Rate(rate)) => Duration::from_secs_f64(len as f64 / rate as f64),
+        };
+        self.write_upto(at).await?;
+        tokio::time::sleep(wait).await;
+        Ok(())
+    }
+}
+
+/// An ErrorResponse of `severity` for `err`.
+fn error_response(out: &mut Vec<u8>, severity: &str, err: &SqlError) {
+    backend::error_or_notice(
+        out,
+        b'E',
+        severity,
+        &err.code,
+        &err.message,
+        err.detail.as_deref(),
+        None,
+    );
+}
+
+/// A FATAL to a client that has not started up, then the close.
+async fn fatal(client: &mut TcpStream, err: &SqlError) {
+    let mut out = Vec::new();
+    error_response(&mut out, "FATAL", err);
+    let _ = client.write_all(&out).await;
+    let _ = client.shutdown().await;
+}
+
+/// Closes `client` with RST.
+fn reset(client: &TcpStream) {
+    let _ = socket2::SockRef::from(client).set_linger(Some(Duration::ZERO));
+}

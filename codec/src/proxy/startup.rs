@@ -1,0 +1,113 @@
+//! A client's first packets, before any message has a type byte: SSLRequest and
+//! GSSENCRequest (answered `N`, as PostgreSQL without a certificate or GSSAPI answers),
+//! CancelRequest (passed to the upstream on a connection of its own), and the
+//! StartupMessage, whose bytes go to the upstream unchanged.
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::server::error::{error, sqlstate, SqlError};
+
+/// `MAX_STARTUP_PACKET_LENGTH` in PostgreSQL's `pqcomm.h`.
+const MAX_STARTUP_PACKET: usize = 10_000;
+const SSL_REQUEST: u32 = 80_877_103;
+const GSSENC_REQUEST: u32 = 80_877_104;
+const CANCEL_REQUEST: u32 = 80_877_102;
+
+/// What a client opened with.
+#[derive(Debug)]
+pub(super) enum First {
+    /// A StartupMessage (any protocol version: the upstream answers for it): its bytes,
+    /// and its parameters.
+    Startup {
+        bytes: Vec<u8>,
+        parameters: Vec<(String, String)>,
+    },
+    /// A CancelRequest's bytes.
+    Cancel(Vec<u8>),
+}
+
+impl First {
+    /// A start-up parameter's value.
+    pub(super) fn parameter(&self, name: &str) -> Option<&str> {
+        match self {
+            First::Startup { parameters, .. } => parameters
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str()),
+            First::Cancel(_) => None,
+        }
+    }
+}
+
+/// Reads the client's first packets up to its StartupMessage or CancelRequest; `Ok(None)`
+/// when it leaves first. A packet PostgreSQL would refuse gets PostgreSQL's FATAL.
+pub(super) async fn read(client: &mut TcpStream) -> Result<Option<First>, SqlError> {
+    let mut encryption_asked = false;
+    loop {
+        let mut header = [0u8; 4];
+        if client.read_exact(&mut header).await.is_err() {
+            return Ok(None);
+        }
+        let len = u32::from_be_bytes(header) as usize;
+        if !(8..=MAX_STARTUP_PACKET).contains(&len) {
+            return Err(error(
+                sqlstate::PROTOCOL_VIOLATION,
+                "invalid length of startup packet",
+            ));
+        }
+        let mut bytes = vec![0; len];
+        bytes[..4].copy_from_slice(&header);
+        if client.read_exact(&mut bytes[4..]).await.is_err() {
+            return Ok(None);
+        }
+        let code = u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
+        match code {
+            SSL_REQUEST | GSSENC_REQUEST if len == 8 && !encryption_asked => {
+                // A client may ask for one, then (after `N`) the other, then start up.
+                encryption_asked = code == SSL_REQUEST;
+                if client.write_all(b"N").await.is_err() {
+                    return Ok(None);
+                }
+            }
+            CANCEL_REQUEST => return Ok(Some(First::Cancel(bytes))),
+            _ => {
+                let parameters = parameters(&bytes[8..]);
+                return Ok(Some(First::Startup { bytes, parameters }));
+            }
+        }
+    }
+}
+
+/// The NUL-terminated name/value pairs of a StartupMessage (what does not parse is
+/// left to the upstream to refuse).
+fn parameters(body: &[u8]) -> Vec<(String, String)> {
+    let mut strings = body
+        .split(|b| *b == 0)
+        .map(|s| String::from_utf8_lossy(s).into_owned());
+    let mut pairs = Vec::new();
+    while let (Some(name), Some(value)) = (strings.next(), strings.next()) {
+        if name.is_empty() {
+            break;
+        }
+        pairs.push((name, value));
+    }
+    pairs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parameters;
+
+    #[test]
+    fn startup_parameters_are_read_up_to_the_terminator() {
+        let body = b"user\0repl\0replication\0database\0\0";
+        assert_eq!(
+            parameters(body),
+            [
+                ("user".to_owned(), "repl".to_owned()),
+                ("replication".to_owned(), "database".to_owned())
+            ]
+        );
+    }
+}

@@ -1,0 +1,82 @@
+//! `proxy`: a protocol-aware proxy in front of a real PostgreSQL, from the command line.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use pgoutput_codec::proxy::Proxy;
+use pgoutput_codec::server::Fault;
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = r#"Every client connection gets its own connection to the upstream PostgreSQL, opened with
+the client's own start-up packet (user, database, replication, application_name, options);
+authentication is relayed, so the proxy needs no passwords. Everything passes through byte for
+byte: queries, COPY, notices, errors, cancel requests. An SSLRequest is answered `N`; the
+upstream leg uses TLS as its connection string's sslmode says.
+
+On a replication connection in copy-both mode, each frame is read with the codec in the
+context START_REPLICATION set, and fault rules (the JSON of `pgoutput serve --help`) act on
+the upstream's frames as they go to the client: message, commit, change, stream_block and
+connect triggers; close, reset, stall, error (FATAL for 57P0x; otherwise ERROR and
+ReadyForQuery, the upstream's copy ended with a CopyDone), request_reply and slow actions.
+
+Example:
+  pgoutput proxy --listen 127.0.0.1:6432 --upstream 'host=127.0.0.1 port=5432 sslmode=disable' \
+      --fault '{"when": {"on": "change", "transaction": 2, "after": 1}, "then": {"do": "reset"}}'
+  pg_recvlogical -d 'host=127.0.0.1 port=6432 user=me dbname=app' --slot s --start \
+      -o proto_version=1 -o publication_names=p -f -"#
+)]
+pub struct ProxyArgs {
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1:6432")]
+    listen: SocketAddr,
+    /// The upstream PostgreSQL: a libpq connection string or URI (host, port, sslmode and
+    /// the TLS settings are used; each client logs in as itself).
+    #[arg(long)]
+    upstream: String,
+    /// A fault rule as JSON (repeatable).
+    #[arg(long, value_name = "JSON")]
+    fault: Vec<String>,
+}
+
+/// Runs the proxy until Ctrl-C, logging what it notes.
+pub fn proxy(args: &ProxyArgs) -> Result<ExitCode, String> {
+    let mut builder = Proxy::builder(&args.upstream)
+        .map_err(|e| e.to_string())?
+        .listen(args.listen);
+    for (i, text) in args.fault.iter().enumerate() {
+        let fault: Fault =
+            serde_json::from_str(text).map_err(|e| format!("--fault {}: {e}", i + 1))?;
+        builder = builder.fault(fault);
+    }
+    let proxy = builder
+        .start()
+        .map_err(|e| format!("{}: {e}", args.listen))?;
+    eprintln!(
+        "pgoutput proxy: listening on {}, upstream {}",
+        proxy.addr(),
+        args.upstream
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = Arc::clone(&stop);
+        ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst))
+            .map_err(|e| format!("signal handler: {e}"))?;
+    }
+    let mut printed = 0;
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(50));
+        let log = proxy.log();
+        for line in log.iter().skip(printed) {
+            eprintln!("pgoutput proxy: {line}");
+        }
+        printed = log.len();
+    }
+    eprintln!("pgoutput proxy: stopping");
+    proxy.shutdown();
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,557 @@
+//! `pgoutput proxy` in front of the live server. With no rule armed, pg_recvlogical and
+//! psycopg2 get through the proxy exactly what they get directly (from two slots created
+//! at the same point, so each holds the same history), logging in by SCRAM relayed
+//! through it; psql's `\copy` and a cancel request go through. With rules armed on the
+//! replication stream (a close inside a transaction, a reset mid-frame, a FATAL 57P01, a
+//! stall), the crate's reconnecting `Consumer` still gets every transaction exactly once
+//! and the real slot is confirmed to the end; psycopg2 sees the FATAL in PostgreSQL's
+//! words.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pgoutput_codec::client::{ConnInfo, Consumer, ConsumerConfig, Reconnecting};
+use pgoutput_codec::proxy::Proxy;
+use pgoutput_codec::server::{Action, Fault, MessageKind, Trigger};
+use pgoutput_codec::{Lsn, ProtocolVersion, StreamStart, Streaming};
+use pgoutput_tests::pg::Server;
+
+use crate::consumer::stream_options;
+use crate::scenario::TAIL_USER;
+use crate::tail::{current_lsn, wait};
+use crate::{peek_slot, Options, Row};
+
+/// What the slots hold: inserts, updates and deletes, a transaction large enough to be
+/// streamed (with a subtransaction rolled back), a logical message, and a TRUNCATE; its
+/// keys start at `base`, so that each check runs its own.
+fn workload(base: u32) -> Vec<String> {
+    let (a, b, c) = (base + 1, base + 1001, base + 1500);
+    vec![
+        format!("INSERT INTO accounts VALUES ({base}, 'pat', 1.50, 'ok', 'n');"),
+        format!("UPDATE accounts SET balance = 2.50 WHERE id = {base};"),
+        format!("BEGIN; INSERT INTO ledger VALUES ({base}, 'p'); DELETE FROM ledger WHERE id = {base}; COMMIT;"),
+        format!(
+            "BEGIN;
+             INSERT INTO bulk SELECT g, repeat('p', 100) FROM generate_series({a}, {}) g;
+             SAVEPOINT s;
+             INSERT INTO bulk SELECT g, repeat('q', 100) FROM generate_series({b}, {c}) g;
+             ROLLBACK TO SAVEPOINT s;
+             INSERT INTO bulk VALUES ({}, 'after');
+             COMMIT;",
+            base + 1000,
+            base + 1999
+        ),
+        "SELECT pg_logical_emit_message(true, 'proxy', 'tx') IS NOT NULL;".to_owned(),
+        format!("DELETE FROM accounts WHERE id = {base};"),
+        format!("BEGIN; INSERT INTO counters (n) VALUES ({base}); TRUNCATE ledger; COMMIT;"),
+    ]
+}
+
+/// The option sets read through the proxy.
+fn sets(server: &Server) -> Vec<Options> {
+    let top = ProtocolVersion::from_number(server.max_protocol()).expect("a known version");
+    let top_streaming = if top == ProtocolVersion::V4 {
+        Streaming::Parallel
+    } else {
+        Streaming::On
+    };
+    vec![
+        Options {
+            slot: "proxy_0",
+            version: ProtocolVersion::V1,
+            streaming: Streaming::Off,
+            binary: false,
+            two_phase: false,
+        },
+        Options {
+            slot: "proxy_1",
+            version: ProtocolVersion::V2,
+            streaming: Streaming::On,
+            binary: true,
+            two_phase: false,
+        },
+        Options {
+            slot: "proxy_2",
+            version: top,
+            streaming: top_streaming,
+            binary: false,
+            two_phase: false,
+        },
+    ]
+}
+
+/// The slots of one set: one per client and path.
+fn slots(set: &Options) -> [String; 4] {
+    ["rl_direct", "rl_proxy", "psy_direct", "psy_proxy"].map(|s| format!("{}_{s}", set.slot))
+}
+
+/// A proxy in front of the server's Unix socket.
+fn start_proxy(server: &Server) -> Result<Proxy, String> {
+    Proxy::builder(&server.conninfo("postgres", None))
+        .map_err(|e| e.to_string())?
+        .start()
+        .map_err(|e| e.to_string())
+}
+
+/// A client's connection string through the proxy, as `user`.
+fn through(proxy: &Proxy, (user, password): (&str, &str)) -> String {
+    format!(
+        "host=127.0.0.1 port={} user={user} password={password} dbname=postgres sslmode=prefer",
+        proxy.addr().port()
+    )
+}
+
+/// Runs a command to its end (a minute at most): its standard output, or why it failed.
+fn run(command: &mut Command) -> Result<Vec<u8>, String> {
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let output = wait(child, Duration::from_secs(60))?;
+    if !output.status.success() {
+        return Err(format!(
+            "{}: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    Ok(output.stdout)
+}
+
+/// Pass-through: the same bytes directly and through the proxy, for every set and both
+/// clients; `\copy` and a cancel request through it.
+pub fn check_pass_through(server: &Server, bin: &Path) -> Result<String, String> {
+    let sets = sets(server);
+    for set in &sets {
+        for slot in slots(set) {
+            server
+                .psql(&format!(
+                    "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput') IS NOT NULL;"
+                ))
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    for sql in workload(90_000) {
+        server.psql(&sql).map_err(|e| e.to_string())?;
+    }
+    let end: Lsn = current_lsn(server)?.parse().map_err(|e| format!("{e}"))?;
+    let proxy = start_proxy(server)?;
+    let direct = server.conninfo(TAIL_USER.0, Some(TAIL_USER.1));
+    let proxied = through(&proxy, TAIL_USER);
+    let mut frames = 0;
+    let mut bytes = 0;
+    for set in &sets {
+        let [rl_direct, rl_proxy, psy_direct, psy_proxy] = slots(set);
+        let expected = peek_slot(server, &psy_direct, set)?;
+        if expected.len() < workload(0).len() {
+            return Err(format!("{}: only {} messages", set.slot, expected.len()));
+        }
+        let got_direct = psycopg2(&direct, &psy_direct, set, expected.len())?;
+        let got_proxy = psycopg2(&proxied, &psy_proxy, set, expected.len())?;
+        let payloads: Vec<&[u8]> = got_direct.iter().map(|(_, _, p)| p.as_slice()).collect();
+        let want: Vec<&[u8]> = expected.iter().map(|r: &Row| r.data.as_slice()).collect();
+        if payloads != want {
+            return Err(format!(
+                "{}: psycopg2 directly did not get the SQL interface's payloads",
+                set.slot
+            ));
+        }
+        if let Some(i) = (0..got_direct.len()).find(|&i| got_direct.get(i) != got_proxy.get(i)) {
+            return Err(format!(
+                "{}: psycopg2 through the proxy differs at message {i}: {:?} directly, {:?} through it",
+                set.slot,
+                got_direct.get(i),
+                got_proxy.get(i)
+            ));
+        }
+        let written_direct = recvlogical(bin, &direct, &rl_direct, set, end)?;
+        let written_proxy = recvlogical(bin, &proxied, &rl_proxy, set, end)?;
+        if written_direct.is_empty() || written_direct != written_proxy {
+            return Err(format!(
+                "{}: pg_recvlogical wrote {} bytes directly and {} through the proxy, not the same",
+                set.slot,
+                written_direct.len(),
+                written_proxy.len()
+            ));
+        }
+        frames += expected.len();
+        bytes += written_direct.len();
+    }
+    let copied = copy_out(server, &proxy, bin)?;
+    cancel(&proxy)?;
+    for set in &sets {
+        for slot in slots(set) {
+            let _ = server.psql(&format!("SELECT pg_drop_replication_slot('{slot}');"));
+        }
+    }
+    wait_all_closed(&proxy)?;
+    Ok(format!(
+        "{} option sets: psycopg2 {frames} messages and pg_recvlogical {bytes} bytes the same through the proxy (SCRAM relayed); \\copy of {copied} rows; a cancel request reached its backend",
+        sets.len()
+    ))
+}
+
+/// Waits until the proxy has closed every pair (each client has left).
+fn wait_all_closed(proxy: &Proxy) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while proxy.connections() != 0 {
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{} client connections still open 30 s after every client left",
+                proxy.connections()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
+}
+
+const PSYCOPG2: &str = r#"
+import sys, json, psycopg2, psycopg2.extras
+dsn, slot, count, options = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
+conn = psycopg2.connect(dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection)
+cur = conn.cursor()
+cur.start_replication(slot_name=slot, decode=False, options=options)
+seen = 0
+def consume(msg):
+    global seen
+    sys.stdout.write("%d %d %s\n" % (msg.data_start, msg.wal_end, msg.payload.hex()))
+    seen += 1
+    if seen == count:
+        raise psycopg2.extras.StopReplication()
+try:
+    cur.consume_stream(consume)
+except psycopg2.extras.StopReplication:
+    pass
+conn.close()
+"#;
+
+/// The first `count` messages psycopg2 gets from `slot` (nothing confirmed): each one's
+/// `data_start`, `wal_end` and payload.
+fn psycopg2(
+    dsn: &str,
+    slot: &str,
+    set: &Options,
+    count: usize,
+) -> Result<Vec<(u64, u64, Vec<u8>)>, String> {
+    let options: serde_json::Map<String, serde_json::Value> = set
+        .pairs()
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.into()))
+        .collect();
+    let stdout = run(Command::new("python3").args([
+        "-c",
+        PSYCOPG2,
+        dsn,
+        slot,
+        &count.to_string(),
+        &serde_json::Value::Object(options).to_string(),
+    ]))
+    .map_err(|e| format!("psycopg2 on {slot}: {e}"))?;
+    String::from_utf8_lossy(&stdout)
+        .lines()
+        .map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            match fields.as_slice() {
+                [start, end, payload] => Ok((
+                    start.parse().map_err(|_| format!("bad line {line:?}"))?,
+                    end.parse().map_err(|_| format!("bad line {line:?}"))?,
+                    pgoutput_tests::unhex(payload),
+                )),
+                _ => Err(format!("bad line {line:?}")),
+            }
+        })
+        .collect()
+}
+
+/// What pg_recvlogical writes from `slot` up to `end`.
+fn recvlogical(
+    bin: &Path,
+    dsn: &str,
+    slot: &str,
+    set: &Options,
+    end: Lsn,
+) -> Result<Vec<u8>, String> {
+    let dir = std::env::temp_dir().join(format!("pgoutput-proxy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let file = dir.join(format!("{slot}.out"));
+    let mut args = vec![
+        "-d".to_owned(),
+        dsn.to_owned(),
+        "--slot".into(),
+        slot.into(),
+        "--start".into(),
+        "--no-loop".into(),
+        "--endpos".into(),
+        end.to_string(),
+        "-f".into(),
+        file.display().to_string(),
+    ];
+    for (name, value) in set.pairs() {
+        args.extend(["-o".into(), format!("{name}={value}")]);
+    }
+    run(Command::new(bin.join("pg_recvlogical")).args(&args))
+        .map_err(|e| format!("pg_recvlogical on {slot}: {e}"))?;
+    let written = std::fs::read(&file).map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(written)
+}
+
+/// psql's `\copy` of a table through the proxy: the rows it printed.
+fn copy_out(server: &Server, proxy: &Proxy, bin: &Path) -> Result<usize, String> {
+    let want = server
+        .query_one("SELECT count(*) FROM bulk;")
+        .map_err(|e| e.to_string())?;
+    let dsn = format!(
+        "host=127.0.0.1 port={} user=postgres dbname=postgres",
+        proxy.addr().port()
+    );
+    let out =
+        run(Command::new(bin.join("psql")).args(["-X", "-d", &dsn, "-c", "\\copy bulk to stdout"]))
+            .map_err(|e| format!("\\copy: {e}"))?;
+    let rows = out.iter().filter(|b| **b == b'\n').count();
+    if rows.to_string() != want.trim() {
+        return Err(format!("\\copy printed {rows} rows of {}", want.trim()));
+    }
+    Ok(rows)
+}
+
+const CANCEL: &str = r#"
+import sys, threading, psycopg2, psycopg2.errors
+dsn = sys.argv[1]
+conn = psycopg2.connect(dsn)
+watcher = psycopg2.connect(dsn)
+watcher.autocommit = True
+pid = conn.get_backend_pid()
+def cancel_when_sleeping():
+    cur = watcher.cursor()
+    while True:
+        cur.execute("SELECT wait_event FROM pg_stat_activity WHERE pid = %s", (pid,))
+        if cur.fetchone()[0] == "PgSleep":
+            conn.cancel()
+            return
+        cur.execute("SELECT pg_sleep(0.01)")
+threading.Thread(target=cancel_when_sleeping).start()
+try:
+    conn.cursor().execute("SELECT pg_sleep(60)")
+    print("not canceled")
+except psycopg2.errors.QueryCanceled as e:
+    print(e.pgcode, str(e).strip().splitlines()[0])
+"#;
+
+/// A query canceled through the proxy (psycopg2's `cancel()`, a CancelRequest on a new
+/// connection with the backend's key, which the proxy passes to the upstream).
+fn cancel(proxy: &Proxy) -> Result<(), String> {
+    let dsn = format!(
+        "host=127.0.0.1 port={} user=postgres dbname=postgres",
+        proxy.addr().port()
+    );
+    let out = run(Command::new("python3").args(["-c", CANCEL, &dsn]))?;
+    let out = String::from_utf8_lossy(&out);
+    if out.trim() != "57014 canceling statement due to user request" {
+        return Err(format!("the cancel request: {out}"));
+    }
+    Ok(())
+}
+
+/// Faults on the live stream: the crate's consumer, reconnecting, gets every transaction
+/// exactly once through a close inside a transaction, a reset mid-frame, a FATAL 57P01
+/// and a stall; the slot is confirmed to the end. psycopg2 gets the FATAL as PostgreSQL
+/// words it.
+pub fn check_faults(server: &Server) -> Result<String, String> {
+    let options = Options {
+        slot: "proxy_faults",
+        version: ProtocolVersion::V2,
+        streaming: Streaming::On,
+        binary: false,
+        two_phase: false,
+    };
+    for slot in [options.slot, "proxy_fatal"] {
+        server
+            .psql(&format!(
+                "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput') IS NOT NULL;"
+            ))
+            .map_err(|e| e.to_string())?;
+    }
+    for sql in workload(95_000) {
+        server.psql(&sql).map_err(|e| e.to_string())?;
+    }
+    let expected = peek_slot(server, options.slot, &options)?;
+    let want: Vec<Lsn> = {
+        let mut decoder = pgoutput_codec::Decoder::new(options.version, options.streaming)
+            .map_err(|e| e.to_string())?;
+        let mut ends = Vec::new();
+        for row in &expected {
+            let message = decoder.decode(&row.data).map_err(|e| e.to_string())?;
+            ends.extend(message.transaction_end_lsn());
+        }
+        ends
+    };
+    let proxy = start_proxy(server)?;
+    let slot = options.slot;
+    let rules = [
+        // Connection 1: closed inside transaction 2, after its first change.
+        Fault::new(
+            Trigger::Change {
+                transaction: 2,
+                after: 1,
+            },
+            Action::Close,
+        )
+        .slot(slot)
+        .connection(1),
+        // Connection 2: reset after 10 bytes of its 3rd message.
+        Fault::new(Trigger::mid_frame(3, 10), Action::Reset)
+            .slot(slot)
+            .connection(2),
+        // Connection 3: PostgreSQL's FATAL for pg_terminate_backend, inside the first
+        // stream block (of the large transaction).
+        Fault::new(
+            Trigger::message_of(MessageKind::of::<StreamStart>(), 1),
+            Action::error("57P01"),
+        )
+        .slot(slot)
+        .connection(3),
+        // Connection 4: silent for 300 ms before its first message.
+        Fault::new(
+            Trigger::Message {
+                n: 1,
+                kind: None,
+                before: true,
+                byte: None,
+            },
+            Action::Stall { ms: Some(300) },
+        )
+        .slot(slot)
+        .connection(4),
+    ];
+    for rule in rules {
+        proxy.add_fault(rule).map_err(|e| e.to_string())?;
+    }
+    let mut info =
+        ConnInfo::parse(Some(&through(&proxy, TAIL_USER)), |_| None).map_err(|e| e.to_string())?;
+    info.application_name = "proxy-faults".into();
+    let resumed = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&resumed);
+    let config = ConsumerConfig::new(slot, stream_options(&options))
+        .auto_confirm(true)
+        .reconnect(Duration::from_millis(100))
+        .on_reconnect(move |note| {
+            if let Reconnecting::Resumed { .. } = note {
+                count.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+    let mut consumer = Consumer::connect(&info, config).map_err(|e| e.to_string())?;
+    let mut ends = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while ends.len() < want.len() {
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{} of {} transactions in 120 s; proxy log: {:?}",
+                ends.len(),
+                want.len(),
+                proxy.log()
+            ));
+        }
+        if let Some(event) = consumer
+            .next_within(Duration::from_millis(500))
+            .map_err(|e| e.to_string())?
+        {
+            ends.extend(event.confirmable_lsn());
+        }
+    }
+    if ends != want {
+        return Err(format!("transaction ends {ends:?}, expected {want:?}"));
+    }
+    let fired: Vec<u64> = proxy.faults().iter().map(|(_, n)| *n).collect();
+    if fired != [1, 1, 1, 1] {
+        return Err(format!(
+            "the rules fired {fired:?} times; log: {:?}",
+            proxy.log()
+        ));
+    }
+    consumer.close();
+    let last = *want.last().ok_or("no transaction")?;
+    let flushed = wait_confirmed(server, slot, last)?;
+    let fatal = psycopg2_fatal(server, &proxy)?;
+    for slot in [options.slot, "proxy_fatal"] {
+        let _ = server.psql(&format!("SELECT pg_drop_replication_slot('{slot}');"));
+    }
+    Ok(format!(
+        "{} transactions exactly once through a close, a reset mid-frame, 57P01 and a stall ({} resumes); the real slot confirmed {flushed}; psycopg2 got \"{fatal}\"",
+        want.len(),
+        resumed.load(Ordering::SeqCst)
+    ))
+}
+
+/// Waits until PostgreSQL itself shows `slot` confirmed at `lsn` or past it.
+fn wait_confirmed(server: &Server, slot: &str, lsn: Lsn) -> Result<Lsn, String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let confirmed: Lsn = server
+            .query_one(&format!(
+                "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '{slot}';"
+            ))
+            .map_err(|e| e.to_string())?
+            .trim()
+            .parse()
+            .map_err(|e| format!("{e}"))?;
+        if confirmed >= lsn {
+            return Ok(confirmed);
+        }
+        if Instant::now() > deadline {
+            return Err(format!("slot {slot} confirmed {confirmed}, not {lsn}"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+const PSYCOPG2_FATAL: &str = r#"
+import sys, psycopg2, psycopg2.extras
+dsn, slot = sys.argv[1], sys.argv[2]
+conn = psycopg2.connect(dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection)
+cur = conn.cursor()
+cur.start_replication(slot_name=slot, decode=False, options={"proto_version": "1", "publication_names": "pub"})
+try:
+    cur.consume_stream(lambda msg: None)
+    print("no error")
+except psycopg2.Error as e:
+    print(str(e).strip().splitlines()[0])
+"#;
+
+/// psycopg2 streaming through a rule that sends FATAL 57P01 after the first Begin: what
+/// it reports.
+fn psycopg2_fatal(server: &Server, proxy: &Proxy) -> Result<String, String> {
+    proxy.clear_faults();
+    proxy
+        .add_fault(
+            Fault::new(
+                Trigger::Message {
+                    n: 1,
+                    kind: None,
+                    before: false,
+                    byte: None,
+                },
+                Action::error("57P01"),
+            )
+            .slot("proxy_fatal"),
+        )
+        .map_err(|e| e.to_string())?;
+    let out = run(Command::new("python3").args([
+        "-c",
+        PSYCOPG2_FATAL,
+        &through(proxy, TAIL_USER),
+        "proxy_fatal",
+    ]))?;
+    let out = String::from_utf8_lossy(&out).trim().to_owned();
+    if out != "terminating connection due to administrator command" {
+        return Err(format!("psycopg2 under 57P01 reported {out:?}"));
+    }
+    let _ = server;
+    Ok(out)
+}
