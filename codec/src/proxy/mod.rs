@@ -44,7 +44,7 @@ use tokio::sync::oneshot;
 
 use crate::client::{ClientError, ConnInfo};
 use crate::server::faults::Plan;
-use crate::server::{Action, Fault, FaultError, Trigger};
+use crate::server::{Action, Fault, FaultError};
 
 /// How many log lines the proxy keeps (the oldest go first).
 const LOG_LINES: usize = 10_000;
@@ -285,11 +285,7 @@ struct Shared {
 impl Shared {
     fn add_fault(&self, fault: Fault) -> Result<(), FaultError> {
         fault.check()?;
-        let unsupported = matches!(
-            (&fault.when, &fault.then),
-            (_, Action::Crash | Action::Shutdown)
-                | (Trigger::Time { .. } | Trigger::Flush { .. }, _)
-        );
+        let unsupported = matches!(fault.then, Action::Crash);
         if unsupported {
             return Err(FaultError(format!(
                 "the proxy does not do {:?} on {:?} yet (the test server does)",
@@ -352,5 +348,86 @@ async fn accept(listener: TcpListener, shared: Arc<Shared>, mut stopped: oneshot
                 Err(err) => shared.log(format!("accept: {err}")),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    use super::*;
+
+    /// A backend message.
+    fn message(tag: u8, body: &[u8]) -> Vec<u8> {
+        let mut out = vec![tag];
+        out.extend_from_slice(&((body.len() + 4) as u32).to_be_bytes());
+        out.extend_from_slice(body);
+        out
+    }
+
+    fn read_message(stream: &mut TcpStream) -> Vec<u8> {
+        let mut header = [0u8; 5];
+        stream.read_exact(&mut header).unwrap();
+        let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
+        let mut whole = header.to_vec();
+        whole.resize(len + 1, 0);
+        stream.read_exact(&mut whole[5..]).unwrap();
+        whole
+    }
+
+    /// A frame the codec refuses (an Insert cut short) reaches the client as it came,
+    /// and the proxy notes it.
+    #[test]
+    fn a_frame_the_codec_refuses_is_forwarded_unchanged_and_noted() {
+        let upstream = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = upstream.local_addr().unwrap().port();
+        let mut xlog = vec![b'w'];
+        xlog.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0]);
+        xlog.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0]);
+        xlog.extend_from_slice(&[0; 8]);
+        xlog.extend_from_slice(b"I\0\0\x40");
+        let frame = message(b'd', &xlog);
+        let sent = frame.clone();
+        let server = std::thread::spawn(move || {
+            let (mut conn, _) = upstream.accept().unwrap();
+            let mut startup = [0u8; 4];
+            conn.read_exact(&mut startup).unwrap();
+            let mut rest = vec![0; u32::from_be_bytes(startup) as usize - 4];
+            conn.read_exact(&mut rest).unwrap();
+            conn.write_all(&message(b'R', &[0, 0, 0, 0])).unwrap();
+            conn.write_all(&message(b'Z', b"I")).unwrap();
+            let query = read_message(&mut conn);
+            assert_eq!(query[0], b'Q');
+            conn.write_all(&message(b'W', &[0, 0, 0])).unwrap();
+            conn.write_all(&sent).unwrap();
+        });
+        let proxy = Proxy::builder(&format!("host=127.0.0.1 port={port} sslmode=disable"))
+            .unwrap()
+            .start()
+            .unwrap();
+        let mut client = TcpStream::connect(proxy.addr()).unwrap();
+        let mut startup = 196_608u32.to_be_bytes().to_vec();
+        startup.extend_from_slice(b"user\0u\0replication\0database\0\0");
+        let mut packet = ((startup.len() + 4) as u32).to_be_bytes().to_vec();
+        packet.extend(startup);
+        client.write_all(&packet).unwrap();
+        assert_eq!(read_message(&mut client)[0], b'R');
+        assert_eq!(read_message(&mut client)[0], b'Z');
+        client
+            .write_all(&message(
+                b'Q',
+                b"START_REPLICATION SLOT s LOGICAL 0/0 (proto_version '1', publication_names 'p')\0",
+            ))
+            .unwrap();
+        assert_eq!(read_message(&mut client)[0], b'W');
+        assert_eq!(read_message(&mut client), frame);
+        server.join().unwrap();
+        let log = proxy.log();
+        assert!(
+            log.iter()
+                .any(|l| l.contains("the frame at 0/1000000 did not decode, forwarded as it came")),
+            "{log:?}"
+        );
     }
 }

@@ -9,7 +9,7 @@
 //! START_REPLICATION sets that context, and its status updates are noted.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -17,19 +17,19 @@ use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, Notify};
 
 use super::startup::{self, First};
 use super::Shared;
-use crate::client::{attempts, StreamOptions};
+use crate::client::{attempts, ClientError, StreamOptions};
 use crate::server::command::{self, Command, Options};
 use crate::server::error::{error, sqlstate, SqlError};
 use crate::server::faults::{error_for, frame_matches, Facts, Point, Scope, Tracker};
 use crate::server::{Action, Trigger};
 use crate::wire::backend;
 use crate::{
-    decode, encode, Ctx, Decoder, Lsn, PgTimestamp, PrimaryKeepalive, ProtocolVersion,
-    ServerMessage,
+    decode, encode, ClientMessage, Ctx, Decoder, Lsn, PgTimestamp, PrimaryKeepalive,
+    ProtocolVersion, ServerMessage,
 };
 
 /// Bytes a read asks for at least: a walsender's messages are small and many.
@@ -88,9 +88,13 @@ pub(super) async fn serve(mut client: TcpStream, peer: SocketAddr, shared: &Shar
             shared.log(format!(
                 "connection {attempt} from {peer}: upstream {target}: {err}"
             ));
+            let why = match err {
+                ClientError::Connect { source, .. } => source.to_string(),
+                err => err.to_string(),
+            };
             let err = error(
                 sqlstate::CONNECTION_FAILURE,
-                format!("could not connect to the upstream server at {target}: {err}"),
+                format!("could not connect to the upstream server at {target}: {why}"),
             );
             return fatal(&mut client, &err).await;
         }
@@ -128,6 +132,12 @@ struct Link {
     start: Mutex<Option<(String, Options)>>,
     /// Copy-both is under way: the client's CopyData are standby messages.
     streaming: AtomicBool,
+    /// The stream's scope, for the `flush` rules the client's status updates meet.
+    scope: Mutex<Option<Scope>>,
+    /// The flush position of the client's last status update.
+    client_flush: AtomicU64,
+    /// A status update came.
+    replied: Notify,
 }
 
 async fn relay(
@@ -141,6 +151,7 @@ async fn relay(
     let link = Link::default();
     let (inject, injected) = mpsc::unbounded_channel();
     let (stall, stalled) = watch::channel(false);
+    let (flush_rules, due) = mpsc::unbounded_channel();
     let mut down = Down {
         shared,
         who,
@@ -153,12 +164,13 @@ async fn relay(
         draining: false,
         slow: None,
         sent: Lsn(0),
+        shutting_down: None,
         inject,
         stall,
     };
     let end = tokio::select! {
-        end = down.run(server_read) => end,
-        end = up(client_read, server_write, &link, injected, stalled) => end,
+        end = down.run(server_read, due) => end,
+        end = up(client_read, server_write, &link, shared, injected, stalled, flush_rules) => end,
     };
     // Both directions' futures are dropped here (the client's read half with them), so
     // the upstream connection closes at once: its walsender exits and releases its slot.
@@ -181,7 +193,9 @@ fn whole_message(buf: &mut BytesMut, at: usize) -> Result<Option<usize>, ()> {
     }
     let total = len + 1;
     if buf.len() - at < total {
-        buf.reserve(total - (buf.len() - at));
+        // Room for what comes next, not for what the length claims: memory follows the
+        // bytes that arrive.
+        buf.reserve((total - (buf.len() - at)).min(READ_AT_LEAST));
         return Ok(None);
     }
     Ok(Some(total))
@@ -194,8 +208,10 @@ async fn up(
     mut client: OwnedReadHalf,
     mut server: tokio::io::WriteHalf<Box<dyn crate::client::tokio::Io>>,
     link: &Link,
+    shared: &Shared,
     mut injected: mpsc::UnboundedReceiver<Vec<u8>>,
     mut stalled: watch::Receiver<bool>,
+    flush_rules: mpsc::UnboundedSender<(Trigger, Action)>,
 ) -> End {
     let mut buf = BytesMut::with_capacity(8 * 1024);
     let mut whole = 0;
@@ -219,7 +235,7 @@ async fn up(
         loop {
             match whole_message(&mut buf, whole) {
                 Ok(Some(len)) => {
-                    note_client_message(&buf[whole..whole + len], link);
+                    note_client_message(&buf[whole..whole + len], link, shared, &flush_rules);
                     whole += len;
                 }
                 Ok(None) => break,
@@ -243,9 +259,36 @@ async fn up(
     }
 }
 
-/// A client's message, read for what the downstream needs to know.
-fn note_client_message(message: &[u8], link: &Link) {
-    if message[0] != b'Q' || link.streaming.load(Ordering::Relaxed) {
+/// A client's message, read for what the downstream needs to know: its
+/// START_REPLICATION, and in copy-both its status updates (with the `flush` rules they
+/// meet, for the downstream to do).
+fn note_client_message(
+    message: &[u8],
+    link: &Link,
+    shared: &Shared,
+    flush_rules: &mpsc::UnboundedSender<(Trigger, Action)>,
+) {
+    if link.streaming.load(Ordering::Relaxed) {
+        if message[0] == b'd' {
+            if let Ok(ClientMessage::StandbyStatusUpdate(update)) =
+                decode::<ClientMessage>(&message[5..], envelope())
+            {
+                link.client_flush
+                    .fetch_max(update.flush_lsn.0, Ordering::SeqCst);
+                let scope = link.scope.lock().unwrap_or_else(|e| e.into_inner());
+                let met = shared.faults.fire(
+                    scope.as_ref(),
+                    |trigger| matches!(trigger, Trigger::Flush { lsn } if update.flush_lsn >= *lsn),
+                );
+                for rule in met {
+                    let _ = flush_rules.send(rule);
+                }
+                link.replied.notify_one();
+            }
+        }
+        return;
+    }
+    if message[0] != b'Q' {
         return;
     }
     let text = &message[5..];
@@ -272,6 +315,9 @@ struct Session {
     decoder: Option<Decoder>,
     tracker: Tracker,
     scope: Scope,
+    /// When the stream started, and how far its `time` rules have been looked at.
+    started: tokio::time::Instant,
+    time_checked: Option<u64>,
 }
 
 /// Upstream to client, with the fault rules.
@@ -293,29 +339,118 @@ struct Down<'a> {
     /// How far the client was sent whole: the highest keepalive WAL end or transaction
     /// end forwarded.
     sent: Lsn,
+    /// A `shutdown` action under way.
+    shutting_down: Option<Shutdown>,
     inject: mpsc::UnboundedSender<Vec<u8>>,
     stall: watch::Sender<bool>,
 }
 
+/// PostgreSQL's walsender shutdown (`WalSndDone`), as the proxy plays it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shutdown {
+    /// The transaction under way still goes to the client.
+    Finishing,
+    /// Nothing more of the upstream's goes: keepalives asking for a reply until the
+    /// client has confirmed what it was sent, then `COPY 0` and the close.
+    Waiting,
+}
+
 impl Down<'_> {
-    async fn run(&mut self, mut server: impl AsyncRead + Unpin) -> End {
+    async fn run(
+        &mut self,
+        mut server: impl AsyncRead + Unpin,
+        mut due: mpsc::UnboundedReceiver<(Trigger, Action)>,
+    ) -> End {
         loop {
             if self.buf.capacity() - self.buf.len() < READ_AT_LEAST / 4 {
                 self.buf.reserve(READ_AT_LEAST);
             }
-            match server.read_buf(&mut self.buf).await {
-                Ok(0) | Err(_) => {
-                    // The client sees the same end: what came whole, then the close.
-                    let _ = self.process().await;
-                    let _ = self.client.shutdown().await;
-                    return End::Closed;
-                }
-                Ok(_) => {}
-            }
-            if let Err(end) = self.process().await {
+            let waiting = self.shutting_down == Some(Shutdown::Waiting);
+            let next_time = self.next_time();
+            let outcome = tokio::select! {
+                read = server.read_buf(&mut self.buf), if !waiting => match read {
+                    Ok(0) | Err(_) => {
+                        // The client sees the same end: what came whole, then the close.
+                        let _ = self.process().await;
+                        let _ = self.client.shutdown().await;
+                        return End::Closed;
+                    }
+                    Ok(_) => self.process().await,
+                },
+                Some((trigger, action)) = due.recv() => self.fire(trigger, action).await,
+                () = sleep_until(next_time), if next_time.is_some() => self.time_rules().await,
+                () = self.link.replied.notified(), if waiting => self.shutdown_step().await,
+            };
+            if let Err(end) = outcome {
                 return end;
             }
         }
+    }
+
+    /// A rule that fired between frames (a `flush` or `time` rule).
+    async fn fire(&mut self, trigger: Trigger, action: Action) -> Result<(), End> {
+        self.shared.log(format!(
+            "connection {}: fault: {action:?} at {trigger:?}",
+            self.who.attempt
+        ));
+        let at = self.written;
+        self.act(action, at, 0).await
+    }
+
+    /// When the next `time` rule of this stream is due.
+    fn next_time(&self) -> Option<tokio::time::Instant> {
+        let session = self.session.as_ref()?;
+        let ms = self
+            .shared
+            .faults
+            .next_time(&session.scope, session.time_checked)?;
+        Some(session.started + Duration::from_millis(ms))
+    }
+
+    /// The `time` rules whose moment has come.
+    async fn time_rules(&mut self) -> Result<(), End> {
+        let Some(session) = &mut self.session else {
+            return Ok(());
+        };
+        let elapsed = u64::try_from(session.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let checked = session.time_checked.replace(elapsed);
+        let fired = self.shared.faults.fire(Some(&session.scope), |trigger| {
+            matches!(trigger, Trigger::Time { ms } if *ms <= elapsed && checked.is_none_or(|c| *ms > c))
+        });
+        for (trigger, action) in fired {
+            self.fire(trigger, action).await?;
+        }
+        Ok(())
+    }
+
+    /// The shutdown's next step: done once the client confirmed what it was sent, else
+    /// another keepalive asking for a reply.
+    async fn shutdown_step(&mut self) -> Result<(), End> {
+        let flushed = Lsn(self.link.client_flush.load(Ordering::SeqCst));
+        if flushed >= self.sent {
+            let mut out = Vec::new();
+            backend::command_complete(&mut out, "COPY 0");
+            self.write_own(self.written, &out).await?;
+            self.shared.log(format!(
+                "connection {}: shut down: the client confirmed {flushed}",
+                self.who.attempt
+            ));
+            return Err(End::Closed);
+        }
+        self.keepalive(true).await
+    }
+
+    /// A keepalive reporting what the client was sent.
+    async fn keepalive(&mut self, reply_requested: bool) -> Result<(), End> {
+        let keepalive = ServerMessage::PrimaryKeepalive(PrimaryKeepalive {
+            wal_end: self.sent,
+            send_time: PgTimestamp::now(),
+            reply_requested,
+        });
+        let payload = encode(&keepalive, envelope()).expect("a keepalive always encodes");
+        let mut out = Vec::new();
+        backend::copy_data(&mut out, &payload);
+        self.write_own(self.written, &out).await
     }
 
     /// Every whole message in the buffer, then the bytes written.
@@ -373,6 +508,12 @@ impl Down<'_> {
             self.write_upto(at).await?;
             self.drop_upto(at, at + len);
             self.draining = tag != b'Z';
+            return Ok(());
+        }
+        if self.shutting_down == Some(Shutdown::Waiting) {
+            // The walsender is shutting down for the client: nothing more of it goes.
+            self.write_upto(at).await?;
+            self.drop_upto(at, at + len);
             return Ok(());
         }
         match tag {
@@ -434,15 +575,20 @@ impl Down<'_> {
             "connection {}: streaming from slot {slot} (START_REPLICATION {of_slot} of the slot)",
             self.who.attempt
         ));
+        let scope = Scope {
+            slot: Some(slot),
+            application_name: self.who.application_name.clone(),
+            of_slot,
+            of_server,
+        };
+        *self.link.scope.lock().unwrap_or_else(|e| e.into_inner()) = Some(scope.clone());
+        self.link.client_flush.store(0, Ordering::SeqCst);
         self.session = Some(Session {
             decoder,
             tracker: Tracker::default(),
-            scope: Scope {
-                slot: Some(slot),
-                application_name: self.who.application_name.clone(),
-                of_slot,
-                of_server,
-            },
+            scope,
+            started: tokio::time::Instant::now(),
+            time_checked: None,
         });
         self.link.streaming.store(true, Ordering::Relaxed);
     }
@@ -485,7 +631,8 @@ impl Down<'_> {
                 self.rules(Point::Before, &facts, at, len).await?;
                 self.pace(at, len).await?;
                 self.rules(Point::Within(0), &facts, at, len).await?;
-                self.rules(Point::After, &facts, at, len).await
+                self.rules(Point::After, &facts, at, len).await?;
+                self.finish_shutdown(at + len).await
             }
             _ => Ok(()),
         }
@@ -574,17 +721,7 @@ impl Down<'_> {
                 self.draining = true;
                 Ok(())
             }
-            Action::RequestReply => {
-                let keepalive = ServerMessage::PrimaryKeepalive(PrimaryKeepalive {
-                    wal_end: self.sent,
-                    send_time: PgTimestamp::now(),
-                    reply_requested: true,
-                });
-                let payload = encode(&keepalive, envelope()).expect("a keepalive always encodes");
-                let mut out = Vec::new();
-                backend::copy_data(&mut out, &payload);
-                self.write_own(self.written, &out).await
-            }
+            Action::RequestReply => self.keepalive(true).await,
             Action::Slow {
                 delay_ms,
                 bytes_per_second,
@@ -596,9 +733,29 @@ impl Down<'_> {
                 };
                 Ok(())
             }
+            Action::Shutdown => {
+                self.shutting_down = Some(Shutdown::Finishing);
+                self.finish_shutdown(at + len).await
+            }
             // Refused when the rule is added.
-            Action::Shutdown | Action::Crash => Ok(()),
+            Action::Crash => Ok(()),
         }
+    }
+
+    /// A shutdown that was finishing the transaction under way starts waiting once no
+    /// transaction is open (the frame ending at `end` is the last that goes).
+    async fn finish_shutdown(&mut self, end: usize) -> Result<(), End> {
+        let idle = self.session.as_ref().is_none_or(|s| s.tracker.idle());
+        if self.shutting_down != Some(Shutdown::Finishing) || !idle {
+            return Ok(());
+        }
+        self.shutting_down = Some(Shutdown::Waiting);
+        self.write_upto(end).await?;
+        self.shared.log(format!(
+            "connection {}: shutting down: waiting for the client to confirm {}",
+            self.who.attempt, self.sent
+        ));
+        self.shutdown_step().await
     }
 
     /// Paces the frame at `at` for a `slow` action: what came before it goes, then the
@@ -612,6 +769,14 @@ impl Down<'_> {
         self.write_upto(at).await?;
         tokio::time::sleep(wait).await;
         Ok(())
+    }
+}
+
+/// Sleeps until `at`, or forever without one (a `select!` branch guarded by `is_some`).
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 

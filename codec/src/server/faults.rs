@@ -517,6 +517,11 @@ impl Tracker {
         }
     }
 
+    /// Whether no transaction is open on the connection.
+    pub(crate) fn idle(&self) -> bool {
+        self.follower.idle()
+    }
+
     /// The xid of the last transaction begun (for error wordings that name it).
     pub(crate) fn xid(&self) -> Xid {
         self.follower.xid().unwrap_or(Xid(0))

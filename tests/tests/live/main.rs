@@ -211,6 +211,14 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
             &format!("{label}: the proxy's faults on a real stream"),
             guarded(|| proxy::check_faults(&server)),
         );
+        report.record(
+            &format!("{label}: the proxy when things fail"),
+            guarded(|| proxy::check_failures(&server)),
+        );
+        report.record(
+            &format!("{label}: the proxy's timed, flush and shutdown rules"),
+            guarded(|| proxy::check_timers_and_shutdown(&server)),
+        );
         return;
     }
     if std::env::var("PGOUTPUT_LIVE_ONLY").as_deref() == Ok("replay") {
@@ -328,6 +336,14 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
     report.record(
         &format!("{label}: the proxy's faults on a real stream"),
         guarded(|| proxy::check_faults(&server)),
+    );
+    report.record(
+        &format!("{label}: the proxy when things fail"),
+        guarded(|| proxy::check_failures(&server)),
+    );
+    report.record(
+        &format!("{label}: the proxy's timed, flush and shutdown rules"),
+        guarded(|| proxy::check_timers_and_shutdown(&server)),
     );
     if let Some(dir) = std::env::var_os("PGOUTPUT_BENCH_CAPTURE") {
         if server.major() >= 16 {

@@ -382,16 +382,7 @@ pub fn check_faults(server: &Server) -> Result<String, String> {
         server.psql(&sql).map_err(|e| e.to_string())?;
     }
     let expected = peek_slot(server, options.slot, &options)?;
-    let want: Vec<Lsn> = {
-        let mut decoder = pgoutput_codec::Decoder::new(options.version, options.streaming)
-            .map_err(|e| e.to_string())?;
-        let mut ends = Vec::new();
-        for row in &expected {
-            let message = decoder.decode(&row.data).map_err(|e| e.to_string())?;
-            ends.extend(message.transaction_end_lsn());
-        }
-        ends
-    };
+    let want = transaction_ends(&options, &expected)?;
     let proxy = start_proxy(server)?;
     let slot = options.slot;
     let rules = [
@@ -433,12 +424,49 @@ pub fn check_faults(server: &Server) -> Result<String, String> {
     for rule in rules {
         proxy.add_fault(rule).map_err(|e| e.to_string())?;
     }
+    let resumes = consume_through(&proxy, &options, &want)?;
+    let fired: Vec<u64> = proxy.faults().iter().map(|(_, n)| *n).collect();
+    if fired != [1, 1, 1, 1] {
+        return Err(format!(
+            "the rules fired {fired:?} times; log: {:?}",
+            proxy.log()
+        ));
+    }
+    let last = *want.last().ok_or("no transaction")?;
+    let flushed = wait_confirmed(server, slot, last)?;
+    let fatal = psycopg2_fatal(server, &proxy)?;
+    for slot in [options.slot, "proxy_fatal"] {
+        let _ = server.psql(&format!("SELECT pg_drop_replication_slot('{slot}');"));
+    }
+    Ok(format!(
+        "{} transactions exactly once through a close, a reset mid-frame, 57P01 and a stall ({} resumes); the real slot confirmed {flushed}; psycopg2 got \"{fatal}\"",
+        want.len(),
+        resumes
+    ))
+}
+
+/// The transaction ends `expected` holds for `options`.
+fn transaction_ends(options: &Options, expected: &[Row]) -> Result<Vec<Lsn>, String> {
+    let mut decoder = pgoutput_codec::Decoder::new(options.version, options.streaming)
+        .map_err(|e| e.to_string())?;
+    let mut ends = Vec::new();
+    for row in expected {
+        let message = decoder.decode(&row.data).map_err(|e| e.to_string())?;
+        ends.extend(message.transaction_end_lsn());
+    }
+    Ok(ends)
+}
+
+/// The crate's consumer, reconnecting and confirming each transaction it is given,
+/// reads `options.slot` through the proxy until it has every transaction of `want`:
+/// they must come exactly once, in order. How many times it resumed.
+fn consume_through(proxy: &Proxy, options: &Options, want: &[Lsn]) -> Result<usize, String> {
     let mut info =
-        ConnInfo::parse(Some(&through(&proxy, TAIL_USER)), |_| None).map_err(|e| e.to_string())?;
+        ConnInfo::parse(Some(&through(proxy, TAIL_USER)), |_| None).map_err(|e| e.to_string())?;
     info.application_name = "proxy-faults".into();
     let resumed = Arc::new(AtomicUsize::new(0));
     let count = Arc::clone(&resumed);
-    let config = ConsumerConfig::new(slot, stream_options(&options))
+    let config = ConsumerConfig::new(options.slot, stream_options(options))
         .auto_confirm(true)
         .reconnect(Duration::from_millis(100))
         .on_reconnect(move |note| {
@@ -468,24 +496,65 @@ pub fn check_faults(server: &Server) -> Result<String, String> {
     if ends != want {
         return Err(format!("transaction ends {ends:?}, expected {want:?}"));
     }
-    let fired: Vec<u64> = proxy.faults().iter().map(|(_, n)| *n).collect();
-    if fired != [1, 1, 1, 1] {
-        return Err(format!(
-            "the rules fired {fired:?} times; log: {:?}",
-            proxy.log()
-        ));
-    }
     consumer.close();
-    let last = *want.last().ok_or("no transaction")?;
-    let flushed = wait_confirmed(server, slot, last)?;
-    let fatal = psycopg2_fatal(server, &proxy)?;
-    for slot in [options.slot, "proxy_fatal"] {
-        let _ = server.psql(&format!("SELECT pg_drop_replication_slot('{slot}');"));
+    Ok(resumed.load(Ordering::SeqCst))
+}
+
+/// The rules that fire between frames, and the shutdown sequence, on a real stream: a
+/// `time` rule starts PostgreSQL's shutdown sequence 1 ms into the first connection (the
+/// transaction under way finishes, keepalives ask for a reply until the consumer has
+/// confirmed what it was sent, then `COPY 0` and the close); a `flush` rule fires when
+/// the consumer confirms the last transaction (seen from PostgreSQL itself: the slot's
+/// `confirmed_flush_lsn`). The consumer gets every transaction once.
+pub fn check_timers_and_shutdown(server: &Server) -> Result<String, String> {
+    let options = Options {
+        slot: "proxy_timers",
+        version: ProtocolVersion::V1,
+        streaming: Streaming::Off,
+        binary: false,
+        two_phase: false,
+    };
+    let slot = options.slot;
+    server
+        .psql(&format!(
+            "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput') IS NOT NULL;"
+        ))
+        .map_err(|e| e.to_string())?;
+    for sql in workload(98_000) {
+        server.psql(&sql).map_err(|e| e.to_string())?;
     }
+    let expected = peek_slot(server, slot, &options)?;
+    let want = transaction_ends(&options, &expected)?;
+    let proxy = start_proxy(server)?;
+    let last = *want.last().ok_or("no transaction")?;
+    let rules = [
+        Fault::new(Trigger::Time { ms: 1 }, Action::Shutdown)
+            .slot(slot)
+            .connection(1),
+        Fault::new(Trigger::Flush { lsn: last }, Action::RequestReply).slot(slot),
+    ];
+    for rule in rules {
+        proxy.add_fault(rule).map_err(|e| e.to_string())?;
+    }
+    let resumes = consume_through(&proxy, &options, &want)?;
+    // The status update that moved the slot there passed the proxy's flush rule first.
+    wait_confirmed(server, slot, last)?;
+    let fired: Vec<u64> = proxy.faults().iter().map(|(_, n)| *n).collect();
+    let log = proxy.log();
+    if fired != [1, 1] {
+        return Err(format!("the rules fired {fired:?} times; log: {log:?}"));
+    }
+    let Some(shut) = log
+        .iter()
+        .find(|l| l.contains("shut down: the client confirmed"))
+    else {
+        return Err(format!("no completed shutdown in the log: {log:?}"));
+    };
+    let shut = shut.clone();
+    let _ = server.psql(&format!("SELECT pg_drop_replication_slot('{slot}');"));
     Ok(format!(
-        "{} transactions exactly once through a close, a reset mid-frame, 57P01 and a stall ({} resumes); the real slot confirmed {flushed}; psycopg2 got \"{fatal}\"",
-        want.len(),
-        resumed.load(Ordering::SeqCst)
+        "{} transactions once through a time rule, a flush rule and the shutdown sequence ({resumes} resumes); {shut}",
+        want.len()
     ))
 }
 
@@ -554,4 +623,233 @@ fn psycopg2_fatal(server: &Server, proxy: &Proxy) -> Result<String, String> {
     }
     let _ = server;
     Ok(out)
+}
+
+/// Failures: an unreachable upstream gets the client PostgreSQL's FATAL naming it (and
+/// the proxy serves the next client); the upstream's walsender terminated mid-stream
+/// reaches the client as PostgreSQL's FATAL and the close; 1,000 clients that vanish
+/// mid-session (half of them in copy-both) leave no backend behind on the server.
+pub fn check_failures(server: &Server) -> Result<String, String> {
+    let unreachable = unreachable_upstream()?;
+    let proxy = start_proxy(server)?;
+    let terminated = terminated_mid_stream(server, &proxy)?;
+    let churned = churn(server, &proxy, 1000)?;
+    Ok(format!(
+        "unreachable upstream: \"{unreachable}\"; walsender terminated mid-stream: psycopg2 got \"{terminated}\"; {churned}"
+    ))
+}
+
+/// A startup packet for `user` on database `postgres`, with these parameters more.
+fn startup_packet(user: &str, more: &[(&str, &str)]) -> Vec<u8> {
+    let mut body = 196_608u32.to_be_bytes().to_vec();
+    for (name, value) in [("user", user), ("database", "postgres")]
+        .iter()
+        .chain(more)
+    {
+        for s in [name, value] {
+            body.extend_from_slice(s.as_bytes());
+            body.push(0);
+        }
+    }
+    body.push(0);
+    let mut packet = ((body.len() + 4) as u32).to_be_bytes().to_vec();
+    packet.extend(body);
+    packet
+}
+
+/// Reads backend messages until one of type `until` (or an ErrorResponse): each type
+/// byte and body.
+fn read_until(stream: &mut std::net::TcpStream, until: u8) -> Result<Vec<(u8, Vec<u8>)>, String> {
+    use std::io::Read;
+    let mut messages = Vec::new();
+    loop {
+        let mut header = [0u8; 5];
+        stream
+            .read_exact(&mut header)
+            .map_err(|e| format!("reading a message after {messages:?}: {e}"))?;
+        let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
+        let mut body = vec![0; len.saturating_sub(4)];
+        stream.read_exact(&mut body).map_err(|e| e.to_string())?;
+        let tag = header[0];
+        messages.push((tag, body));
+        if tag == until || tag == b'E' {
+            return Ok(messages);
+        }
+    }
+}
+
+/// An ErrorResponse's severity, SQLSTATE and message.
+fn error_fields(body: &[u8]) -> (String, String, String) {
+    let mut fields = (String::new(), String::new(), String::new());
+    for field in body.split(|b| *b == 0).filter(|f| !f.is_empty()) {
+        let value = String::from_utf8_lossy(&field[1..]).into_owned();
+        match field[0] {
+            b'S' => fields.0 = value,
+            b'C' => fields.1 = value,
+            b'M' => fields.2 = value,
+            _ => {}
+        }
+    }
+    fields
+}
+
+fn unreachable_upstream() -> Result<String, String> {
+    use std::io::Write;
+    // A port nothing listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| e.to_string())?
+        .port();
+    let proxy = Proxy::builder(&format!("host=127.0.0.1 port={port} sslmode=disable"))
+        .map_err(|e| e.to_string())?
+        .start()
+        .map_err(|e| e.to_string())?;
+    let mut last = String::new();
+    for _ in 0..2 {
+        let mut client = std::net::TcpStream::connect(proxy.addr()).map_err(|e| e.to_string())?;
+        client
+            .write_all(&startup_packet("postgres", &[]))
+            .map_err(|e| e.to_string())?;
+        let messages = read_until(&mut client, b'Z')?;
+        let Some((b'E', body)) = messages.last() else {
+            return Err(format!("no ErrorResponse but {messages:?}"));
+        };
+        let (severity, code, message) = error_fields(body);
+        let target = format!("127.0.0.1:{port}");
+        if severity != "FATAL" || code != "08006" || !message.contains(&target) {
+            return Err(format!("{severity} {code} {message}"));
+        }
+        last = message;
+    }
+    Ok(last)
+}
+
+const TERMINATED: &str = r#"
+import sys, psycopg2, psycopg2.extras
+dsn, admin, slot = sys.argv[1], sys.argv[2], sys.argv[3]
+conn = psycopg2.connect(dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection)
+cur = conn.cursor()
+cur.start_replication(slot_name=slot, decode=False, options={"proto_version": "1", "publication_names": "pub"})
+killed = False
+def consume(msg):
+    global killed
+    if not killed:
+        killed = True
+        a = psycopg2.connect(admin)
+        a.autocommit = True
+        a.cursor().execute("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = %s", (slot,))
+        a.close()
+try:
+    cur.consume_stream(consume)
+    print("no error")
+except psycopg2.Error as e:
+    print(str(e).strip().splitlines()[0])
+"#;
+
+/// psycopg2 streaming through the proxy while its walsender is terminated: what it
+/// reports.
+fn terminated_mid_stream(server: &Server, proxy: &Proxy) -> Result<String, String> {
+    let slot = "proxy_terminated";
+    server
+        .psql(&format!(
+            "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput') IS NOT NULL;"
+        ))
+        .map_err(|e| e.to_string())?;
+    for sql in &workload(97_000)[..2] {
+        server.psql(sql).map_err(|e| e.to_string())?;
+    }
+    let out = run(Command::new("python3").args([
+        "-c",
+        TERMINATED,
+        &through(proxy, TAIL_USER),
+        &server.conninfo("postgres", None),
+        slot,
+    ]));
+    let _ = server.psql(&format!("SELECT pg_drop_replication_slot('{slot}');"));
+    let out = String::from_utf8_lossy(&out?).trim().to_owned();
+    if out != "terminating connection due to administrator command" {
+        return Err(format!("psycopg2 reported {out:?}"));
+    }
+    Ok(out)
+}
+
+/// `count` clients log in through the proxy and vanish without a word, every other one
+/// in copy-both on a slot; then no backend of theirs is left, and the slot is free.
+fn churn(server: &Server, proxy: &Proxy, count: usize) -> Result<String, String> {
+    use std::io::Write;
+    let slot = "proxy_churn";
+    server
+        .psql(&format!(
+            "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput') IS NOT NULL;"
+        ))
+        .map_err(|e| e.to_string())?;
+    let start = format!(
+        "START_REPLICATION SLOT {slot} LOGICAL 0/0 (proto_version '1', publication_names 'pub')\0"
+    );
+    let mut query = vec![b'Q'];
+    query.extend_from_slice(&((start.len() + 4) as u32).to_be_bytes());
+    query.extend_from_slice(start.as_bytes());
+    let started = Instant::now();
+    let mut in_use = 0;
+    for i in 0..count {
+        let streaming = i % 2 == 0;
+        let mut more = vec![("application_name", "proxy-churn")];
+        if streaming {
+            more.push(("replication", "database"));
+        }
+        let mut client = std::net::TcpStream::connect(proxy.addr()).map_err(|e| e.to_string())?;
+        client
+            .write_all(&startup_packet("postgres", &more))
+            .map_err(|e| e.to_string())?;
+        read_until(&mut client, b'Z')?;
+        // The walsender of the client before may still be on its way out (PostgreSQL
+        // reaps it a moment after its socket closes): 55006 until it has released the
+        // slot, as on a direct connection; the client asks again.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while streaming {
+            client.write_all(&query).map_err(|e| e.to_string())?;
+            let messages = read_until(&mut client, b'W')?;
+            match messages.last() {
+                Some((b'W', _)) => break,
+                Some((b'E', body))
+                    if error_fields(body).1 == "55006" && Instant::now() < deadline =>
+                {
+                    read_until(&mut client, b'Z')?;
+                    in_use += 1;
+                }
+                _ => {
+                    return Err(format!(
+                        "client {i}: START_REPLICATION answered {messages:?}"
+                    ))
+                }
+            }
+        }
+        // Gone: no Terminate, no CopyDone.
+        drop(client);
+    }
+    let elapsed = started.elapsed();
+    wait_all_closed(proxy)?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = server
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'proxy-churn';",
+            )
+            .map_err(|e| e.to_string())?;
+        if left.trim() == "0" {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{} backends of the churned clients left after 30 s",
+                left.trim()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = server.psql(&format!("SELECT pg_drop_replication_slot('{slot}');"));
+    Ok(format!(
+        "{count} clients came and went in {:.1} s (half in copy-both; {in_use} START_REPLICATION found the slot still held by the walsender before, 55006): none of their backends left",
+        elapsed.as_secs_f64()
+    ))
 }
