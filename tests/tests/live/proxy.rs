@@ -806,21 +806,23 @@ fn churn(server: &Server, proxy: &Proxy, count: usize) -> Result<String, String>
         // reaps it a moment after its socket closes): 55006 until it has released the
         // slot, as on a direct connection; the client asks again.
         let deadline = Instant::now() + Duration::from_secs(30);
-        while streaming {
-            client.write_all(&query).map_err(|e| e.to_string())?;
-            let messages = read_until(&mut client, b'W')?;
-            match messages.last() {
-                Some((b'W', _)) => break,
-                Some((b'E', body))
-                    if error_fields(body).1 == "55006" && Instant::now() < deadline =>
-                {
-                    read_until(&mut client, b'Z')?;
-                    in_use += 1;
-                }
-                _ => {
-                    return Err(format!(
-                        "client {i}: START_REPLICATION answered {messages:?}"
-                    ))
+        if streaming {
+            loop {
+                client.write_all(&query).map_err(|e| e.to_string())?;
+                let messages = read_until(&mut client, b'W')?;
+                match messages.last() {
+                    Some((b'W', _)) => break,
+                    Some((b'E', body))
+                        if error_fields(body).1 == "55006" && Instant::now() < deadline =>
+                    {
+                        read_until(&mut client, b'Z')?;
+                        in_use += 1;
+                    }
+                    _ => {
+                        return Err(format!(
+                            "client {i}: START_REPLICATION answered {messages:?}"
+                        ))
+                    }
                 }
             }
         }
