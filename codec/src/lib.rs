@@ -86,6 +86,8 @@ extern crate self as pgoutput_codec;
 #[cfg_attr(docsrs, doc(cfg(feature = "client")))]
 pub mod client;
 mod codec;
+#[cfg(feature = "server")]
+mod control;
 mod ctx;
 pub mod docs;
 mod envelope;

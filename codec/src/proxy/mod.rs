@@ -28,8 +28,13 @@
 //! pair, and either side closing closes the other at once (so the walsender exits and
 //! releases its slot, as with a direct connection).
 
+mod control;
+mod records;
 mod relay;
 mod startup;
+
+pub use crate::control::Control;
+pub use records::{ConnectionInfo, SlotInfo};
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -44,7 +49,10 @@ use tokio::sync::oneshot;
 
 use crate::client::{ClientError, ConnInfo};
 use crate::server::faults::Plan;
-use crate::server::{Action, Fault, FaultError};
+use crate::server::{Action, Fault, FaultError, Timeout};
+use crate::Lsn;
+use records::Records;
+use std::time::Duration;
 
 /// How many log lines the proxy keeps (the oldest go first).
 const LOG_LINES: usize = 10_000;
@@ -86,6 +94,7 @@ impl Builder {
             starts: Mutex::new(Starts::default()),
             open: AtomicUsize::new(0),
             log: Mutex::new(VecDeque::new()),
+            records: Records::default(),
         });
         for fault in self.faults {
             shared.add_fault(fault)?;
@@ -241,6 +250,46 @@ impl Proxy {
         self.shared.open.load(Ordering::SeqCst)
     }
 
+    /// Every open connection, and the last 1,000 that ended: who, its upstream, its slot,
+    /// the frames it was sent, its status updates, how it ended.
+    #[must_use]
+    pub fn connection_records(&self) -> Vec<ConnectionInfo> {
+        self.shared.records.connections()
+    }
+
+    /// The slots streamed through the proxy: what clients confirmed and were sent.
+    #[must_use]
+    pub fn slots(&self) -> Vec<SlotInfo> {
+        self.shared.records.slots()
+    }
+
+    /// Waits until a client has confirmed `lsn` (or past it) for `slot` through the proxy.
+    ///
+    /// # Errors
+    ///
+    /// Where the slot stood when `timeout` passed (`None`: nothing streamed it yet).
+    pub fn wait_for_confirmed_flush(
+        &self,
+        slot: &str,
+        lsn: Lsn,
+        timeout: Duration,
+    ) -> Result<Lsn, Timeout> {
+        self.shared
+            .records
+            .wait_for_confirmed_flush(slot, lsn, timeout)
+    }
+
+    /// Serves the control API on `addr` (loopback only, unless `remote`): `GET /` lists
+    /// its endpoints.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a non-loopback address without `remote`, else the error of
+    /// binding the socket.
+    pub fn control(&self, addr: SocketAddr, remote: bool) -> io::Result<Control> {
+        control::start(Arc::clone(&self.shared), addr, remote)
+    }
+
     /// Stops the proxy and waits for its thread: every connection is closed.
     pub fn shutdown(mut self) {
         self.stop();
@@ -280,19 +329,25 @@ struct Shared {
     /// Client connections open now.
     open: AtomicUsize,
     log: Mutex<VecDeque<String>>,
+    records: Records,
 }
 
 impl Shared {
     fn add_fault(&self, fault: Fault) -> Result<(), FaultError> {
+        self.check_fault(&fault)?;
+        self.faults.add(fault);
+        Ok(())
+    }
+
+    /// Whether a rule can work on the proxy.
+    fn check_fault(&self, fault: &Fault) -> Result<(), FaultError> {
         fault.check()?;
-        let unsupported = matches!(fault.then, Action::Crash);
-        if unsupported {
+        if matches!(fault.then, Action::Crash) {
             return Err(FaultError(format!(
-                "the proxy does not do {:?} on {:?} yet (the test server does)",
-                fault.then, fault.when
+                "the proxy does not do {:?} yet (the test server does)",
+                fault.then
             )));
         }
-        self.faults.add(fault);
         Ok(())
     }
 

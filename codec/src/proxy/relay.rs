@@ -10,7 +10,7 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
@@ -19,6 +19,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch, Notify};
 
+use super::records::{Record, Startup};
 use super::startup::{self, First};
 use super::Shared;
 use crate::client::{attempts, ClientError, StreamOptions};
@@ -40,13 +41,29 @@ fn envelope() -> Ctx {
     Ctx::plain(ProtocolVersion::V1)
 }
 
-/// How a pair ended.
+/// How a pair ended: either way, both connections close (the client's with FIN, or RST
+/// after a `reset`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum End {
-    /// Either side closed, or a rule closed the connection: close both (FIN).
+    /// The client left (or its socket failed).
+    ClientLeft,
+    /// The upstream closed (or its socket failed); the client saw the same end.
+    UpstreamClosed,
+    /// A rule ended the connection (a close, a FATAL, a shutdown's end).
     Closed,
     /// A rule reset the client's connection (RST).
     Reset,
+}
+
+impl End {
+    fn describe(self) -> &'static str {
+        match self {
+            End::ClientLeft => "the client left",
+            End::UpstreamClosed => "the upstream closed",
+            End::Closed => "a rule closed it",
+            End::Reset => "a rule reset it",
+        }
+    }
 }
 
 /// Serves one client: the `connect` rules, its first packets, its upstream connection,
@@ -81,6 +98,15 @@ pub(super) async fn serve(mut client: TcpStream, peer: SocketAddr, shared: &Shar
     };
     let upstream = &shared.upstream;
     let target = format!("{}:{}", upstream.host, upstream.port);
+    let record = match &first {
+        First::Startup { .. } => Some(shared.records.open(&Startup {
+            id: attempt,
+            peer,
+            parameter: &|name| first.parameter(name).map(str::to_owned),
+            upstream: target.clone(),
+        })),
+        First::Cancel(_) => None,
+    };
     let opened = crate::client::tokio::open(upstream, attempts(upstream)[0]).await;
     let mut server = match opened {
         Ok((server, _tls)) => server,
@@ -88,6 +114,11 @@ pub(super) async fn serve(mut client: TcpStream, peer: SocketAddr, shared: &Shar
             shared.log(format!(
                 "connection {attempt} from {peer}: upstream {target}: {err}"
             ));
+            if let Some(record) = &record {
+                shared
+                    .records
+                    .ended(record, &format!("the upstream was unreachable: {err}"));
+            }
             let why = match err {
                 ClientError::Connect { source, .. } => source.to_string(),
                 err => err.to_string(),
@@ -99,30 +130,40 @@ pub(super) async fn serve(mut client: TcpStream, peer: SocketAddr, shared: &Shar
             return fatal(&mut client, &err).await;
         }
     };
-    let bytes = match &first {
-        First::Cancel(bytes) => {
+    let (bytes, record) = match (&first, record) {
+        (First::Startup { bytes, .. }, Some(record)) => (bytes, record),
+        (First::Cancel(_), _) | (_, None) => {
             // The upstream finds the backend by the key and closes; so do we.
-            let _ = server.write_all(bytes).await;
+            let _ = server.write_all(bytes_of(&first)).await;
             let _ = server.flush().await;
             return;
         }
-        First::Startup { bytes, .. } => bytes,
     };
-    if server.write_all(bytes).await.is_err() {
-        return;
-    }
     let who = Who {
         attempt,
         application_name: first.parameter("application_name").unwrap_or("").to_owned(),
+        record,
     };
-    relay(client, server, shared, &who).await;
+    let end = match server.write_all(bytes).await {
+        Ok(()) => relay(client, server, shared, &who).await,
+        Err(_) => End::UpstreamClosed,
+    };
+    shared.records.ended(&who.record, end.describe());
 }
 
-/// Who a connection is, for the rules' scopes and the log.
+/// The bytes of a client's first packet.
+fn bytes_of(first: &First) -> &[u8] {
+    match first {
+        First::Startup { bytes, .. } | First::Cancel(bytes) => bytes,
+    }
+}
+
+/// Who a connection is, for the rules' scopes, the log and its record.
 #[derive(Debug)]
 struct Who {
     attempt: u64,
     application_name: String,
+    record: Arc<Record>,
 }
 
 /// What the two directions of a pair share.
@@ -145,13 +186,18 @@ async fn relay(
     server: Box<dyn crate::client::tokio::Io>,
     shared: &Shared,
     who: &Who,
-) {
+) -> End {
     let (client_read, mut client_write) = client.into_split();
     let (server_read, server_write) = tokio::io::split(server);
     let link = Link::default();
     let (inject, injected) = mpsc::unbounded_channel();
     let (stall, stalled) = watch::channel(false);
     let (flush_rules, due) = mpsc::unbounded_channel();
+    let from_down = FromDown {
+        injected,
+        stalled,
+        flush_rules,
+    };
     let mut down = Down {
         shared,
         who,
@@ -170,7 +216,7 @@ async fn relay(
     };
     let end = tokio::select! {
         end = down.run(server_read, due) => end,
-        end = up(client_read, server_write, &link, shared, injected, stalled, flush_rules) => end,
+        end = up(client_read, server_write, &link, shared, who, from_down) => end,
     };
     // Both directions' futures are dropped here (the client's read half with them), so
     // the upstream connection closes at once: its walsender exits and releases its slot.
@@ -179,6 +225,7 @@ async fn relay(
         // Without shutting down the writing side: the close sends RST, not FIN.
         client_write.forget();
     }
+    end
 }
 
 /// The length of the whole message at the start of `buf` (type byte, Int32 length and
@@ -209,10 +256,14 @@ async fn up(
     mut server: tokio::io::WriteHalf<Box<dyn crate::client::tokio::Io>>,
     link: &Link,
     shared: &Shared,
-    mut injected: mpsc::UnboundedReceiver<Vec<u8>>,
-    mut stalled: watch::Receiver<bool>,
-    flush_rules: mpsc::UnboundedSender<(Trigger, Action)>,
+    who: &Who,
+    channels: FromDown,
 ) -> End {
+    let FromDown {
+        mut injected,
+        mut stalled,
+        flush_rules,
+    } = channels;
     let mut buf = BytesMut::with_capacity(8 * 1024);
     let mut whole = 0;
     loop {
@@ -221,13 +272,13 @@ async fn up(
                 Ok(0) | Err(_) => {
                     // What the client sent whole before it left (its Terminate) still goes.
                     let _ = server.write_all(&buf[..whole]).await;
-                    return End::Closed;
+                    return End::ClientLeft;
                 }
                 Ok(_) => {}
             },
             Some(bytes) = injected.recv() => {
                 if server.write_all(&bytes).await.is_err() {
-                    return End::Closed;
+                    return End::UpstreamClosed;
                 }
                 continue;
             }
@@ -235,7 +286,7 @@ async fn up(
         loop {
             match whole_message(&mut buf, whole) {
                 Ok(Some(len)) => {
-                    note_client_message(&buf[whole..whole + len], link, shared, &flush_rules);
+                    note_client_message(&buf[whole..whole + len], link, shared, who, &flush_rules);
                     whole += len;
                 }
                 Ok(None) => break,
@@ -247,16 +298,26 @@ async fn up(
             }
         }
         if *stalled.borrow() && stalled.wait_for(|s| !*s).await.is_err() {
-            return End::Closed;
+            return End::UpstreamClosed;
         }
         if whole > 0 {
             if server.write_all(&buf[..whole]).await.is_err() {
-                return End::Closed;
+                return End::UpstreamClosed;
             }
             buf.advance(whole);
             whole = 0;
         }
     }
+}
+
+/// The downstream's ends of the channels to the upstream direction.
+struct FromDown {
+    /// Bytes a rule sends the upstream (a CopyDone after an injected ERROR).
+    injected: mpsc::UnboundedReceiver<Vec<u8>>,
+    /// Whether a rule stalls the connection.
+    stalled: watch::Receiver<bool>,
+    /// The `flush` rules a status update met, for the downstream to do.
+    flush_rules: mpsc::UnboundedSender<(Trigger, Action)>,
 }
 
 /// A client's message, read for what the downstream needs to know: its
@@ -266,6 +327,7 @@ fn note_client_message(
     message: &[u8],
     link: &Link,
     shared: &Shared,
+    who: &Who,
     flush_rules: &mpsc::UnboundedSender<(Trigger, Action)>,
 ) {
     if link.streaming.load(Ordering::Relaxed) {
@@ -276,6 +338,11 @@ fn note_client_message(
                 link.client_flush
                     .fetch_max(update.flush_lsn.0, Ordering::SeqCst);
                 let scope = link.scope.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(slot) = scope.as_ref().and_then(|s| s.slot.as_deref()) {
+                    shared
+                        .records
+                        .status_update(&who.record, slot, update.flush_lsn);
+                }
                 let met = shared.faults.fire(
                     scope.as_ref(),
                     |trigger| matches!(trigger, Trigger::Flush { lsn } if update.flush_lsn >= *lsn),
@@ -373,7 +440,7 @@ impl Down<'_> {
                         // The client sees the same end: what came whole, then the close.
                         let _ = self.process().await;
                         let _ = self.client.shutdown().await;
-                        return End::Closed;
+                        return End::UpstreamClosed;
                     }
                     Ok(_) => self.process().await,
                 },
@@ -483,7 +550,7 @@ impl Down<'_> {
             self.client
                 .write_all(&self.buf[self.written..end])
                 .await
-                .map_err(|_| End::Closed)?;
+                .map_err(|_| End::ClientLeft)?;
             self.written = end;
         }
         Ok(())
@@ -492,7 +559,10 @@ impl Down<'_> {
     /// Bytes of the proxy's own (what a rule sends), after what came before them.
     async fn write_own(&mut self, at: usize, bytes: &[u8]) -> Result<(), End> {
         self.write_upto(at).await?;
-        self.client.write_all(bytes).await.map_err(|_| End::Closed)
+        self.client
+            .write_all(bytes)
+            .await
+            .map_err(|_| End::ClientLeft)
     }
 
     /// Drops the buffer from `written` up to `end`: never sent.
@@ -571,6 +641,7 @@ impl Down<'_> {
             }
         };
         let (of_slot, of_server) = self.shared.count_start(&slot);
+        self.shared.records.streaming(&self.who.record, &slot);
         self.shared.log(format!(
             "connection {}: streaming from slot {slot} (START_REPLICATION {of_slot} of the slot)",
             self.who.attempt
@@ -610,14 +681,19 @@ impl Down<'_> {
                 let Some(decoder) = &mut session.decoder else {
                     return Ok(());
                 };
+                self.who.record.frame();
                 let facts = match decoder.decode(&payload[25..]) {
                     Ok(message) => {
                         if let Some(end) = message.transaction_end_lsn() {
                             self.sent = self.sent.max(end);
+                            if let Some(slot) = &session.scope.slot {
+                                self.shared.records.sent(slot, end);
+                            }
                         }
                         session.tracker.frame(&message)
                     }
                     Err(err) => {
+                        self.who.record.undecodable();
                         let wal_start =
                             u64::from_be_bytes(payload[1..9].try_into().expect("8 bytes"));
                         self.shared.log(format!(

@@ -63,8 +63,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub use crate::client::StreamOptions;
+pub use crate::control::Control;
 pub use catalog::{Column, Publication, Table};
-pub use control::Control;
 pub use faults::{Action, Fault, FaultError, MessageKind, Trigger};
 pub use findings::{Finding, SentMessage};
 pub use render::{RenderError, RenderedMessage};

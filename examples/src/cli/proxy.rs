@@ -24,6 +24,13 @@ the upstream's frames as they go to the client: message, commit, change, stream_
 connect triggers; close, reset, stall, error (FATAL for 57P0x; otherwise ERROR and
 ReadyForQuery, the upstream's copy ended with a CopyDone), request_reply and slow actions.
 
+Control API (--control 127.0.0.1:PORT; loopback only unless --control-remote), JSON:
+  GET /   the endpoints          GET|POST|DELETE /faults   (as pgoutput serve's)
+  GET /connections   each client: user, upstream, slot, frames, status updates, how it ended
+  GET /slots   per slot: the highest position a client confirmed and the highest sent
+  POST /wait {"slot": "s", "lsn": "0/1000360", "timeout_ms": 5000}   (408 on timeout)
+  GET /log   streams, rules that fired, frames the codec could not decode
+
 Example:
   pgoutput proxy --listen 127.0.0.1:6432 --upstream 'host=127.0.0.1 port=5432 sslmode=disable' \
       --fault '{"when": {"on": "change", "transaction": 2, "after": 1}, "then": {"do": "reset"}}'
@@ -41,6 +48,12 @@ pub struct ProxyArgs {
     /// A fault rule as JSON (repeatable).
     #[arg(long, value_name = "JSON")]
     fault: Vec<String>,
+    /// Serve the control API (HTTP/JSON) here: rules, connections, slots, waits.
+    #[arg(long, value_name = "ADDR")]
+    control: Option<SocketAddr>,
+    /// Let the control API listen on a non-loopback address.
+    #[arg(long, requires = "control")]
+    control_remote: bool,
 }
 
 /// Runs the proxy until Ctrl-C, logging what it notes.
@@ -61,6 +74,16 @@ pub fn proxy(args: &ProxyArgs) -> Result<ExitCode, String> {
         proxy.addr(),
         args.upstream
     );
+    let _control = match args.control {
+        Some(addr) => {
+            let control = proxy
+                .control(addr, args.control_remote)
+                .map_err(|e| format!("--control {addr}: {e}"))?;
+            eprintln!("pgoutput proxy: control API on http://{}/", control.addr());
+            Some(control)
+        }
+        None => None,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = Arc::clone(&stop);

@@ -219,6 +219,10 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
             &format!("{label}: the proxy's timed, flush and shutdown rules"),
             guarded(|| proxy::check_timers_and_shutdown(&server)),
         );
+        report.record(
+            &format!("{label}: the proxy's control API, from Python"),
+            guarded(|| proxy::check_control(&server)),
+        );
         return;
     }
     if std::env::var("PGOUTPUT_LIVE_ONLY").as_deref() == Ok("replay") {
@@ -344,6 +348,10 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
     report.record(
         &format!("{label}: the proxy's timed, flush and shutdown rules"),
         guarded(|| proxy::check_timers_and_shutdown(&server)),
+    );
+    report.record(
+        &format!("{label}: the proxy's control API, from Python"),
+        guarded(|| proxy::check_control(&server)),
     );
     if let Some(dir) = std::env::var_os("PGOUTPUT_BENCH_CAPTURE") {
         if server.major() >= 16 {

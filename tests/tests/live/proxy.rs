@@ -855,3 +855,166 @@ fn churn(server: &Server, proxy: &Proxy, count: usize) -> Result<String, String>
         elapsed.as_secs_f64()
     ))
 }
+
+const CONTROL: &str = r#"
+import json, sys, threading, urllib.request, urllib.error, psycopg2, psycopg2.extras
+control, dsn, slot, admin_dsn = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+
+def call(method, path, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(control + path, data=data, method=method)
+    try:
+        with urllib.request.urlopen(request) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+out = {}
+out["endpoints"] = sorted(call("GET", "/")[1]["endpoints"])
+out["bad_rule"] = call("POST", "/faults", {"when": {"on": "commit"}, "then": {"do": "close"}})
+out["armed"] = call("POST", "/faults", {"when": {"on": "commit", "transaction": 2}, "then": {"do": "close"}, "slot": slot})
+out["wait_before"] = call("POST", "/wait", {"slot": slot, "lsn": "0/1", "timeout_ms": 10})[0]
+
+conn = psycopg2.connect(dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection)
+cur = conn.cursor()
+cur.start_replication(slot_name=slot, decode=False, options={"proto_version": "1", "publication_names": "pub"})
+# The transactions are written one at a time, each once the proxy has seen the last one
+# confirmed: psycopg2 sends a confirmation when it next waits for data, so the rule's cut
+# after the second cannot come first.
+admin = psycopg2.connect(admin_dsn)
+admin.autocommit = True
+def write():
+    admin.cursor().execute("INSERT INTO counters (n) VALUES (99001)")
+commits = []
+waiter = None
+def wait_then_write(lsn):
+    waited = call("POST", "/wait", {"slot": slot, "lsn": lsn, "timeout_ms": 30000})
+    out["wait"] = [waited[0], waited[1]["confirmed_flush_lsn"] == lsn]
+    write()
+def consume(msg):
+    global waiter
+    if msg.payload[:1] == b"C":
+        commits.append(msg.data_start)
+        # The Commit's end LSN (bytes 10..18): confirmed once applied.
+        end = int.from_bytes(msg.payload[10:18], "big")
+        msg.cursor.send_feedback(flush_lsn=end, write_lsn=end, force=True)
+        if waiter is None:
+            waiter = threading.Thread(target=wait_then_write, args=("%X/%X" % (end >> 32, end & 0xFFFFFFFF),))
+            waiter.start()
+write()
+try:
+    cur.consume_stream(consume)
+    out["stream"] = "no end"
+except psycopg2.Error as e:
+    out["stream"] = "ended: " + type(e).__name__
+if waiter is not None:
+    waiter.join()
+out["commits"] = len(commits)
+out["fired"] = [r["fired"] for r in call("GET", "/faults")[1]]
+connections = [c for c in call("GET", "/connections")[1] if c["slot"] == slot]
+out["connection"] = [(c["user"], c["replication"], c["frames"] > 0, c["status_updates"] > 0, c["ended"]) for c in connections]
+slots = [s for s in call("GET", "/slots")[1] if s["name"] == slot]
+out["slot_confirmed"] = slots[0]["confirmed_flush_lsn"] if slots else None
+out["log_fired"] = any("fault: Close at Commit" in line for line in call("GET", "/log")[1])
+out["cleared"] = call("DELETE", "/faults")[0]
+out["unknown"] = call("GET", "/nothing")[0]
+out["wrong_method"] = call("PUT", "/faults")[0]
+print(json.dumps(out))
+"#;
+
+/// The proxy from the command line, driven over its control API from Python (urllib and
+/// psycopg2): a malformed rule is refused with 400, a rule armed over HTTP cuts the
+/// stream after the second transaction, `/wait` returns once psycopg2 confirmed,
+/// `/connections`, `/slots` and `/log` say what happened.
+pub fn check_control(server: &Server) -> Result<String, String> {
+    use std::io::BufRead;
+    let slot = "proxy_control";
+    server
+        .psql(&format!(
+            "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput') IS NOT NULL;"
+        ))
+        .map_err(|e| e.to_string())?;
+    let mut child = Command::new(crate::tail::binary()?)
+        .args([
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--control",
+            "127.0.0.1:0",
+            "--upstream",
+            &server.conninfo("postgres", None),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    // Its first lines say where it listens.
+    let mut lines = std::io::BufReader::new(child.stderr.take().ok_or("no stderr")?).lines();
+    let mut listen = None;
+    let mut control = None;
+    while listen.is_none() || control.is_none() {
+        let line = lines
+            .next()
+            .ok_or("the proxy ended before it listened")?
+            .map_err(|e| e.to_string())?;
+        if let Some(rest) = line.strip_prefix("pgoutput proxy: listening on ") {
+            listen = rest.split(',').next().map(str::to_owned);
+        }
+        if let Some(rest) = line.strip_prefix("pgoutput proxy: control API on ") {
+            control = Some(rest.trim_end_matches('/').to_owned());
+        }
+    }
+    let (listen, control) = (listen.unwrap_or_default(), control.unwrap_or_default());
+    let port = listen.rsplit(':').next().unwrap_or_default();
+    let dsn = format!(
+        "host=127.0.0.1 port={port} user={} password={} dbname=postgres",
+        TAIL_USER.0, TAIL_USER.1
+    );
+    let admin = server.conninfo("postgres", None);
+    let result = run(Command::new("python3").args(["-c", CONTROL, &control, &dsn, slot, &admin]));
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = server.psql(&format!("SELECT pg_drop_replication_slot('{slot}');"));
+    let out: serde_json::Value =
+        serde_json::from_slice(&result?).map_err(|e| format!("the script's output: {e}"))?;
+    let expect = |key: &str, want: serde_json::Value| -> Result<(), String> {
+        if out[key] != want {
+            return Err(format!("{key}: {} (want {want}); all: {out}", out[key]));
+        }
+        Ok(())
+    };
+    use serde_json::json;
+    expect(
+        "endpoints",
+        json!([
+            "DELETE /faults",
+            "GET /connections",
+            "GET /faults",
+            "GET /log",
+            "GET /slots",
+            "POST /faults",
+            "POST /wait"
+        ]),
+    )?;
+    if out["bad_rule"][0] != 400 {
+        return Err(format!("a malformed rule: {}", out["bad_rule"]));
+    }
+    expect("armed", json!([201, {"armed": 1}]))?;
+    expect("wait_before", json!(408))?;
+    expect("wait", json!([200, true]))?;
+    expect("commits", json!(2))?;
+    expect("fired", json!([1]))?;
+    expect(
+        "connection",
+        json!([["tailer", "database", true, true, "a rule closed it"]]),
+    )?;
+    expect("log_fired", json!(true))?;
+    expect("cleared", json!(200))?;
+    expect("unknown", json!(404))?;
+    expect("wrong_method", json!(405))?;
+    Ok(format!(
+        "over HTTP: a rule armed and fired after 2 transactions, /wait, /connections, /slots (confirmed {}), /log; a malformed rule refused ({})",
+        out["slot_confirmed"], out["bad_rule"][1]["error"]
+    ))
+}

@@ -1,0 +1,313 @@
+//! The HTTP/JSON plumbing the control APIs share (`pgoutput serve --control`, `pgoutput
+//! proxy --control`): one request per connection (`Connection: close`), each on a thread
+//! of its own so that a `POST /wait` holds no one up; `GET /` lists the endpoints; errors
+//! are `{"error": "…"}` with a 4xx status. What each API answers lives with what it
+//! controls ([`server`](crate::server)'s and [`proxy`](crate::proxy)'s `control.rs`).
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::server::{Fault, FaultError};
+use crate::Lsn;
+
+/// The most a request's head may take, and its body.
+const MAX_HEAD: usize = 16 * 1024;
+const MAX_BODY: usize = 64 * 1024 * 1024;
+/// How long a client may take to send its request.
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A running control API. Dropping it stops it.
+#[derive(Debug)]
+pub struct Control {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    accept: Option<JoinHandle<()>>,
+}
+
+impl Control {
+    /// Serves `api` on `addr`, which must be a loopback address
+    /// unless `remote` says otherwise (the API can crash the server and read what its
+    /// clients did: it is for a test machine, not a network).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a non-loopback address without `remote`, else the error of
+    /// binding the socket.
+    pub(crate) fn serve(api: Arc<dyn Api>, addr: SocketAddr, remote: bool) -> io::Result<Control> {
+        if !addr.ip().is_loopback() && !remote {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("the control API listens on loopback only ({addr} is not), unless told to listen elsewhere"),
+            ));
+        }
+        let listener = TcpListener::bind(addr)?;
+        let addr = listener.local_addr()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let accept = {
+            let stop = Arc::clone(&stop);
+            std::thread::Builder::new()
+                .name("pgoutput-control".into())
+                .spawn(move || {
+                    for stream in listener.incoming() {
+                        if stop.load(Ordering::SeqCst) {
+                            return;
+                        }
+                        let Ok(stream) = stream else { continue };
+                        let api = Arc::clone(&api);
+                        let _ = std::thread::Builder::new()
+                            .name("pgoutput-control-request".into())
+                            .spawn(move || answer(&*api, stream));
+                    }
+                })?
+        };
+        Ok(Control {
+            addr,
+            stop,
+            accept: Some(accept),
+        })
+    }
+
+    /// Where it listens.
+    #[must_use]
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for Control {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        if let Some(accept) = self.accept.take() {
+            let _ = accept.join();
+        }
+    }
+}
+
+/// A request: method, path and body.
+pub(crate) struct Request {
+    pub method: String,
+    pub path: String,
+    pub body: Vec<u8>,
+}
+
+impl Request {
+    /// The path without its query, split at `/`.
+    pub(crate) fn segments(&self) -> Vec<&str> {
+        let path = self.path.split('?').next().unwrap_or_default();
+        path.trim_matches('/').split('/').collect()
+    }
+}
+
+/// An answer: status and JSON.
+pub(crate) struct Answer(pub u16, pub Value);
+
+/// 400 with the reason.
+pub(crate) fn bad(text: impl Into<String>) -> Answer {
+    Answer(400, json!({ "error": text.into() }))
+}
+
+/// What an API serves: its endpoints (for `GET /`), and an answer to each request.
+pub(crate) trait Api: Send + Sync + 'static {
+    /// What `GET /` lists: each endpoint (`"POST /faults"`) and what it does.
+    fn endpoints(&self) -> &'static [(&'static str, &'static str)];
+
+    /// The answer to `request`; `None` for a path the API does not have.
+    fn route(&self, request: &Request) -> Option<Answer>;
+}
+
+/// `GET /` lists the endpoints; a known path with another method is 405, an unknown one
+/// 404.
+fn dispatch(api: &dyn Api, request: &Request) -> Answer {
+    let segments = request.segments();
+    if request.method == "GET" && segments == [""] {
+        let endpoints: serde_json::Map<String, Value> = api
+            .endpoints()
+            .iter()
+            .map(|(endpoint, what)| ((*endpoint).to_owned(), Value::from(*what)))
+            .collect();
+        return Answer(200, json!({ "endpoints": endpoints }));
+    }
+    if let Some(answer) = api.route(request) {
+        return answer;
+    }
+    let path = request.path.split('?').next().unwrap_or_default();
+    let known = api.endpoints().iter().any(|(endpoint, _)| {
+        let pattern = endpoint.split_once(' ').map_or("", |(_, p)| p);
+        let pattern: Vec<&str> = pattern.trim_matches('/').split('/').collect();
+        pattern.len() == segments.len()
+            && pattern
+                .iter()
+                .zip(&segments)
+                .all(|(p, s)| p.starts_with(':') || p == s)
+    });
+    if known {
+        Answer(
+            405,
+            json!({ "error": format!("{} {path} is not part of the API", request.method) }),
+        )
+    } else {
+        Answer(
+            404,
+            json!({ "error": format!("no {path} here: GET / lists the endpoints") }),
+        )
+    }
+}
+
+fn answer(api: &dyn Api, mut stream: TcpStream) {
+    let _ = stream.set_read_timeout(Some(READ_TIMEOUT));
+    let Answer(status, body) = match read_request(&mut stream) {
+        Ok(request) => dispatch(api, &request),
+        Err(text) => bad(text),
+    };
+    let body = body.to_string();
+    let reason = match status {
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        413 => "Payload Too Large",
+        _ => "Bad Request",
+    };
+    let head = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = stream.write_all(head.as_bytes());
+    let _ = stream.write_all(body.as_bytes());
+}
+
+/// Reads one request, with `httparse` for its head and `Content-Length` for its body.
+fn read_request(stream: &mut TcpStream) -> Result<Request, String> {
+    let mut buf = Vec::new();
+    let mut chunk = [0; 4096];
+    let head_len = loop {
+        let n = stream
+            .read(&mut chunk)
+            .map_err(|e| format!("reading the request: {e}"))?;
+        if n == 0 {
+            return Err("the request ended early".into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut request = httparse::Request::new(&mut headers);
+        match request.parse(&buf) {
+            Ok(httparse::Status::Complete(len)) => break len,
+            Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => {}
+            Ok(httparse::Status::Partial) => return Err("the request's head is too long".into()),
+            Err(e) => return Err(format!("not an HTTP request: {e}")),
+        }
+    };
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut request = httparse::Request::new(&mut headers);
+    request
+        .parse(&buf)
+        .map_err(|e| format!("not an HTTP request: {e}"))?;
+    let method = request.method.unwrap_or_default().to_owned();
+    let path = request.path.unwrap_or_default().to_owned();
+    let length = match request
+        .headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+    {
+        Some(h) => std::str::from_utf8(h.value)
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .ok_or("Content-Length is not a number")?,
+        None => 0,
+    };
+    if length > MAX_BODY {
+        return Err(format!(
+            "a body of {length} bytes is more than {MAX_BODY} allowed"
+        ));
+    }
+    let mut body = buf.split_off(head_len);
+    if body.len() < length {
+        let mut rest = vec![0; length - body.len()];
+        stream
+            .read_exact(&mut rest)
+            .map_err(|e| format!("reading the body: {e}"))?;
+        body.extend_from_slice(&rest);
+    }
+    body.truncate(length);
+    Ok(Request { method, path, body })
+}
+
+/// `GET /faults`: each rule with how often it fired.
+pub(crate) fn faults(faults: Vec<(Fault, u64)>) -> Answer {
+    Answer(
+        200,
+        Value::Array(
+            faults
+                .into_iter()
+                .map(|(rule, fired)| json!({ "rule": rule, "fired": fired }))
+                .collect(),
+        ),
+    )
+}
+
+/// `POST /faults`: a rule or an array of rules, each checked by `check` before any is
+/// armed by `add`.
+pub(crate) fn add_faults(
+    body: &[u8],
+    check: impl Fn(&Fault) -> Result<(), FaultError>,
+    add: impl Fn(Fault),
+) -> Answer {
+    let value: Value = match serde_json::from_slice(body) {
+        Ok(value) => value,
+        Err(e) => return bad(format!("not JSON: {e}")),
+    };
+    let rules = match value {
+        Value::Array(rules) => rules,
+        rule => vec![rule],
+    };
+    let mut faults = Vec::new();
+    for rule in rules {
+        match serde_json::from_value::<Fault>(rule) {
+            Ok(fault) => match check(&fault) {
+                Ok(()) => faults.push(fault),
+                Err(e) => return bad(e.to_string()),
+            },
+            Err(e) => return bad(format!("not a fault rule: {e}")),
+        }
+    }
+    let armed = faults.len();
+    for fault in faults {
+        add(fault);
+    }
+    Answer(201, json!({ "armed": armed }))
+}
+
+/// The body of `POST /wait`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Wait {
+    pub slot: String,
+    pub lsn: Lsn,
+    #[serde(default = "default_wait")]
+    pub timeout_ms: u64,
+}
+
+fn default_wait() -> u64 {
+    10_000
+}
+
+impl Wait {
+    /// The body, or 400 saying what it must be.
+    pub(crate) fn parse(body: &[u8]) -> Result<Wait, Answer> {
+        serde_json::from_slice(body).map_err(|e| {
+            bad(format!(
+                "the body must be {{\"slot\": \"s\", \"lsn\": \"0/0\", \"timeout_ms\": N}}: {e}"
+            ))
+        })
+    }
+}

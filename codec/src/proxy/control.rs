@@ -1,0 +1,95 @@
+//! The proxy's control API (`pgoutput proxy --control`): the fault rules of `pgoutput
+//! serve` (the same JSON), what the proxy knows of its connections and their upstreams,
+//! the slots streamed through it, and a wait for a slot to be confirmed.
+//!
+//! | request | body | answer |
+//! |---|---|---|
+//! | `GET /` | | the endpoints |
+//! | `GET /faults` | | `[{"rule": {…}, "fired": 0}]` |
+//! | `POST /faults` | a rule, or an array of rules | `{"armed": 1}` |
+//! | `DELETE /faults` | | `{}` |
+//! | `GET /connections` | | `[{"id", "peer", "user", "upstream", "slot", "frames", "status_updates", "flush_lsn", "ended", …}]` |
+//! | `GET /slots` | | `[{"name", "confirmed_flush_lsn", "sent_lsn", "active_connection"}]` |
+//! | `POST /wait` | `{"slot": "s", "lsn": "0/1000360", "timeout_ms": 5000}` | `{"confirmed_flush_lsn"}`, or 408 |
+//! | `GET /log` | | `["connection 1: streaming from slot s …", …]` |
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::Shared;
+use crate::control::{self, Answer, Api, Control, Request, Wait};
+
+/// Serves the proxy's API.
+pub(super) fn start(shared: Arc<Shared>, addr: SocketAddr, remote: bool) -> io::Result<Control> {
+    Control::serve(Arc::new(ProxyApi(shared)), addr, remote)
+}
+
+struct ProxyApi(Arc<Shared>);
+
+impl Api for ProxyApi {
+    fn endpoints(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            ("GET /faults", "the fault rules, each with how often it fired"),
+            ("POST /faults", "arm a rule, or an array of rules (the JSON of pgoutput serve)"),
+            ("DELETE /faults", "disarm every rule"),
+            ("GET /connections", "each client connection: who, its upstream, its slot, frames, status updates, how it ended"),
+            ("GET /slots", "each slot streamed through the proxy: confirmed and sent positions, the connection streaming it"),
+            ("POST /wait", "{\"slot\", \"lsn\", \"timeout_ms\"}: wait until a client confirmed the slot there (408 on timeout)"),
+            ("GET /log", "what the proxy noted: streams, rules that fired, frames it could not decode"),
+        ]
+    }
+
+    fn route(&self, request: &Request) -> Option<Answer> {
+        let shared = &self.0;
+        Some(
+            match (request.method.as_str(), request.segments().as_slice()) {
+                ("GET", ["faults"]) => control::faults(shared.faults.faults()),
+                ("POST", ["faults"]) => control::add_faults(
+                    &request.body,
+                    |fault| shared.check_fault(fault),
+                    |fault| shared.faults.add(fault),
+                ),
+                ("DELETE", ["faults"]) => {
+                    shared.faults.clear();
+                    Answer(200, json!({}))
+                }
+                ("GET", ["connections"]) => Answer(200, json!(shared.records.connections())),
+                ("GET", ["slots"]) => Answer(200, json!(shared.records.slots())),
+                ("GET", ["log"]) => Answer(
+                    200,
+                    Value::Array(
+                        shared
+                            .log
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .iter()
+                            .map(|line| Value::from(line.as_str()))
+                            .collect(),
+                    ),
+                ),
+                ("POST", ["wait"]) => {
+                    let wait = match Wait::parse(&request.body) {
+                        Ok(wait) => wait,
+                        Err(answer) => return Some(answer),
+                    };
+                    match shared.records.wait_for_confirmed_flush(
+                        &wait.slot,
+                        wait.lsn,
+                        Duration::from_millis(wait.timeout_ms),
+                    ) {
+                        Ok(lsn) => Answer(200, json!({ "confirmed_flush_lsn": lsn })),
+                        Err(timeout) => Answer(
+                            408,
+                            json!({ "error": timeout.to_string(), "confirmed_flush_lsn": timeout.confirmed_flush_lsn }),
+                        ),
+                    }
+                }
+                _ => return None,
+            },
+        )
+    }
+}
