@@ -14,6 +14,7 @@ mod conninfo;
 mod consumer;
 mod faults;
 mod proxy;
+mod proxy_debezium;
 mod replay;
 mod scenario;
 mod tail;
@@ -225,6 +226,14 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
         );
         return;
     }
+    if std::env::var("PGOUTPUT_LIVE_ONLY").as_deref() == Ok("debezium") {
+        // A developer's shortcut: Debezium through the proxy alone.
+        report.record(
+            &format!("{label}: Debezium through the proxy"),
+            guarded(|| proxy_debezium::check(&server)),
+        );
+        return;
+    }
     if std::env::var("PGOUTPUT_LIVE_ONLY").as_deref() == Ok("replay") {
         // A developer's shortcut: the record-and-replay check alone.
         report.record(
@@ -352,6 +361,10 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
     report.record(
         &format!("{label}: the proxy's control API, from Python"),
         guarded(|| proxy::check_control(&server)),
+    );
+    report.record(
+        &format!("{label}: Debezium through the proxy"),
+        guarded(|| proxy_debezium::check(&server)),
     );
     if let Some(dir) = std::env::var_os("PGOUTPUT_BENCH_CAPTURE") {
         if server.major() >= 16 {
