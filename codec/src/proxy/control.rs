@@ -12,6 +12,10 @@
 //! | `GET /slots` | | `[{"name", "confirmed_flush_lsn", "sent_lsn", "active_connection"}]` |
 //! | `POST /wait` | `{"slot": "s", "lsn": "0/1000360", "timeout_ms": 5000}` | `{"confirmed_flush_lsn"}`, or 408 |
 //! | `GET /log` | | `["connection 1: streaming from slot s …", …]` |
+//! | `POST /checkpoint`, `POST /crash` | | `{}` |
+//! | `POST /slots/NAME/invalidate` | | `{}`: START_REPLICATION of it gets 55000 |
+//! | `POST /slots/NAME/hold` | `{"ms": 2000}` | `{}`: 55006 that long after its client leaves |
+//! | `DELETE /slots/NAME` | | `{}`: START_REPLICATION of it gets 42704 (the real slot stays) |
 
 use std::io;
 use std::net::SocketAddr;
@@ -40,6 +44,11 @@ impl Api for ProxyApi {
             ("GET /slots", "each slot streamed through the proxy: confirmed and sent positions, the connection streaming it"),
             ("POST /wait", "{\"slot\", \"lsn\", \"timeout_ms\"}: wait until a client confirmed the slot there (408 on timeout)"),
             ("GET /log", "what the proxy noted: streams, rules that fired, frames it could not decode"),
+            ("POST /checkpoint", "let the upstream hear each slot's confirmed position now (with a checkpoint interval)"),
+            ("POST /crash", "cut every connection; new ones get 57P03 for the crash refusal time"),
+            ("POST /slots/:name/invalidate", "START_REPLICATION of the slot gets 55000 from the proxy"),
+            ("POST /slots/:name/hold", "{\"ms\": N}: START_REPLICATION gets 55006 that long after the slot's client leaves"),
+            ("DELETE /slots/:name", "START_REPLICATION of the slot gets 42704 from the proxy (the real slot stays)"),
         ]
     }
 
@@ -58,7 +67,37 @@ impl Api for ProxyApi {
                     Answer(200, json!({}))
                 }
                 ("GET", ["connections"]) => Answer(200, json!(shared.records.connections())),
-                ("GET", ["slots"]) => Answer(200, json!(shared.records.slots())),
+                ("GET", ["slots"]) => Answer(200, json!(shared.slot_infos())),
+                ("POST", ["checkpoint"]) => {
+                    shared.checkpoint();
+                    Answer(200, json!({}))
+                }
+                ("POST", ["crash"]) => {
+                    shared.crash();
+                    Answer(200, json!({}))
+                }
+                ("POST", ["slots", name, "invalidate"]) => {
+                    shared.slots.invalidate(name);
+                    Answer(200, json!({}))
+                }
+                ("POST", ["slots", name, "hold"]) => {
+                    #[derive(serde::Deserialize)]
+                    #[serde(deny_unknown_fields)]
+                    struct Hold {
+                        ms: u64,
+                    }
+                    match serde_json::from_slice::<Hold>(&request.body) {
+                        Ok(hold) => {
+                            shared.slots.hold(name, Duration::from_millis(hold.ms));
+                            Answer(200, json!({}))
+                        }
+                        Err(e) => control::bad(format!("the body must be {{\"ms\": N}}: {e}")),
+                    }
+                }
+                ("DELETE", ["slots", name]) => {
+                    shared.slots.forget(name);
+                    Answer(200, json!({}))
+                }
                 ("GET", ["log"]) => Answer(
                     200,
                     Value::Array(

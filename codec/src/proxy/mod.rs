@@ -31,6 +31,7 @@
 mod control;
 mod records;
 mod relay;
+mod slots;
 mod startup;
 
 pub use crate::control::Control;
@@ -45,14 +46,18 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 use crate::client::{ClientError, ConnInfo};
 use crate::server::faults::Plan;
 use crate::server::{Action, Fault, FaultError, Timeout};
 use crate::Lsn;
 use records::Records;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use crate::server::error::{error, sqlstate, SqlError};
+use crate::{encode, ClientMessage, Ctx, PgTimestamp, ProtocolVersion, StandbyStatusUpdate};
+use slots::Slots;
 
 /// How many log lines the proxy keeps (the oldest go first).
 const LOG_LINES: usize = 10_000;
@@ -63,6 +68,8 @@ pub struct Builder {
     upstream: ConnInfo,
     listen: SocketAddr,
     faults: Vec<Fault>,
+    checkpoint_interval: Option<Duration>,
+    crash_refusal: Duration,
 }
 
 impl Builder {
@@ -77,6 +84,25 @@ impl Builder {
     #[must_use]
     pub fn fault(mut self, fault: Fault) -> Builder {
         self.faults.push(fault);
+        self
+    }
+
+    /// Model PostgreSQL's slot persistence: a client's flush position reaches the
+    /// upstream only at the proxy's checkpoints, every `interval` (and at
+    /// [`Proxy::checkpoint`]), so that after a [`Proxy::crash`] the real server sends
+    /// again what a consumer confirmed since the last one. Without it, status updates
+    /// pass unchanged.
+    #[must_use]
+    pub fn checkpoint_interval(mut self, interval: Duration) -> Builder {
+        self.checkpoint_interval = Some(interval);
+        self
+    }
+
+    /// After a [`Proxy::crash`], new connections get PostgreSQL's `FATAL: the database
+    /// system is starting up` (57P03) for this long (default: none).
+    #[must_use]
+    pub fn crash_refusal(mut self, duration: Duration) -> Builder {
+        self.crash_refusal = duration;
         self
     }
 
@@ -95,6 +121,10 @@ impl Builder {
             open: AtomicUsize::new(0),
             log: Mutex::new(VecDeque::new()),
             records: Records::default(),
+            slots: Slots::new(self.checkpoint_interval.is_some()),
+            crashes: watch::channel(0).0,
+            crash_refusal: self.crash_refusal,
+            refuse_until: Mutex::new(None),
         });
         for fault in self.faults {
             shared.add_fault(fault)?;
@@ -111,6 +141,9 @@ impl Builder {
             .name(format!("pgoutput-proxy {addr}"))
             .spawn(move || {
                 runtime.block_on(async move {
+                    if let Some(interval) = self.checkpoint_interval {
+                        tokio::spawn(checkpointer(Arc::clone(&serving), interval));
+                    }
                     match TcpListener::from_std(std_listener) {
                         Ok(listener) => accept(listener, serving, stopped).await,
                         Err(err) => serving.log(format!("cannot listen: {err}")),
@@ -202,6 +235,8 @@ impl Proxy {
             upstream,
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             faults: Vec::new(),
+            checkpoint_interval: None,
+            crash_refusal: Duration::ZERO,
         })
     }
 
@@ -260,7 +295,7 @@ impl Proxy {
     /// The slots streamed through the proxy: what clients confirmed and were sent.
     #[must_use]
     pub fn slots(&self) -> Vec<SlotInfo> {
-        self.shared.records.slots()
+        self.shared.slot_infos()
     }
 
     /// Waits until a client has confirmed `lsn` (or past it) for `slot` through the proxy.
@@ -277,6 +312,42 @@ impl Proxy {
         self.shared
             .records
             .wait_for_confirmed_flush(slot, lsn, timeout)
+    }
+
+    /// A checkpoint: each slot's confirmed position becomes what the upstream hears
+    /// (sent to it at once, in a status update on the connection streaming the slot). Only
+    /// with a [`Builder::checkpoint_interval`]; without one the upstream hears every
+    /// status update as it comes.
+    pub fn checkpoint(&self) {
+        self.shared.checkpoint();
+    }
+
+    /// A server crash, as clients see one: every connection is cut, and for
+    /// [`Builder::crash_refusal`] new ones get `FATAL: the database system is starting
+    /// up`. The real server then sends again what its slots heard was not confirmed (with
+    /// a [`Builder::checkpoint_interval`], what consumers confirmed since the last
+    /// checkpoint).
+    pub fn crash(&self) {
+        self.shared.crash();
+    }
+
+    /// START_REPLICATION of `slot` gets "replication slot … is active for PID …" (55006)
+    /// from the proxy for `duration` after the client streaming it leaves (from now, if
+    /// none does), as when PostgreSQL has not yet reaped the walsender before.
+    pub fn hold_slot(&self, slot: &str, duration: Duration) {
+        self.shared.slots.hold(slot, duration);
+    }
+
+    /// START_REPLICATION of `slot` gets PostgreSQL's error for an invalidated slot
+    /// (55000) from the proxy, in the upstream version's words.
+    pub fn invalidate_slot(&self, slot: &str) {
+        self.shared.slots.invalidate(slot);
+    }
+
+    /// START_REPLICATION of `slot` gets "replication slot … does not exist" (42704) from
+    /// the proxy, as after a failover that lost it; the real slot is left as it is.
+    pub fn forget_slot(&self, slot: &str) {
+        self.shared.slots.forget(slot);
     }
 
     /// Serves the control API on `addr` (loopback only, unless `remote`): `GET /` lists
@@ -330,6 +401,12 @@ struct Shared {
     open: AtomicUsize,
     log: Mutex<VecDeque<String>>,
     records: Records,
+    slots: Slots,
+    /// Bumped by each crash: every pair watches it.
+    crashes: watch::Sender<u64>,
+    crash_refusal: Duration,
+    /// New connections are refused until then (after a crash).
+    refuse_until: Mutex<Option<Instant>>,
 }
 
 impl Shared {
@@ -351,6 +428,56 @@ impl Shared {
         Ok(())
     }
 
+    /// The slots streamed through the proxy, with what their upstream was let hear.
+    fn slot_infos(&self) -> Vec<SlotInfo> {
+        let mut slots = self.records.slots();
+        for slot in &mut slots {
+            slot.heard_lsn = self.slots.positions(&slot.name).1;
+        }
+        slots
+    }
+
+    fn checkpoint(&self) {
+        for (slot, lsn) in self.slots.checkpoint() {
+            // What the upstream may hear now: a status update on the slot's connection.
+            let update = ClientMessage::StandbyStatusUpdate(StandbyStatusUpdate {
+                write_lsn: lsn,
+                flush_lsn: lsn,
+                apply_lsn: lsn,
+                send_time: PgTimestamp::now(),
+                reply_requested: false,
+            });
+            let payload = encode(&update, Ctx::plain(ProtocolVersion::V1))
+                .expect("a status update always encodes");
+            let mut message = Vec::new();
+            crate::wire::backend::copy_data(&mut message, &payload);
+            let told = self.records.to_upstream_of(&slot, message);
+            self.log(format!(
+                "checkpoint: slot {slot} persisted at {lsn}{}",
+                if told { ", told its upstream" } else { "" }
+            ));
+        }
+    }
+
+    fn crash(&self) {
+        *self.refuse_until.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(Instant::now() + self.crash_refusal);
+        self.crashes.send_modify(|n| *n += 1);
+        self.log("crash: every connection cut".to_owned());
+    }
+
+    /// PostgreSQL's FATAL for a connection while the proxy plays a server starting up
+    /// after a crash.
+    fn refusing(&self) -> Option<SqlError> {
+        let until = *self.refuse_until.lock().unwrap_or_else(|e| e.into_inner());
+        until.filter(|u| Instant::now() < *u).map(|_| {
+            error(
+                sqlstate::CANNOT_CONNECT_NOW,
+                "the database system is starting up",
+            )
+        })
+    }
+
     fn log(&self, line: String) {
         let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
         if log.len() == LOG_LINES {
@@ -366,6 +493,16 @@ impl Shared {
         let of_slot = starts.by_slot.entry(slot.to_owned()).or_default();
         *of_slot += 1;
         (*of_slot, starts.server)
+    }
+}
+
+/// Checkpoints every `interval`.
+async fn checkpointer(shared: Arc<Shared>, interval: Duration) {
+    let mut ticks = tokio::time::interval(interval);
+    ticks.tick().await;
+    loop {
+        ticks.tick().await;
+        shared.checkpoint();
     }
 }
 

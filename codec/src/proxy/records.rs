@@ -11,6 +11,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
+use tokio::sync::mpsc;
 
 use crate::server::Timeout;
 use crate::Lsn;
@@ -56,6 +57,9 @@ pub struct SlotInfo {
     pub name: String,
     /// The highest flush position a client confirmed for it through the proxy.
     pub confirmed_flush_lsn: Lsn,
+    /// What the upstream was let hear of it: the confirmed position, or with a
+    /// persistence interval, the last checkpoint's.
+    pub heard_lsn: Lsn,
     /// The highest transaction end the proxy sent a client of it.
     pub sent_lsn: Lsn,
     /// The connection streaming it now.
@@ -68,9 +72,16 @@ pub(super) struct Record {
     info: Mutex<ConnectionInfo>,
     frames: AtomicU64,
     undecodable: AtomicU64,
+    /// Where bytes for its upstream go (a checkpoint's status update).
+    upstream: Mutex<Option<mpsc::UnboundedSender<Vec<u8>>>>,
 }
 
 impl Record {
+    /// The pair's channel for bytes to the upstream.
+    pub(super) fn streams_to(&self, upstream: mpsc::UnboundedSender<Vec<u8>>) {
+        *self.upstream.lock().unwrap_or_else(|e| e.into_inner()) = Some(upstream);
+    }
+
     pub(super) fn frame(&self) {
         self.frames.fetch_add(1, Ordering::Relaxed);
     }
@@ -137,6 +148,7 @@ impl Records {
             }),
             frames: AtomicU64::new(0),
             undecodable: AtomicU64::new(0),
+            upstream: Mutex::new(None),
         });
         let mut connections = self.connections.lock().unwrap_or_else(|e| e.into_inner());
         connections.push_back(Arc::clone(&record));
@@ -177,20 +189,41 @@ impl Records {
         self.confirmed.notify_all();
     }
 
-    /// The connection ended, `how`.
-    pub(super) fn ended(&self, record: &Record, how: &str) {
+    /// The connection ended, `how`; the slot it streamed, if any.
+    pub(super) fn ended(&self, record: &Record, how: &str) -> Option<String> {
+        *record.upstream.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let (id, slot) = {
             let mut info = record.lock();
             info.ended = Some(how.to_owned());
             (info.id, info.slot.clone())
         };
-        if let Some(slot) = slot {
-            self.slot(&slot, |s| {
+        if let Some(slot) = &slot {
+            self.slot(slot, |s| {
                 if s.active_connection == Some(id) {
                     s.active_connection = None;
                 }
             });
         }
+        slot
+    }
+
+    /// Sends `bytes` to the upstream of the connection streaming `slot`, if one does.
+    pub(super) fn to_upstream_of(&self, slot: &str, bytes: Vec<u8>) -> bool {
+        let active = self
+            .slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(slot)
+            .and_then(|s| s.active_connection);
+        let Some(id) = active else {
+            return false;
+        };
+        let connections = self.connections.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(record) = connections.iter().find(|r| r.id() == id) else {
+            return false;
+        };
+        let upstream = record.upstream.lock().unwrap_or_else(|e| e.into_inner());
+        upstream.as_ref().is_some_and(|u| u.send(bytes).is_ok())
     }
 
     fn slot(&self, name: &str, change: impl FnOnce(&mut SlotInfo)) {
@@ -198,6 +231,7 @@ impl Records {
         let slot = slots.entry(name.to_owned()).or_insert_with(|| SlotInfo {
             name: name.to_owned(),
             confirmed_flush_lsn: Lsn(0),
+            heard_lsn: Lsn(0),
             sent_lsn: Lsn(0),
             active_connection: None,
         });

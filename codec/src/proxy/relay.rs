@@ -9,7 +9,7 @@
 //! START_REPLICATION sets that context, and its status updates are noted.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -53,6 +53,8 @@ enum End {
     Closed,
     /// A rule reset the client's connection (RST).
     Reset,
+    /// A crash cut every connection.
+    Crashed,
 }
 
 impl End {
@@ -62,6 +64,7 @@ impl End {
             End::UpstreamClosed => "the upstream closed",
             End::Closed => "a rule closed it",
             End::Reset => "a rule reset it",
+            End::Crashed => "a crash cut it",
         }
     }
 }
@@ -130,6 +133,14 @@ pub(super) async fn serve(mut client: TcpStream, peer: SocketAddr, shared: &Shar
             return fatal(&mut client, &err).await;
         }
     };
+    if let (First::Startup { .. }, Some(err)) = (&first, shared.refusing()) {
+        if let Some(record) = &record {
+            shared
+                .records
+                .ended(record, "refused: the database system is starting up");
+        }
+        return fatal(&mut client, &err).await;
+    }
     let (bytes, record) = match (&first, record) {
         (First::Startup { bytes, .. }, Some(record)) => (bytes, record),
         (First::Cancel(_), _) | (_, None) => {
@@ -148,7 +159,9 @@ pub(super) async fn serve(mut client: TcpStream, peer: SocketAddr, shared: &Shar
         Ok(()) => relay(client, server, shared, &who).await,
         Err(_) => End::UpstreamClosed,
     };
-    shared.records.ended(&who.record, end.describe());
+    if let Some(slot) = shared.records.ended(&who.record, end.describe()) {
+        shared.slots.released(&slot);
+    }
 }
 
 /// The bytes of a client's first packet.
@@ -179,6 +192,8 @@ struct Link {
     client_flush: AtomicU64,
     /// A status update came.
     replied: Notify,
+    /// The upstream's major version, once its `server_version` came.
+    major: AtomicU32,
 }
 
 async fn relay(
@@ -193,10 +208,13 @@ async fn relay(
     let (inject, injected) = mpsc::unbounded_channel();
     let (stall, stalled) = watch::channel(false);
     let (flush_rules, due) = mpsc::unbounded_channel();
+    let (answers, answered) = mpsc::unbounded_channel();
+    who.record.streams_to(inject.clone());
     let from_down = FromDown {
         injected,
         stalled,
         flush_rules,
+        answers,
     };
     let mut down = Down {
         shared,
@@ -206,6 +224,7 @@ async fn relay(
         buf: BytesMut::with_capacity(READ_AT_LEAST),
         written: 0,
         major: 0,
+        backend_pid: 0,
         session: None,
         draining: false,
         slow: None,
@@ -215,7 +234,7 @@ async fn relay(
         stall,
     };
     let end = tokio::select! {
-        end = down.run(server_read, due) => end,
+        end = down.run(server_read, due, answered) => end,
         end = up(client_read, server_write, &link, shared, who, from_down) => end,
     };
     // Both directions' futures are dropped here (the client's read half with them), so
@@ -250,7 +269,9 @@ fn whole_message(buf: &mut BytesMut, at: usize) -> Result<Option<usize>, ()> {
 
 /// Client to upstream: forwarded as read, with the START_REPLICATION and status updates
 /// noted; held while a rule stalls the connection; bytes a rule injects (a CopyDone
-/// after an injected ERROR) go in between whole messages.
+/// after an injected ERROR, a checkpoint's status update) go in between whole messages.
+/// A START_REPLICATION of a slot whose state the test set is answered by the
+/// downstream, and never reaches the upstream.
 async fn up(
     mut client: OwnedReadHalf,
     mut server: tokio::io::WriteHalf<Box<dyn crate::client::tokio::Io>>,
@@ -263,15 +284,17 @@ async fn up(
         mut injected,
         mut stalled,
         flush_rules,
+        answers,
     } = channels;
     let mut buf = BytesMut::with_capacity(8 * 1024);
-    let mut whole = 0;
+    // Whole messages end at `whole`; those from `from` on are not forwarded yet.
+    let (mut from, mut whole) = (0, 0);
     loop {
         tokio::select! {
             read = client.read_buf(&mut buf) => match read {
                 Ok(0) | Err(_) => {
                     // What the client sent whole before it left (its Terminate) still goes.
-                    let _ = server.write_all(&buf[..whole]).await;
+                    let _ = server.write_all(&buf[from..whole]).await;
                     return End::ClientLeft;
                 }
                 Ok(_) => {}
@@ -286,7 +309,17 @@ async fn up(
         loop {
             match whole_message(&mut buf, whole) {
                 Ok(Some(len)) => {
-                    note_client_message(&buf[whole..whole + len], link, shared, who, &flush_rules);
+                    let message = &mut buf[whole..whole + len];
+                    if let Some(answer) =
+                        note_client_message(message, link, shared, who, &flush_rules)
+                    {
+                        // Answered here: what came before it goes, it does not.
+                        if server.write_all(&buf[from..whole]).await.is_err() {
+                            return End::UpstreamClosed;
+                        }
+                        from = whole + len;
+                        let _ = answers.send(answer);
+                    }
                     whole += len;
                 }
                 Ok(None) => break,
@@ -301,11 +334,11 @@ async fn up(
             return End::UpstreamClosed;
         }
         if whole > 0 {
-            if server.write_all(&buf[..whole]).await.is_err() {
+            if server.write_all(&buf[from..whole]).await.is_err() {
                 return End::UpstreamClosed;
             }
             buf.advance(whole);
-            whole = 0;
+            (from, whole) = (0, 0);
         }
     }
 }
@@ -318,54 +351,88 @@ struct FromDown {
     stalled: watch::Receiver<bool>,
     /// The `flush` rules a status update met, for the downstream to do.
     flush_rules: mpsc::UnboundedSender<(Trigger, Action)>,
+    /// Answers the proxy gives the client itself (a START_REPLICATION refused for its
+    /// slot's state), for the downstream to write.
+    answers: mpsc::UnboundedSender<Vec<u8>>,
 }
 
 /// A client's message, read for what the downstream needs to know: its
 /// START_REPLICATION, and in copy-both its status updates (with the `flush` rules they
-/// meet, for the downstream to do).
+/// meet, for the downstream to do; their flush position held back to the last checkpoint
+/// with a persistence interval). The answer the proxy gives itself instead of forwarding
+/// the message, if any.
 fn note_client_message(
-    message: &[u8],
+    message: &mut [u8],
+    link: &Link,
+    shared: &Shared,
+    who: &Who,
+    flush_rules: &mpsc::UnboundedSender<(Trigger, Action)>,
+) -> Option<Vec<u8>> {
+    if link.streaming.load(Ordering::Relaxed) {
+        if message[0] == b'd' {
+            status_update(message, link, shared, who, flush_rules);
+        }
+        return None;
+    }
+    if message[0] != b'Q' {
+        return None;
+    }
+    let text = &message[5..];
+    let text = text.strip_suffix(b"\0").unwrap_or(text);
+    let text = std::str::from_utf8(text).ok()?;
+    let Some(Ok(Command::StartLogical { slot, options, .. })) = command::parse(text) else {
+        return None;
+    };
+    let major = link.major.load(Ordering::Relaxed);
+    if let Some(err) = shared.slots.refusal(&slot, major) {
+        shared.log(format!(
+            "connection {}: START_REPLICATION of slot {slot} answered by the proxy: {} {}",
+            who.attempt, err.code, err.message
+        ));
+        let mut out = Vec::new();
+        error_response(&mut out, "ERROR", &err);
+        backend::ready_for_query(&mut out, b'I');
+        return Some(out);
+    }
+    *link.start.lock().unwrap_or_else(|e| e.into_inner()) = Some((slot, options));
+    None
+}
+
+/// A CopyData from a streaming client: a standby status update is recorded, meets the
+/// `flush` rules, and reports to the upstream what the slot's persistence lets it hear.
+fn status_update(
+    message: &mut [u8],
     link: &Link,
     shared: &Shared,
     who: &Who,
     flush_rules: &mpsc::UnboundedSender<(Trigger, Action)>,
 ) {
-    if link.streaming.load(Ordering::Relaxed) {
-        if message[0] == b'd' {
-            if let Ok(ClientMessage::StandbyStatusUpdate(update)) =
-                decode::<ClientMessage>(&message[5..], envelope())
-            {
-                link.client_flush
-                    .fetch_max(update.flush_lsn.0, Ordering::SeqCst);
-                let scope = link.scope.lock().unwrap_or_else(|e| e.into_inner());
-                if let Some(slot) = scope.as_ref().and_then(|s| s.slot.as_deref()) {
-                    shared
-                        .records
-                        .status_update(&who.record, slot, update.flush_lsn);
-                }
-                let met = shared.faults.fire(
-                    scope.as_ref(),
-                    |trigger| matches!(trigger, Trigger::Flush { lsn } if update.flush_lsn >= *lsn),
-                );
-                for rule in met {
-                    let _ = flush_rules.send(rule);
-                }
-                link.replied.notify_one();
-            }
-        }
-        return;
-    }
-    if message[0] != b'Q' {
-        return;
-    }
-    let text = &message[5..];
-    let text = text.strip_suffix(b"\0").unwrap_or(text);
-    let Ok(text) = std::str::from_utf8(text) else {
+    let Ok(ClientMessage::StandbyStatusUpdate(update)) =
+        decode::<ClientMessage>(&message[5..], envelope())
+    else {
         return;
     };
-    if let Some(Ok(Command::StartLogical { slot, options, .. })) = command::parse(text) {
-        *link.start.lock().unwrap_or_else(|e| e.into_inner()) = Some((slot, options));
+    link.client_flush
+        .fetch_max(update.flush_lsn.0, Ordering::SeqCst);
+    let scope = link.scope.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(slot) = scope.as_ref().and_then(|s| s.slot.as_deref()) {
+        shared
+            .records
+            .status_update(&who.record, slot, update.flush_lsn);
+        let heard = shared.slots.heard(slot, update.flush_lsn);
+        if heard != update.flush_lsn {
+            // 'd', Int32 length, 'r', write position, then the flush position.
+            message[14..22].copy_from_slice(&heard.0.to_be_bytes());
+        }
     }
+    let met = shared.faults.fire(
+        scope.as_ref(),
+        |trigger| matches!(trigger, Trigger::Flush { lsn } if update.flush_lsn >= *lsn),
+    );
+    for rule in met {
+        let _ = flush_rules.send(rule);
+    }
+    link.replied.notify_one();
 }
 
 /// A `slow` action in force.
@@ -398,6 +465,8 @@ struct Down<'a> {
     written: usize,
     /// The upstream's major version (from its `server_version`).
     major: u32,
+    /// The upstream backend's process id (from its BackendKeyData).
+    backend_pid: u32,
     session: Option<Session>,
     /// An injected ERROR ended the stream for the client: the upstream's rest of it is
     /// dropped up to its ReadyForQuery.
@@ -427,7 +496,9 @@ impl Down<'_> {
         &mut self,
         mut server: impl AsyncRead + Unpin,
         mut due: mpsc::UnboundedReceiver<(Trigger, Action)>,
+        mut answered: mpsc::UnboundedReceiver<Vec<u8>>,
     ) -> End {
+        let mut crashes = self.shared.crashes.subscribe();
         loop {
             if self.buf.capacity() - self.buf.len() < READ_AT_LEAST / 4 {
                 self.buf.reserve(READ_AT_LEAST);
@@ -447,6 +518,11 @@ impl Down<'_> {
                 Some((trigger, action)) = due.recv() => self.fire(trigger, action).await,
                 () = sleep_until(next_time), if next_time.is_some() => self.time_rules().await,
                 () = self.link.replied.notified(), if waiting => self.shutdown_step().await,
+                Some(answer) = answered.recv() => {
+                    let at = self.written;
+                    self.write_own(at, &answer).await
+                }
+                _ = crashes.changed() => Err(End::Crashed),
             };
             if let Err(end) = outcome {
                 return end;
@@ -588,16 +664,26 @@ impl Down<'_> {
         }
         match tag {
             b'S' => self.parameter_status(at, len),
+            // BackendKeyData: the walsender's process id, which "active for PID" names.
+            b'K' if len >= 9 => {
+                let pid = &self.buf[at + 5..at + 9];
+                self.backend_pid = u32::from_be_bytes([pid[0], pid[1], pid[2], pid[3]]);
+            }
             b'W' => self.copy_both(),
             b'd' if self.session.is_some() => self.frame(at, len).await?,
             // The copy ends (CopyDone, or an ERROR inside it).
-            b'c' | b'E' if self.session.is_some() => {
-                self.session = None;
-                self.link.streaming.store(false, Ordering::Relaxed);
-            }
+            b'c' | b'E' if self.session.is_some() => self.end_session(),
             _ => {}
         }
         Ok(())
+    }
+
+    /// The stream is over (the connection may go on): its slot is free.
+    fn end_session(&mut self) {
+        if let Some(slot) = self.session.take().and_then(|s| s.scope.slot) {
+            self.shared.slots.released(&slot);
+        }
+        self.link.streaming.store(false, Ordering::Relaxed);
     }
 
     /// `server_version`, for wordings that depend on it.
@@ -615,6 +701,7 @@ impl Down<'_> {
                 .ok()
                 .and_then(|d| d.parse().ok())
                 .unwrap_or(0);
+            self.link.major.store(self.major, Ordering::Relaxed);
         }
     }
 
@@ -642,6 +729,7 @@ impl Down<'_> {
         };
         let (of_slot, of_server) = self.shared.count_start(&slot);
         self.shared.records.streaming(&self.who.record, &slot);
+        self.shared.slots.acquired(&slot, self.backend_pid);
         self.shared.log(format!(
             "connection {}: streaming from slot {slot} (START_REPLICATION {of_slot} of the slot)",
             self.who.attempt
@@ -792,8 +880,7 @@ impl Down<'_> {
                 let mut copy_done = Vec::new();
                 backend::copy_done(&mut copy_done);
                 let _ = self.inject.send(copy_done);
-                self.session = None;
-                self.link.streaming.store(false, Ordering::Relaxed);
+                self.end_session();
                 self.draining = true;
                 Ok(())
             }

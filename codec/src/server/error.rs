@@ -82,6 +82,7 @@ pub(crate) mod sqlstate {
     pub const OBJECT_NOT_IN_PREREQUISITE_STATE: &str = "55000";
     pub const OBJECT_IN_USE: &str = "55006";
     pub const ADMIN_SHUTDOWN: &str = "57P01";
+    pub const CANNOT_CONNECT_NOW: &str = "57P03";
     pub const UNDEFINED_FILE: &str = "58P01";
     pub const INTERNAL_ERROR: &str = "XX000";
 }

@@ -10,6 +10,8 @@ use clap::Args;
 use pgoutput_codec::proxy::Proxy;
 use pgoutput_codec::server::Fault;
 
+use super::serve::{pg_duration, Unit};
+
 #[derive(Debug, Args)]
 #[command(
     after_help = r#"Every client connection gets its own connection to the upstream PostgreSQL, opened with
@@ -21,8 +23,9 @@ upstream leg uses TLS as its connection string's sslmode says.
 On a replication connection in copy-both mode, each frame is read with the codec in the
 context START_REPLICATION set, and fault rules (the JSON of `pgoutput serve --help`) act on
 the upstream's frames as they go to the client: message, commit, change, stream_block and
-connect triggers; close, reset, stall, error (FATAL for 57P0x; otherwise ERROR and
-ReadyForQuery, the upstream's copy ended with a CopyDone), request_reply and slow actions.
+connect, time and flush triggers; close, reset, stall, error (FATAL for 57P0x; otherwise
+ERROR and ReadyForQuery, the upstream's copy ended with a CopyDone), shutdown (PostgreSQL's
+walsender shutdown sequence), request_reply and slow actions.
 
 Control API (--control 127.0.0.1:PORT; loopback only unless --control-remote), JSON:
   GET /   the endpoints          GET|POST|DELETE /faults   (as pgoutput serve's)
@@ -30,6 +33,10 @@ Control API (--control 127.0.0.1:PORT; loopback only unless --control-remote), J
   GET /slots   per slot: the highest position a client confirmed and the highest sent
   POST /wait {"slot": "s", "lsn": "0/1000360", "timeout_ms": 5000}   (408 on timeout)
   GET /log   streams, rules that fired, frames the codec could not decode
+  POST /checkpoint   POST /crash   (with --checkpoint-interval: the upstream hears
+      confirmed positions at checkpoints only, so a crash re-sends what came since)
+  POST /slots/NAME/invalidate (55000)   POST /slots/NAME/hold {"ms": 2000} (55006)
+  DELETE /slots/NAME (42704)   answered to START_REPLICATION by the proxy itself
 
 Example:
   pgoutput proxy --listen 127.0.0.1:6432 --upstream 'host=127.0.0.1 port=5432 sslmode=disable' \
@@ -54,6 +61,15 @@ pub struct ProxyArgs {
     /// Let the control API listen on a non-loopback address.
     #[arg(long, requires = "control")]
     control_remote: bool,
+    /// Model slot persistence: a client's flush position reaches the upstream only at
+    /// the proxy's checkpoints, this often (`5min`, `30s`; and at POST /checkpoint), so a
+    /// crash makes the real server send again what was confirmed since.
+    #[arg(long, value_name = "TIME")]
+    checkpoint_interval: Option<String>,
+    /// After a crash (POST /crash), new connections get FATAL 57P03 "the database system
+    /// is starting up" this long (`2s`, `500ms`).
+    #[arg(long, value_name = "TIME")]
+    crash_refusal: Option<String>,
 }
 
 /// Runs the proxy until Ctrl-C, logging what it notes.
@@ -61,6 +77,16 @@ pub fn proxy(args: &ProxyArgs) -> Result<ExitCode, String> {
     let mut builder = Proxy::builder(&args.upstream)
         .map_err(|e| e.to_string())?
         .listen(args.listen);
+    if let Some(text) = &args.checkpoint_interval {
+        let interval = pg_duration(text, Unit::Milliseconds)
+            .map_err(|e| format!("--checkpoint-interval: {e}"))?;
+        builder = builder.checkpoint_interval(interval);
+    }
+    if let Some(text) = &args.crash_refusal {
+        let refusal =
+            pg_duration(text, Unit::Milliseconds).map_err(|e| format!("--crash-refusal: {e}"))?;
+        builder = builder.crash_refusal(refusal);
+    }
     for (i, text) in args.fault.iter().enumerate() {
         let fault: Fault =
             serde_json::from_str(text).map_err(|e| format!("--fault {}: {e}", i + 1))?;

@@ -196,13 +196,13 @@ fn time_setting(
 
 /// The unit of a bare number, as each setting has its own in postgresql.conf.
 #[derive(Debug, Clone, Copy)]
-enum Unit {
+pub(super) enum Unit {
     Milliseconds,
     Seconds,
 }
 
 /// A time as PostgreSQL reads one (`60s`, `500 ms`, `1min`; a bare number in `unit`).
-fn pg_duration(text: &str, unit: Unit) -> Result<Duration, String> {
+pub(super) fn pg_duration(text: &str, unit: Unit) -> Result<Duration, String> {
     let text = text.trim();
     let split = text
         .find(|c: char| !c.is_ascii_digit())

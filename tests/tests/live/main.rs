@@ -202,6 +202,13 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
         report.record(&format!("{label}: schema"), Err(err.to_string()));
         return;
     }
+    if std::env::var("PGOUTPUT_LIVE_ONLY").as_deref() == Ok("proxy-crash") {
+        report.record(
+            &format!("{label}: the proxy's crash, slot persistence and slot states"),
+            guarded(|| proxy::check_crash_and_slot_states(&server)),
+        );
+        return;
+    }
     if std::env::var("PGOUTPUT_LIVE_ONLY").as_deref() == Ok("proxy") {
         // A developer's shortcut: the proxy's checks alone.
         report.record(
@@ -223,6 +230,10 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
         report.record(
             &format!("{label}: the proxy's control API, from Python"),
             guarded(|| proxy::check_control(&server)),
+        );
+        report.record(
+            &format!("{label}: the proxy's crash, slot persistence and slot states"),
+            guarded(|| proxy::check_crash_and_slot_states(&server)),
         );
         return;
     }
@@ -361,6 +372,10 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
     report.record(
         &format!("{label}: the proxy's control API, from Python"),
         guarded(|| proxy::check_control(&server)),
+    );
+    report.record(
+        &format!("{label}: the proxy's crash, slot persistence and slot states"),
+        guarded(|| proxy::check_crash_and_slot_states(&server)),
     );
     report.record(
         &format!("{label}: Debezium through the proxy"),

@@ -50,6 +50,15 @@ fn workload(base: u32) -> Vec<String> {
     ]
 }
 
+/// Runs `sql` with its commits flushed before it returns: these servers run with
+/// `synchronous_commit` off, and the SQL interface's peek reads only what is flushed.
+fn write(server: &Server, sql: &str) -> Result<(), String> {
+    server
+        .psql(&format!("SET synchronous_commit = on;\n{sql}"))
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
 /// The option sets read through the proxy.
 fn sets(server: &Server) -> Vec<Options> {
     let top = ProtocolVersion::from_number(server.max_protocol()).expect("a known version");
@@ -137,7 +146,7 @@ pub fn check_pass_through(server: &Server, bin: &Path) -> Result<String, String>
         }
     }
     for sql in workload(90_000) {
-        server.psql(&sql).map_err(|e| e.to_string())?;
+        write(server, &sql)?;
     }
     let end: Lsn = current_lsn(server)?.parse().map_err(|e| format!("{e}"))?;
     let proxy = start_proxy(server)?;
@@ -379,7 +388,7 @@ pub fn check_faults(server: &Server) -> Result<String, String> {
             .map_err(|e| e.to_string())?;
     }
     for sql in workload(95_000) {
-        server.psql(&sql).map_err(|e| e.to_string())?;
+        write(server, &sql)?;
     }
     let expected = peek_slot(server, options.slot, &options)?;
     let want = transaction_ends(&options, &expected)?;
@@ -521,7 +530,7 @@ pub fn check_timers_and_shutdown(server: &Server) -> Result<String, String> {
         ))
         .map_err(|e| e.to_string())?;
     for sql in workload(98_000) {
-        server.psql(&sql).map_err(|e| e.to_string())?;
+        write(server, &sql)?;
     }
     let expected = peek_slot(server, slot, &options)?;
     let want = transaction_ends(&options, &expected)?;
@@ -756,7 +765,7 @@ fn terminated_mid_stream(server: &Server, proxy: &Proxy) -> Result<String, Strin
         ))
         .map_err(|e| e.to_string())?;
     for sql in &workload(97_000)[..2] {
-        server.psql(sql).map_err(|e| e.to_string())?;
+        write(server, sql)?;
     }
     let out = run(Command::new("python3").args([
         "-c",
@@ -989,11 +998,16 @@ pub fn check_control(server: &Server) -> Result<String, String> {
         "endpoints",
         json!([
             "DELETE /faults",
+            "DELETE /slots/:name",
             "GET /connections",
             "GET /faults",
             "GET /log",
             "GET /slots",
+            "POST /checkpoint",
+            "POST /crash",
             "POST /faults",
+            "POST /slots/:name/hold",
+            "POST /slots/:name/invalidate",
             "POST /wait"
         ]),
     )?;
@@ -1017,4 +1031,273 @@ pub fn check_control(server: &Server) -> Result<String, String> {
         "over HTTP: a rule armed and fired after 2 transactions, /wait, /connections, /slots (confirmed {}), /log; a malformed rule refused ({})",
         out["slot_confirmed"], out["bad_rule"][1]["error"]
     ))
+}
+
+const HELD_CONSUMER: &str = r#"
+import sys, psycopg2, psycopg2.extras
+dsn, slot, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+conn = psycopg2.connect(dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection)
+cur = conn.cursor()
+cur.start_replication(slot_name=slot, decode=False, options={"proto_version": "1", "publication_names": "pub"})
+ends = []
+def consume(msg):
+    if msg.payload[:1] == b"C":
+        ends.append(int.from_bytes(msg.payload[10:18], "big"))
+        if len(ends) == 2:
+            msg.cursor.send_feedback(flush_lsn=ends[1], write_lsn=ends[1], force=True)
+        if len(ends) == count:
+            raise psycopg2.extras.StopReplication()
+try:
+    cur.consume_stream(consume)
+except psycopg2.extras.StopReplication:
+    pass
+print("received", flush=True)
+sys.stdin.readline()
+cur.send_feedback(flush_lsn=ends[-1], write_lsn=ends[-1], force=True)
+print("confirmed", flush=True)
+try:
+    cur.consume_stream(lambda msg: None)
+except psycopg2.Error as e:
+    print("ended", flush=True)
+"#;
+
+const FIRST_COMMIT: &str = r#"
+import sys, psycopg2, psycopg2.extras
+dsn, slot = sys.argv[1], sys.argv[2]
+conn = psycopg2.connect(dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection)
+cur = conn.cursor()
+cur.start_replication(slot_name=slot, decode=False, options={"proto_version": "1", "publication_names": "pub"})
+def consume(msg):
+    if msg.payload[:1] == b"C":
+        print(int.from_bytes(msg.payload[10:18], "big"))
+        raise psycopg2.extras.StopReplication()
+try:
+    cur.consume_stream(consume)
+except psycopg2.extras.StopReplication:
+    pass
+"#;
+
+/// The real slot's `confirmed_flush_lsn`.
+fn real_confirmed(server: &Server, slot: &str) -> Result<Lsn, String> {
+    server
+        .query_one(&format!(
+            "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '{slot}';"
+        ))
+        .map_err(|e| e.to_string())?
+        .trim()
+        .parse()
+        .map_err(|e| format!("{e}"))
+}
+
+/// A crash with slot persistence, and slot states, on a real server: psycopg2 confirms
+/// the second transaction, a checkpoint lets PostgreSQL hear it, psycopg2 confirms the
+/// last, which PostgreSQL does not hear; the crash cuts the connection, new ones get
+/// 57P03 while the server "starts up", and the real server then sends again from the
+/// third transaction. START_REPLICATION of a held, an invalidated and a forgotten slot
+/// get 55006, 55000 and 42704 from the proxy in PostgreSQL's words.
+pub fn check_crash_and_slot_states(server: &Server) -> Result<String, String> {
+    use std::io::{BufRead, Write};
+    let slot = "proxy_crash";
+    server
+        .psql(&format!(
+            "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput') IS NOT NULL;"
+        ))
+        .map_err(|e| e.to_string())?;
+    for i in 0..5 {
+        write(
+            server,
+            &format!("INSERT INTO counters (n) VALUES ({});", 96_000 + i),
+        )?;
+    }
+    let options = Options {
+        slot,
+        version: ProtocolVersion::V1,
+        streaming: Streaming::Off,
+        binary: false,
+        two_phase: false,
+    };
+    let rows = peek_slot(server, slot, &options)?;
+    let want = transaction_ends(&options, &rows)?;
+    if want.len() != 5 {
+        return Err(format!(
+            "the slot holds {} transactions ({} messages), not the 5 written",
+            want.len(),
+            rows.len()
+        ));
+    }
+    let before = real_confirmed(server, slot)?;
+    let refusal = Duration::from_millis(300);
+    let proxy = Proxy::builder(&server.conninfo("postgres", None))
+        .map_err(|e| e.to_string())?
+        .checkpoint_interval(Duration::from_secs(3600))
+        .crash_refusal(refusal)
+        .start()
+        .map_err(|e| e.to_string())?;
+    let mut child = Command::new("python3")
+        .args([
+            "-c",
+            HELD_CONSUMER,
+            &through(&proxy, TAIL_USER),
+            slot,
+            &want.len().to_string(),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let mut stdin = child.stdin.take().ok_or("no stdin")?;
+    let mut lines = std::io::BufReader::new(child.stdout.take().ok_or("no stdout")?).lines();
+    let mut expect_line = |want: &str| -> Result<(), String> {
+        match lines.next() {
+            Some(Ok(line)) if line == want => Ok(()),
+            other => Err(format!("psycopg2 said {other:?}, not {want:?}")),
+        }
+    };
+    let wait = Duration::from_secs(30);
+    let steps = (|| -> Result<(Lsn, Lsn), String> {
+        expect_line("received")?;
+        proxy
+            .wait_for_confirmed_flush(slot, want[1], wait)
+            .map_err(|e| e.to_string())?;
+        // Held back: PostgreSQL has not heard it.
+        let unheard = real_confirmed(server, slot)?;
+        proxy.checkpoint();
+        let checkpointed = wait_confirmed(server, slot, want[1])?;
+        if unheard != before || checkpointed != want[1] {
+            return Err(format!(
+                "the slot was at {before}, {unheard} before the checkpoint and {checkpointed} after, not {}",
+                want[1]
+            ));
+        }
+        writeln!(stdin, "go").map_err(|e| e.to_string())?;
+        expect_line("confirmed")?;
+        let last = *want.last().ok_or("no transaction")?;
+        proxy
+            .wait_for_confirmed_flush(slot, last, wait)
+            .map_err(|e| e.to_string())?;
+        Ok((checkpointed, real_confirmed(server, slot)?))
+    })();
+    let (checkpointed, at_crash) = match steps {
+        Ok(positions) => positions,
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e);
+        }
+    };
+    proxy.crash();
+    expect_line("ended")?;
+    let _ = child.wait();
+    // While it "starts up": PostgreSQL's FATAL to a new connection.
+    let mut client = std::net::TcpStream::connect(proxy.addr()).map_err(|e| e.to_string())?;
+    client
+        .write_all(&startup_packet("postgres", &[]))
+        .map_err(|e| e.to_string())?;
+    let refused = read_until(&mut client, b'Z')?;
+    let refused = match refused.last() {
+        Some((b'E', body)) => error_fields(body),
+        other => {
+            return Err(format!(
+                "a connection during the crash refusal got {other:?}"
+            ))
+        }
+    };
+    if refused.1 != "57P03" || refused.2 != "the database system is starting up" {
+        return Err(format!("during the crash refusal: {refused:?}"));
+    }
+    // Waits out the refusal, then reads again: from the third transaction.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let first = loop {
+        match run(Command::new("python3").args([
+            "-c",
+            FIRST_COMMIT,
+            &through(&proxy, TAIL_USER),
+            slot,
+        ])) {
+            Ok(out) => break out,
+            Err(e) if e.contains("starting up") && Instant::now() < deadline => {
+                std::thread::sleep(refusal / 4);
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    let first = Lsn(String::from_utf8_lossy(&first)
+        .trim()
+        .parse()
+        .map_err(|_| format!("not a position: {first:?}"))?);
+    if first != want[2] || at_crash != want[1] {
+        return Err(format!(
+            "after the crash the first transaction ended at {first}, not {} (the third); the slot was at {at_crash} at the crash",
+            want[2]
+        ));
+    }
+    let states = slot_states(server, &proxy)?;
+    let _ = server.psql(&format!("SELECT pg_drop_replication_slot('{slot}');"));
+    Ok(format!(
+        "the real slot moved only at the checkpoint ({before} to {checkpointed}) though psycopg2 confirmed {}; after the crash (57P03 meanwhile) PostgreSQL sent again from the third transaction ({first}); {states}",
+        want.last().copied().unwrap_or_default()
+    ))
+}
+
+/// START_REPLICATION of slots in a held, invalidated and forgotten state: the proxy's
+/// answers, and that none reached the upstream.
+fn slot_states(server: &Server, proxy: &Proxy) -> Result<String, String> {
+    use std::io::Write;
+    proxy.hold_slot("proxy_held", Duration::from_secs(3600));
+    proxy.invalidate_slot("proxy_invalid");
+    proxy.forget_slot("proxy_gone");
+    let major = server.major();
+    let want = [
+        (
+            "proxy_held",
+            "55006",
+            "replication slot \"proxy_held\" is active for PID 0".to_owned(),
+        ),
+        (
+            "proxy_invalid",
+            "55000",
+            if major >= 18 {
+                "can no longer access replication slot \"proxy_invalid\"".to_owned()
+            } else {
+                "cannot read from logical replication slot \"proxy_invalid\"".to_owned()
+            },
+        ),
+        (
+            "proxy_gone",
+            "42704",
+            "replication slot \"proxy_gone\" does not exist".to_owned(),
+        ),
+    ];
+    let mut client = std::net::TcpStream::connect(proxy.addr()).map_err(|e| e.to_string())?;
+    client
+        .write_all(&startup_packet("postgres", &[("replication", "database")]))
+        .map_err(|e| e.to_string())?;
+    read_until(&mut client, b'Z')?;
+    for (slot, code, message) in &want {
+        let start = format!(
+            "START_REPLICATION SLOT {slot} LOGICAL 0/0 (proto_version '1', publication_names 'pub')\0"
+        );
+        let mut query = vec![b'Q'];
+        query.extend_from_slice(&((start.len() + 4) as u32).to_be_bytes());
+        query.extend_from_slice(start.as_bytes());
+        client.write_all(&query).map_err(|e| e.to_string())?;
+        let answer = read_until(&mut client, b'W')?;
+        let got = match answer.last() {
+            Some((b'E', body)) => error_fields(body),
+            other => return Err(format!("{slot}: {other:?}")),
+        };
+        if (got.0.as_str(), got.1.as_str(), &got.2) != ("ERROR", *code, message) {
+            return Err(format!("{slot}: {got:?}"));
+        }
+        // ReadyForQuery follows, and the connection takes the next command.
+        read_until(&mut client, b'Z')?;
+    }
+    let upstream_saw = server
+        .query_one("SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'proxy\\_%' AND slot_name IN ('proxy_held', 'proxy_invalid', 'proxy_gone');")
+        .map_err(|e| e.to_string())?;
+    if upstream_saw.trim() != "0" {
+        return Err(format!("{upstream_saw} of the slots exist upstream"));
+    }
+    Ok("a held, an invalidated and a forgotten slot got 55006, 55000 and 42704 from the proxy in PostgreSQL's words".into())
 }
