@@ -120,6 +120,7 @@ impl Builder {
             starts: Mutex::new(Starts::default()),
             open: AtomicUsize::new(0),
             log: Mutex::new(VecDeque::new()),
+            logged: AtomicU64::new(0),
             records: Records::default(),
             slots: Slots::new(self.checkpoint_interval.is_some()),
             crashes: watch::channel(0).0,
@@ -267,16 +268,23 @@ impl Proxy {
         self.shared.faults.faults()
     }
 
-    /// What the proxy noted: connections, rules that fired, frames it could not decode.
+    /// What the proxy noted: connections, rules that fired, frames it could not decode
+    /// (the last 10,000 lines).
     #[must_use]
     pub fn log(&self) -> Vec<String> {
-        self.shared
-            .log
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .cloned()
-            .collect()
+        self.log_since(0).0
+    }
+
+    /// The lines noted since line number `since` (counted from 0 over the proxy's life,
+    /// those still kept), and the number to ask from next time: a reader that follows
+    /// the log copies each line once.
+    #[must_use]
+    pub fn log_since(&self, since: u64) -> (Vec<String>, u64) {
+        let log = self.shared.log.lock().unwrap_or_else(|e| e.into_inner());
+        let next = self.shared.logged.load(Ordering::SeqCst);
+        let first = next - log.len() as u64;
+        let skip = usize::try_from(since.saturating_sub(first)).unwrap_or(usize::MAX);
+        (log.iter().skip(skip).cloned().collect(), next)
     }
 
     /// How many client connections are open.
@@ -400,6 +408,8 @@ struct Shared {
     /// Client connections open now.
     open: AtomicUsize,
     log: Mutex<VecDeque<String>>,
+    /// Lines logged over the proxy's life.
+    logged: AtomicU64,
     records: Records,
     slots: Slots,
     /// Bumped by each crash: every pair watches it.
@@ -484,6 +494,7 @@ impl Shared {
             log.pop_front();
         }
         log.push_back(line);
+        self.logged.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Counts a START_REPLICATION of `slot`: its number for the slot and for the proxy.

@@ -36,6 +36,9 @@ use crate::{
 /// Bytes a read asks for at least: a walsender's messages are small and many.
 const READ_AT_LEAST: usize = 64 * 1024;
 
+/// How long a client that left is given for its last bytes to reach the upstream.
+const CLIENT_LEFT: Duration = Duration::from_secs(1);
+
 /// The envelope's context (it has no protocol version of its own).
 fn envelope() -> Ctx {
     Ctx::plain(ProtocolVersion::V1)
@@ -233,10 +236,23 @@ async fn relay(
         inject,
         stall,
     };
-    let end = tokio::select! {
-        end = down.run(server_read, due, answered) => end,
-        end = up(client_read, server_write, &link, shared, who, from_down) => end,
+    let end = {
+        let downstream = down.run(server_read, due, answered);
+        let upstream = up(client_read, server_write, &link, shared, who, from_down);
+        tokio::pin!(downstream, upstream);
+        tokio::select! {
+            end = &mut downstream => {
+                if end == End::ClientLeft {
+                    // A write to the client failed: it is leaving. What it sent whole
+                    // before (its Terminate) still goes, once its side reads the end.
+                    let _ = tokio::time::timeout(CLIENT_LEFT, &mut upstream).await;
+                }
+                end
+            }
+            end = &mut upstream => end,
+        }
     };
+    drop(down);
     // Both directions' futures are dropped here (the client's read half with them), so
     // the upstream connection closes at once: its walsender exits and releases its slot.
     if end == End::Reset {
@@ -642,9 +658,9 @@ impl Down<'_> {
     }
 
     /// Drops the buffer from `written` up to `end`: never sent.
-    fn drop_upto(&mut self, at: usize, end: usize) {
-        debug_assert!(self.written <= at);
-        // Bytes before `at` still go; the caller writes them first.
+    /// Drops what is not written yet of the buffer up to `end` (what of it a rule let
+    /// through before, say the frame an ERROR followed, stays sent).
+    fn drop_upto(&mut self, end: usize) {
         self.written = self.written.max(end);
     }
 
@@ -652,14 +668,14 @@ impl Down<'_> {
         let tag = self.buf[at];
         if self.draining {
             self.write_upto(at).await?;
-            self.drop_upto(at, at + len);
+            self.drop_upto(at + len);
             self.draining = tag != b'Z';
             return Ok(());
         }
         if self.shutting_down == Some(Shutdown::Waiting) {
             // The walsender is shutting down for the client: nothing more of it goes.
             self.write_upto(at).await?;
-            self.drop_upto(at, at + len);
+            self.drop_upto(at + len);
             return Ok(());
         }
         match tag {
@@ -792,9 +808,16 @@ impl Down<'_> {
                         return Ok(());
                     }
                 };
+                // An ERROR a rule sent ends the stream (and the session) at any point.
                 self.rules(Point::Before, &facts, at, len).await?;
+                if self.session.is_none() {
+                    return Ok(());
+                }
                 self.pace(at, len).await?;
                 self.rules(Point::Within(0), &facts, at, len).await?;
+                if self.session.is_none() {
+                    return Ok(());
+                }
                 self.rules(Point::After, &facts, at, len).await?;
                 self.finish_shutdown(at + len).await
             }
@@ -811,7 +834,9 @@ impl Down<'_> {
         at: usize,
         len: usize,
     ) -> Result<(), End> {
-        let session = self.session.as_ref().expect("a session");
+        let Some(session) = self.session.as_ref() else {
+            return Ok(());
+        };
         let mut fired = self
             .shared
             .faults
@@ -859,9 +884,9 @@ impl Down<'_> {
                 Ok(())
             }
             Action::Error { code, message } => {
-                let session = self.session.as_ref().expect("a session");
-                let slot = session.scope.slot.clone().unwrap_or_default();
-                let xid = session.tracker.xid().0;
+                let (slot, xid) = self.session.as_ref().map_or((String::new(), 0), |s| {
+                    (s.scope.slot.clone().unwrap_or_default(), s.tracker.xid().0)
+                });
                 let err = error_for(&code, message, &slot, self.major, xid);
                 if code.starts_with("57P0") {
                     let mut out = Vec::new();
@@ -876,7 +901,7 @@ impl Down<'_> {
                 error_response(&mut out, "ERROR", &err);
                 backend::ready_for_query(&mut out, b'I');
                 self.write_own(self.written, &out).await?;
-                self.drop_upto(at, at + len);
+                self.drop_upto(at + len);
                 let mut copy_done = Vec::new();
                 backend::copy_done(&mut copy_done);
                 let _ = self.inject.send(copy_done);

@@ -18,7 +18,6 @@
 //!  "then": {"do": "close"}, "slot": "s", "times": 1}
 //! ```
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -495,19 +494,29 @@ pub(crate) struct Facts {
 
 /// Counts the messages a connection sends, by kind, and follows their transactions:
 /// what the triggers count.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Tracker {
     messages: u64,
-    /// Messages sent by kind (their tag byte).
-    by_kind: HashMap<u8, u64>,
+    /// Messages sent by kind, indexed by their tag byte.
+    by_kind: [u64; 256],
     follower: Follower,
+}
+
+impl Default for Tracker {
+    fn default() -> Tracker {
+        Tracker {
+            messages: 0,
+            by_kind: [0; 256],
+            follower: Follower::default(),
+        }
+    }
 }
 
 impl Tracker {
     /// Counts `message` as sent, and says what it was.
     pub(crate) fn frame(&mut self, message: &PgOutputMessage<'_>) -> Facts {
         self.messages += 1;
-        let of_kind = self.by_kind.entry(message.tag()).or_default();
+        let of_kind = &mut self.by_kind[usize::from(message.tag())];
         *of_kind += 1;
         Facts {
             kind: MessageKind::of_message(message),

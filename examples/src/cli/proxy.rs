@@ -116,14 +116,14 @@ pub fn proxy(args: &ProxyArgs) -> Result<ExitCode, String> {
         ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst))
             .map_err(|e| format!("signal handler: {e}"))?;
     }
-    let mut printed = 0;
+    let mut next = 0;
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(50));
-        let log = proxy.log();
-        for line in log.iter().skip(printed) {
+        let (lines, after) = proxy.log_since(next);
+        for line in lines {
             eprintln!("pgoutput proxy: {line}");
         }
-        printed = log.len();
+        next = after;
     }
     eprintln!("pgoutput proxy: stopping");
     proxy.shutdown();
