@@ -15,9 +15,11 @@ mod consumer;
 mod faults;
 mod proxy;
 mod proxy_debezium;
+mod proxy_subscriber;
 mod replay;
 mod scenario;
 mod tail;
+mod tap;
 mod tls;
 
 use std::panic::{self, AssertUnwindSafe};
@@ -245,6 +247,11 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
         );
         return;
     }
+    if std::env::var("PGOUTPUT_LIVE_ONLY").as_deref() == Ok("subscriber") {
+        // A developer's shortcut: the real replication clients through the proxy alone.
+        record_subscriber_checks(&label, &server, report);
+        return;
+    }
     if std::env::var("PGOUTPUT_LIVE_ONLY").as_deref() == Ok("replay") {
         // A developer's shortcut: the record-and-replay check alone.
         report.record(
@@ -381,6 +388,7 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
         &format!("{label}: Debezium through the proxy"),
         guarded(|| proxy_debezium::check(&server)),
     );
+    record_subscriber_checks(&label, &server, report);
     if let Some(dir) = std::env::var_os("PGOUTPUT_BENCH_CAPTURE") {
         if server.major() >= 16 {
             report.record(
@@ -394,6 +402,14 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
         started.elapsed().as_secs_f64()
     );
     // `server` is dropped here: stopped and removed, whatever happened above.
+}
+
+/// A PostgreSQL subscriber through the proxy.
+fn record_subscriber_checks(label: &str, server: &Server, report: &mut Report) {
+    report.record(
+        &format!("{label}: a PostgreSQL subscriber through the proxy, and through its cuts"),
+        guarded(|| proxy_subscriber::check_subscriber(server)),
+    );
 }
 
 /// TLS on every installation built with it (Debian's PostgreSQL 15 is; the PyPI wheel's
