@@ -404,11 +404,15 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
     // `server` is dropped here: stopped and removed, whatever happened above.
 }
 
-/// A PostgreSQL subscriber through the proxy.
+/// A PostgreSQL subscriber and pgjdbc through the proxy.
 fn record_subscriber_checks(label: &str, server: &Server, report: &mut Report) {
     report.record(
         &format!("{label}: a PostgreSQL subscriber through the proxy, and through its cuts"),
         guarded(|| proxy_subscriber::check_subscriber(server)),
+    );
+    report.record(
+        &format!("{label}: pgjdbc's replication stream through the proxy"),
+        guarded(|| proxy_subscriber::check_pgjdbc(server)),
     );
 }
 

