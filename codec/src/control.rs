@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::server::{Fault, FaultError};
+use crate::faults::{Fault, FaultError};
 use crate::Lsn;
 
 /// The most a request's head may take, and its body.

@@ -92,6 +92,8 @@ mod ctx;
 pub mod docs;
 mod envelope;
 mod error;
+#[cfg(feature = "server")]
+mod faults;
 mod follow;
 pub mod message;
 #[cfg(feature = "proxy")]

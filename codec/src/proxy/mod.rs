@@ -49,13 +49,13 @@ use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 
 use crate::client::{ClientError, ConnInfo};
-use crate::server::faults::Plan;
+use crate::faults::Plan;
 use crate::server::{Action, Fault, FaultError, Timeout};
 use crate::Lsn;
 use records::Records;
 use std::time::{Duration, Instant};
 
-use crate::server::error::{error, sqlstate, SqlError};
+use crate::wire::error::{error, sqlstate, SqlError};
 use crate::{encode, ClientMessage, Ctx, PgTimestamp, ProtocolVersion, StandbyStatusUpdate};
 use slots::Slots;
 

@@ -23,11 +23,11 @@ use super::records::{Record, Startup};
 use super::startup::{self, First};
 use super::Shared;
 use crate::client::{attempts, ClientError, StreamOptions};
+use crate::faults::{error_for, frame_matches, Facts, Point, Scope, Tracker};
 use crate::server::command::{self, Command, Options};
-use crate::server::error::{error, sqlstate, SqlError};
-use crate::server::faults::{error_for, frame_matches, Facts, Point, Scope, Tracker};
 use crate::server::{Action, Trigger};
 use crate::wire::backend;
+use crate::wire::error::{error, sqlstate, SqlError};
 use crate::{
     decode, encode, ClientMessage, Ctx, Decoder, Lsn, PgTimestamp, PrimaryKeepalive,
     ProtocolVersion, ServerMessage,
@@ -808,6 +808,10 @@ impl Down<'_> {
                         return Ok(());
                     }
                 };
+                if !self.shared.faults.armed() && self.slow.is_none() {
+                    // Nothing to ask (one atomic load): the frame goes as it came.
+                    return self.finish_shutdown(at + len).await;
+                }
                 // An ERROR a rule sent ends the stream (and the session) at any point.
                 self.rules(Point::Before, &facts, at, len).await?;
                 if self.session.is_none() {

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::server::error::{error, slot_in_use, slot_invalidated, sqlstate, SqlError};
+use crate::wire::error::{error, slot_in_use, slot_invalidated, sqlstate, SqlError};
 use crate::Lsn;
 
 /// A hold: the slot stays "active for PID …" this long after its client leaves.

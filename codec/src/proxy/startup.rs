@@ -6,7 +6,7 @@
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::server::error::{error, sqlstate, SqlError};
+use crate::wire::error::{error, sqlstate, SqlError};
 
 /// `MAX_STARTUP_PACKET_LENGTH` in PostgreSQL's `pqcomm.h`.
 const MAX_STARTUP_PACKET: usize = 10_000;

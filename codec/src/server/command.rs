@@ -2,7 +2,7 @@
 //! reads them: upper-case keywords, identifiers (unquoted ones folded to lower case,
 //! `"quoted"` ones kept), `'strings'` with `''` for a quote, and `X/Y` positions.
 
-use super::error::{error, sqlstate, SqlError};
+use crate::wire::error::{error, sqlstate, SqlError};
 use crate::Lsn;
 
 /// A token of the replication grammar.

@@ -45,8 +45,6 @@ mod catalog;
 pub(crate) mod command;
 mod connection;
 mod control;
-pub(crate) mod error;
-pub(crate) mod faults;
 mod findings;
 pub(crate) mod options;
 mod queries;
@@ -64,8 +62,8 @@ use std::time::{Duration, Instant};
 
 pub use crate::client::StreamOptions;
 pub use crate::control::Control;
+pub use crate::faults::{Action, Fault, FaultError, MessageKind, Trigger};
 pub use catalog::{Column, Publication, Table};
-pub use faults::{Action, Fault, FaultError, MessageKind, Trigger};
 pub use findings::{Finding, SentMessage};
 pub use render::{RenderError, RenderedMessage};
 pub use script::{End, Event, Script, ScriptError, Step, Transaction, MAX_LINE_LEN};
@@ -551,7 +549,7 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
                 if live >= max_live_connections(shared.config.max_wal_senders) {
                     refuse(
                         stream,
-                        error::sqlstate::TOO_MANY_CONNECTIONS,
+                        crate::wire::error::sqlstate::TOO_MANY_CONNECTIONS,
                         "sorry, too many clients already",
                     );
                     continue;

@@ -3,8 +3,8 @@
 //! SQLSTATEs for the server version the test server announces.
 
 use super::command::{boolean, Options};
-use super::error::{error, sqlstate, SqlError};
 use crate::client::{parse_identifier_list, StreamOptions};
+use crate::wire::error::{error, sqlstate, SqlError};
 use crate::{ProtocolVersion, Streaming};
 
 impl StreamOptions {

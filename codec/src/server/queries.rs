@@ -5,9 +5,9 @@
 //! matter; anything else is refused with a clear error.
 
 use super::catalog::{Catalog, Table};
-use super::error::{error, sqlstate, SqlError};
 use crate::values::text_to_binary;
 use crate::wire::backend::Column;
+use crate::wire::error::{error, sqlstate, SqlError};
 use crate::{Oid, ReplicaIdentity};
 
 /// What to send for a query.

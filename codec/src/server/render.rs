@@ -13,11 +13,11 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use super::catalog::{Catalog, Column, Table, ValueForm};
-use super::error::{error, sqlstate, SqlError};
 use super::schema_cache::SchemaCache;
 use super::script::{relations_of, End, Event, Step, Transaction};
 use super::StreamOptions;
 use crate::values::{binary_to_text, text_to_binary};
+use crate::wire::error::{error, sqlstate, SqlError};
 use crate::{
     Begin, BeginPrepare, ColumnValue, Commit, CommitPrepared, Encoder, Lsn, Oid, OldTuple, Origin,
     PgOutputMessage, PgStr, Prepare, RollbackPrepared, StreamAbort, StreamCommit, StreamPrepare,

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 
 use super::catalog::Catalog;
 use super::connection::Inbox;
-use super::error::{error, sqlstate, SqlError};
-use super::faults::Plan;
 use super::findings::{Finding, Judge};
 use super::script::{Clock, End, Event};
 use super::{Auth, ClientInfo, Logger, SlotInfo};
+use crate::faults::Plan;
+use crate::wire::error::{error, sqlstate, SqlError};
 use crate::wire::Socket;
 use crate::{Lsn, StandbyStatusUpdate, Xid};
 
@@ -288,7 +288,7 @@ impl State {
         }
         let info = self.slot(slot).expect("the slot exists");
         if info.invalidated {
-            return Err(super::error::slot_invalidated(slot, major));
+            return Err(crate::wire::error::slot_invalidated(slot, major));
         }
         info.active_client = Some(id);
         info.starts += 1;
@@ -432,7 +432,7 @@ impl State {
 
 /// The error for a slot another client holds.
 pub(crate) fn in_use(slot: &str, client: usize) -> SqlError {
-    super::error::slot_in_use(slot, pid(client))
+    crate::wire::error::slot_in_use(slot, pid(client))
 }
 
 /// A slot's client lets it go: a hold waiting for that starts now.

@@ -10,6 +10,8 @@
 #[cfg(feature = "server")]
 pub(crate) mod backend;
 #[cfg(feature = "server")]
+pub(crate) mod error;
+#[cfg(feature = "server")]
 pub(crate) mod frontend;
 #[cfg(feature = "server")]
 pub(crate) mod scram;

@@ -8,9 +8,9 @@ use subtle::ConstantTimeEq;
 
 use super::startup::Login;
 use super::{Closed, Connection};
-use crate::server::error::sqlstate;
 use crate::server::AuthKind;
 use crate::wire::backend;
+use crate::wire::error::sqlstate;
 use crate::wire::frontend::{sasl_initial_response, Frontend};
 use crate::wire::scram;
 

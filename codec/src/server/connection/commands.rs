@@ -6,9 +6,9 @@ use std::io::Write;
 
 use super::{Closed, Connection, Failure};
 use crate::server::command::{self, Command};
-use crate::server::error::{error, sqlstate, SqlError};
 use crate::server::queries::{self, Reply};
 use crate::wire::backend::{self, Column};
+use crate::wire::error::{error, sqlstate, SqlError};
 use crate::wire::frontend::Frontend;
 
 impl<W: Write> Connection<'_, W> {

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Closed, Connection, Failure};
-use crate::server::faults::{error_for, frame_matches, Action, Facts, Point};
-use crate::server::faults::{Scope, Trigger};
+use crate::faults::{error_for, frame_matches, Action, Facts, Point};
+use crate::faults::{Scope, Trigger};
 use crate::server::state::Shared;
 use crate::wire::backend;
 

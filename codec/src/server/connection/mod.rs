@@ -26,9 +26,9 @@ use std::time::{Duration, Instant};
 pub(crate) use inbox::Inbox;
 use inbox::{Incoming, Wait};
 
-use super::error::{sqlstate, SqlError};
 use super::state::Shared;
 use crate::wire::backend;
+use crate::wire::error::{sqlstate, SqlError};
 use crate::wire::frontend::{Frontend, ReadError, Startup};
 use crate::wire::socket::is_timeout;
 use crate::wire::Socket;
@@ -108,7 +108,7 @@ pub(crate) fn serve_tcp(
     stream: TcpStream,
     id: usize,
     peer: SocketAddr,
-    on_connect: Vec<crate::server::faults::Action>,
+    on_connect: Vec<crate::faults::Action>,
 ) {
     if !faults::on_connect(shared, &stream, on_connect) {
         return;

@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use super::Connection;
 use crate::server::command;
-use crate::server::error::{error, sqlstate, SqlError};
 use crate::server::state::in_use;
 use crate::server::SlotInfo;
 use crate::wire::backend::{self, Column};
+use crate::wire::error::{error, sqlstate, SqlError};
 
 impl<W: Write> Connection<'_, W> {
     pub(super) fn create_slot(

@@ -7,10 +7,10 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use super::{Closed, Connection};
-use crate::server::error::sqlstate;
 use crate::server::state::pid;
 use crate::server::ClientInfo;
 use crate::wire::backend;
+use crate::wire::error::sqlstate;
 use crate::wire::frontend::Startup;
 
 /// Who the start-up packet says the client is.

@@ -12,13 +12,13 @@ use std::time::Instant;
 use super::faults::Slow;
 use super::inbox::{Incoming, Wait};
 use super::{envelope, Closed, Connection, Failure};
+use crate::faults::{Action, Point, Scope, Tracker, Trigger};
 use crate::server::command;
-use crate::server::error::{error, sqlstate, SqlError};
-use crate::server::faults::{Action, Point, Scope, Tracker, Trigger};
 use crate::server::findings::Judge;
 use crate::server::render::{Failed, Renderer, Sink, Stopped};
 use crate::server::{Event, StreamOptions};
 use crate::wire::backend;
+use crate::wire::error::{error, sqlstate, SqlError};
 use crate::wire::frontend::Frontend;
 use crate::{
     decode, encode, ClientMessage, Lsn, PgOutputMessage, PgTimestamp, PrimaryKeepalive,

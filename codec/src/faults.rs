@@ -4,9 +4,10 @@
 //! walsender that stops answering, an ERROR a real server sends, a crash that re-sends
 //! what the consumer already confirmed.
 //!
-//! The rules look at the frames a connection sends, whatever produced them: each frame's
-//! meaning (message type, transaction number, change number, stream block) is read from
-//! its pgoutput payload by a [`Tracker`], one per streaming connection. The connection
+//! The rules look at the frames a connection sends, whatever produced them (the test
+//! server's renderer, or a real PostgreSQL behind the proxy): each frame's meaning
+//! (message type, transaction number, change number, stream block) comes from the typed
+//! message through a [`Tracker`], one per streaming connection. The connection
 //! asks the [`Plan`] (shared by every connection) before and after each frame; a rule that
 //! matches is claimed there, so that a rule with `times: 1` fires once in the whole
 //! server, whichever connection gets there first.
@@ -24,8 +25,8 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use super::error::{error, slot_in_use, slot_invalidated, sqlstate, SqlError};
 use crate::follow::{Follower, Place};
+use crate::wire::error::{error, slot_in_use, slot_invalidated, sqlstate, SqlError};
 use crate::{Lsn, PgOutputMessage, Tagged, Xid};
 
 /// A rule: when [`Trigger`] happens on a connection in scope, [`Action`] is done, at most

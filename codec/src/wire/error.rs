@@ -1,5 +1,5 @@
-//! The one error type of the server's answers, and the SQLSTATEs it uses, named as
-//! PostgreSQL's `errcodes.txt` names them, so that every code has one home.
+//! The ErrorResponse a server or the proxy sends in PostgreSQL's words: its SQLSTATE (named as
+//! PostgreSQL's `errcodes.txt` names them, so that every code has one home), message and detail.
 
 use std::borrow::Cow;
 
