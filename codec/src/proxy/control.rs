@@ -10,6 +10,7 @@
 //! | `DELETE /faults` | | `{}` |
 //! | `GET /connections` | | `[{"id", "peer", "user", "upstream", "slot", "frames", "status_updates", "flush_lsn", "ended", …}]` |
 //! | `GET /slots` | | `[{"name", "confirmed_flush_lsn", "sent_lsn", "active_connection"}]` |
+//! | `GET /findings` | | `[{"finding": "confirmed_unsent", "slot", "flush", "sent", "text"}, …]` |
 //! | `POST /wait` | `{"slot": "s", "lsn": "0/1000360", "timeout_ms": 5000}` | `{"confirmed_flush_lsn"}`, or 408 |
 //! | `GET /log` | | `["connection 1: streaming from slot s …", …]` |
 //! | `POST /checkpoint`, `POST /crash` | | `{}` |
@@ -41,7 +42,8 @@ impl Api for ProxyApi {
             ("POST /faults", "arm a rule, or an array of rules (the JSON of pgoutput serve)"),
             ("DELETE /faults", "disarm every rule"),
             ("GET /connections", "each client connection: who, its upstream, its slot, frames, status updates, how it ended"),
-            ("GET /slots", "each slot streamed through the proxy: confirmed and sent positions, the connection streaming it"),
+            ("GET /slots", "each slot streamed through the proxy: confirmed, heard and sent positions, the connection streaming it, what a crash re-sent"),
+            ("GET /findings", "what consumers did wrong, judged per slot across its connections"),
             ("POST /wait", "{\"slot\", \"lsn\", \"timeout_ms\"}: wait until a client confirmed the slot there (408 on timeout)"),
             ("GET /log", "what the proxy noted: streams, rules that fired, frames it could not decode"),
             ("POST /checkpoint", "let the upstream hear each slot's confirmed position now (with a checkpoint interval)"),
@@ -68,6 +70,22 @@ impl Api for ProxyApi {
                 }
                 ("GET", ["connections"]) => Answer(200, json!(shared.records.connections())),
                 ("GET", ["slots"]) => Answer(200, json!(shared.slot_infos())),
+                ("GET", ["findings"]) => Answer(
+                    200,
+                    Value::Array(
+                        shared
+                            .judge
+                            .findings()
+                            .into_iter()
+                            .map(|(slot, finding)| {
+                                let mut value = json!(finding);
+                                value["slot"] = Value::from(slot);
+                                value["text"] = Value::from(finding.to_string());
+                                value
+                            })
+                            .collect(),
+                    ),
+                ),
                 ("POST", ["checkpoint"]) => {
                     shared.checkpoint();
                     Answer(200, json!({}))

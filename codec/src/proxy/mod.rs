@@ -29,12 +29,14 @@
 //! releases its slot, as with a direct connection).
 
 mod control;
+mod judge;
 mod records;
 mod relay;
 mod slots;
 mod startup;
 
 pub use crate::control::Control;
+pub use judge::Resent;
 pub use records::{ConnectionInfo, SlotInfo};
 
 use std::collections::{HashMap, VecDeque};
@@ -50,8 +52,9 @@ use tokio::sync::{oneshot, watch};
 
 use crate::client::{ClientError, ConnInfo};
 use crate::faults::Plan;
-use crate::server::{Action, Fault, FaultError, Timeout};
+use crate::server::{Action, Fault, FaultError, Finding, Timeout};
 use crate::Lsn;
+use judge::Judge;
 use records::Records;
 use std::time::{Duration, Instant};
 
@@ -122,6 +125,7 @@ impl Builder {
             log: Mutex::new(VecDeque::new()),
             logged: AtomicU64::new(0),
             records: Records::default(),
+            judge: Judge::default(),
             slots: Slots::new(self.checkpoint_interval.is_some()),
             crashes: watch::channel(0).0,
             crash_refusal: self.crash_refusal,
@@ -358,6 +362,31 @@ impl Proxy {
         self.shared.slots.forget(slot);
     }
 
+    /// What the consumers did wrong, judged per slot across all its connections: each
+    /// finding with its slot.
+    #[must_use]
+    pub fn findings(&self) -> Vec<(String, Finding)> {
+        self.shared.judge.findings()
+    }
+
+    /// Panics with a readable account if any consumer misbehaved ([`Proxy::findings`]).
+    ///
+    /// # Panics
+    ///
+    /// When there is a finding.
+    pub fn assert_no_findings(&self) {
+        let account: Vec<String> = self
+            .findings()
+            .iter()
+            .map(|(slot, finding)| format!("slot {slot}: the consumer {finding}"))
+            .collect();
+        assert!(
+            account.is_empty(),
+            "the consumer under test misbehaved:\n  {}",
+            account.join("\n  ")
+        );
+    }
+
     /// Serves the control API on `addr` (loopback only, unless `remote`): `GET /` lists
     /// its endpoints.
     ///
@@ -412,6 +441,7 @@ struct Shared {
     logged: AtomicU64,
     records: Records,
     slots: Slots,
+    judge: Judge,
     /// Bumped by each crash: every pair watches it.
     crashes: watch::Sender<u64>,
     crash_refusal: Duration,
@@ -443,6 +473,7 @@ impl Shared {
         let mut slots = self.records.slots();
         for slot in &mut slots {
             slot.heard_lsn = self.slots.positions(&slot.name).1;
+            slot.resent = self.judge.resent(&slot.name);
         }
         slots
     }
@@ -472,6 +503,7 @@ impl Shared {
     fn crash(&self) {
         *self.refuse_until.lock().unwrap_or_else(|e| e.into_inner()) =
             Some(Instant::now() + self.crash_refusal);
+        self.judge.crash();
         self.crashes.send_modify(|n| *n += 1);
         self.log("crash: every connection cut".to_owned());
     }

@@ -64,6 +64,8 @@ pub struct SlotInfo {
     pub sent_lsn: Lsn,
     /// The connection streaming it now.
     pub active_connection: Option<u64>,
+    /// What was sent again after the last crash that the consumer had confirmed before.
+    pub resent: Option<super::Resent>,
 }
 
 /// One connection's record, updated by its relay as things happen.
@@ -234,6 +236,7 @@ impl Records {
             heard_lsn: Lsn(0),
             sent_lsn: Lsn(0),
             active_connection: None,
+            resent: None,
         });
         change(slot);
     }

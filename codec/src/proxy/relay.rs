@@ -36,6 +36,9 @@ use crate::{
 /// Bytes a read asks for at least: a walsender's messages are small and many.
 const READ_AT_LEAST: usize = 64 * 1024;
 
+/// How much of a client's bytes a stalled connection holds before it stops reading it.
+const STALLED_AT_MOST: usize = 256 * 1024;
+
 /// How long a client that left is given for its last bytes to reach the upstream.
 const CLIENT_LEFT: Duration = Duration::from_secs(1);
 
@@ -228,6 +231,7 @@ async fn relay(
         written: 0,
         major: 0,
         backend_pid: 0,
+        upstream_error: false,
         session: None,
         draining: false,
         slow: None,
@@ -252,6 +256,12 @@ async fn relay(
             end = &mut upstream => end,
         }
     };
+    // A stream still under way ends with the connection; a walsender that dropped it
+    // without an error timed out.
+    if let Some(slot) = down.session.as_ref().and_then(|s| s.scope.slot.as_deref()) {
+        let timed_out = end == End::UpstreamClosed && !down.upstream_error;
+        shared.judge.ended(slot, who.attempt, timed_out);
+    }
     drop(down);
     // Both directions' futures are dropped here (the client's read half with them), so
     // the upstream connection closes at once: its walsender exits and releases its slot.
@@ -306,11 +316,19 @@ async fn up(
     // Whole messages end at `whole`; those from `from` on are not forwarded yet.
     let (mut from, mut whole) = (0, 0);
     loop {
+        // While a rule stalls the connection nothing goes to the upstream, but the
+        // client is still read (up to a socket buffer's worth): its status updates are
+        // judged, and a client that leaves ends the pair.
+        let held = *stalled.borrow();
+        let room = buf.len() < STALLED_AT_MOST;
         tokio::select! {
-            read = client.read_buf(&mut buf) => match read {
+            read = client.read_buf(&mut buf), if !held || room => match read {
                 Ok(0) | Err(_) => {
-                    // What the client sent whole before it left (its Terminate) still goes.
-                    let _ = server.write_all(&buf[from..whole]).await;
+                    // What the client sent whole before it left (its Terminate) still
+                    // goes, unless the connection is stalled.
+                    if !*stalled.borrow() {
+                        let _ = server.write_all(&buf[from..whole]).await;
+                    }
                     return End::ClientLeft;
                 }
                 Ok(_) => {}
@@ -321,6 +339,7 @@ async fn up(
                 }
                 continue;
             }
+            Ok(()) = stalled.changed(), if held => {}
         }
         loop {
             match whole_message(&mut buf, whole) {
@@ -346,8 +365,8 @@ async fn up(
                 }
             }
         }
-        if *stalled.borrow() && stalled.wait_for(|s| !*s).await.is_err() {
-            return End::UpstreamClosed;
+        if *stalled.borrow() {
+            continue;
         }
         if whole > 0 {
             if server.write_all(&buf[from..whole]).await.is_err() {
@@ -435,6 +454,9 @@ fn status_update(
         shared
             .records
             .status_update(&who.record, slot, update.flush_lsn);
+        shared
+            .judge
+            .status_update(slot, who.attempt, update.flush_lsn);
         let heard = shared.slots.heard(slot, update.flush_lsn);
         if heard != update.flush_lsn {
             // 'd', Int32 length, 'r', write position, then the flush position.
@@ -483,6 +505,8 @@ struct Down<'a> {
     major: u32,
     /// The upstream backend's process id (from its BackendKeyData).
     backend_pid: u32,
+    /// The upstream sent an ErrorResponse (a walsender that times out sends none).
+    upstream_error: bool,
     session: Option<Session>,
     /// An injected ERROR ended the stream for the client: the upstream's rest of it is
     /// dropped up to its ReadyForQuery.
@@ -688,7 +712,11 @@ impl Down<'_> {
             b'W' => self.copy_both(),
             b'd' if self.session.is_some() => self.frame(at, len).await?,
             // The copy ends (CopyDone, or an ERROR inside it).
-            b'c' | b'E' if self.session.is_some() => self.end_session(),
+            b'c' | b'E' if self.session.is_some() => {
+                self.upstream_error |= tag == b'E';
+                self.end_session();
+            }
+            b'E' => self.upstream_error = true,
             _ => {}
         }
         Ok(())
@@ -698,6 +726,7 @@ impl Down<'_> {
     fn end_session(&mut self) {
         if let Some(slot) = self.session.take().and_then(|s| s.scope.slot) {
             self.shared.slots.released(&slot);
+            self.shared.judge.ended(&slot, self.who.attempt, false);
         }
         self.link.streaming.store(false, Ordering::Relaxed);
     }
@@ -746,6 +775,7 @@ impl Down<'_> {
         let (of_slot, of_server) = self.shared.count_start(&slot);
         self.shared.records.streaming(&self.who.record, &slot);
         self.shared.slots.acquired(&slot, self.backend_pid);
+        self.shared.judge.started(&slot);
         self.shared.log(format!(
             "connection {}: streaming from slot {slot} (START_REPLICATION {of_slot} of the slot)",
             self.who.attempt
@@ -777,7 +807,19 @@ impl Down<'_> {
                 if let Ok(ServerMessage::PrimaryKeepalive(k)) =
                     decode::<ServerMessage<'_>>(payload, envelope())
                 {
-                    self.sent = self.sent.max(k.wal_end);
+                    // Between transactions, the client may confirm the WAL end it reports.
+                    let idle = session.tracker.idle();
+                    if idle {
+                        self.sent = self.sent.max(k.wal_end);
+                    }
+                    if let Some(slot) = &session.scope.slot {
+                        self.shared.judge.keepalive(
+                            slot,
+                            self.who.attempt,
+                            idle.then_some(k.wal_end),
+                            k.reply_requested,
+                        );
+                    }
                 }
                 Ok(())
             }
@@ -792,6 +834,7 @@ impl Down<'_> {
                             self.sent = self.sent.max(end);
                             if let Some(slot) = &session.scope.slot {
                                 self.shared.records.sent(slot, end);
+                                self.shared.judge.transaction_sent(slot, end);
                             }
                         }
                         session.tracker.frame(&message)

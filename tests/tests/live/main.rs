@@ -209,6 +209,10 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
             &format!("{label}: the proxy's crash, slot persistence and slot states"),
             guarded(|| proxy::check_crash_and_slot_states(&server)),
         );
+        report.record(
+            &format!("{label}: the proxy's findings"),
+            guarded(|| proxy::check_findings(&server)),
+        );
         return;
     }
     if std::env::var("PGOUTPUT_LIVE_ONLY").as_deref() == Ok("proxy") {
@@ -236,6 +240,10 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
         report.record(
             &format!("{label}: the proxy's crash, slot persistence and slot states"),
             guarded(|| proxy::check_crash_and_slot_states(&server)),
+        );
+        report.record(
+            &format!("{label}: the proxy's findings"),
+            guarded(|| proxy::check_findings(&server)),
         );
         return;
     }
@@ -383,6 +391,10 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
     report.record(
         &format!("{label}: the proxy's crash, slot persistence and slot states"),
         guarded(|| proxy::check_crash_and_slot_states(&server)),
+    );
+    report.record(
+        &format!("{label}: the proxy's findings"),
+        guarded(|| proxy::check_findings(&server)),
     );
     report.record(
         &format!("{label}: Debezium through the proxy"),

@@ -434,6 +434,7 @@ pub fn check_faults(server: &Server) -> Result<String, String> {
         proxy.add_fault(rule).map_err(|e| e.to_string())?;
     }
     let resumes = consume_through(&proxy, &options, &want)?;
+    no_findings(&proxy)?;
     let fired: Vec<u64> = proxy.faults().iter().map(|(_, n)| *n).collect();
     if fired != [1, 1, 1, 1] {
         return Err(format!(
@@ -452,6 +453,14 @@ pub fn check_faults(server: &Server) -> Result<String, String> {
         want.len(),
         resumes
     ))
+}
+
+/// A correct consumer: the judge found nothing, across all its connections.
+fn no_findings(proxy: &Proxy) -> Result<(), String> {
+    match proxy.findings().as_slice() {
+        [] => Ok(()),
+        findings => Err(format!("findings for a correct consumer: {findings:?}")),
+    }
 }
 
 /// The transaction ends `expected` holds for `options`.
@@ -548,6 +557,7 @@ pub fn check_timers_and_shutdown(server: &Server) -> Result<String, String> {
     let resumes = consume_through(&proxy, &options, &want)?;
     // The status update that moved the slot there passed the proxy's flush rule first.
     wait_confirmed(server, slot, last)?;
+    no_findings(&proxy)?;
     let fired: Vec<u64> = proxy.faults().iter().map(|(_, n)| *n).collect();
     let log = proxy.log();
     if fired != [1, 1] {
@@ -764,7 +774,7 @@ fn terminated_mid_stream(server: &Server, proxy: &Proxy) -> Result<String, Strin
             "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput') IS NOT NULL;"
         ))
         .map_err(|e| e.to_string())?;
-    for sql in &workload(97_000)[..2] {
+    for sql in &workload(93_000)[..2] {
         write(server, sql)?;
     }
     let out = run(Command::new("python3").args([
@@ -925,6 +935,7 @@ out["connection"] = [(c["user"], c["replication"], c["frames"] > 0, c["status_up
 slots = [s for s in call("GET", "/slots")[1] if s["name"] == slot]
 out["slot_confirmed"] = slots[0]["confirmed_flush_lsn"] if slots else None
 out["log_fired"] = any("fault: Close at Commit" in line for line in call("GET", "/log")[1])
+out["findings"] = call("GET", "/findings")[1]
 out["cleared"] = call("DELETE", "/faults")[0]
 out["unknown"] = call("GET", "/nothing")[0]
 out["wrong_method"] = call("PUT", "/faults")[0]
@@ -1001,6 +1012,7 @@ pub fn check_control(server: &Server) -> Result<String, String> {
             "DELETE /slots/:name",
             "GET /connections",
             "GET /faults",
+            "GET /findings",
             "GET /log",
             "GET /slots",
             "POST /checkpoint",
@@ -1024,6 +1036,7 @@ pub fn check_control(server: &Server) -> Result<String, String> {
         json!([["tailer", "database", true, true, "a rule closed it"]]),
     )?;
     expect("log_fired", json!(true))?;
+    expect("findings", json!([]))?;
     expect("cleared", json!(200))?;
     expect("unknown", json!(404))?;
     expect("wrong_method", json!(405))?;
@@ -1232,6 +1245,15 @@ pub fn check_crash_and_slot_states(server: &Server) -> Result<String, String> {
             want[2]
         ));
     }
+    let resent = proxy
+        .slots()
+        .into_iter()
+        .find(|s| s.name == slot)
+        .and_then(|s| s.resent)
+        .ok_or("no re-send recorded after the crash")?;
+    if resent.first != want[2] || resent.confirmed_before != *want.last().unwrap_or(&Lsn(0)) {
+        return Err(format!("the re-send recorded: {resent:?}"));
+    }
     let states = slot_states(server, &proxy)?;
     let _ = server.psql(&format!("SELECT pg_drop_replication_slot('{slot}');"));
     Ok(format!(
@@ -1300,4 +1322,138 @@ fn slot_states(server: &Server, proxy: &Proxy) -> Result<String, String> {
         return Err(format!("{upstream_saw} of the slots exist upstream"));
     }
     Ok("a held, an invalidated and a forgotten slot got 55006, 55000 and 42704 from the proxy in PostgreSQL's words".into())
+}
+
+const CONFIRM_AT_BEGIN: &str = r#"
+import sys, psycopg2, psycopg2.extras
+dsn, slot = sys.argv[1], sys.argv[2]
+conn = psycopg2.connect(dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection)
+cur = conn.cursor()
+cur.start_replication(slot_name=slot, decode=False, options={"proto_version": "1", "publication_names": "pub"})
+def consume(msg):
+    if msg.payload[:1] == b"B":
+        # The bug (pglogrepl#40, debezium#7531): the transaction's commit position,
+        # confirmed as soon as its Begin says where it will end.
+        final_lsn = int.from_bytes(msg.payload[1:9], "big")
+        msg.cursor.send_feedback(flush_lsn=final_lsn, write_lsn=final_lsn, force=True)
+        print(final_lsn, flush=True)
+cur.consume_stream(consume)
+"#;
+
+const NEVER_CONFIRMS: &str = r#"
+import sys, psycopg2, psycopg2.extras
+dsn, slot, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+conn = psycopg2.connect(dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection)
+cur = conn.cursor()
+cur.start_replication(slot_name=slot, decode=False, options={"proto_version": "1", "publication_names": "pub"})
+commits = 0
+def consume(msg):
+    global commits
+    commits += msg.payload[:1] == b"C"
+    if commits == count:
+        raise psycopg2.extras.StopReplication()
+try:
+    cur.consume_stream(consume)
+except psycopg2.extras.StopReplication:
+    pass
+conn.close()
+"#;
+
+/// Findings through the proxy: a psycopg2 consumer that confirms a transaction's end at
+/// its Begin is caught while a rule holds the rest of the transaction back; one that
+/// reads and never confirms is caught once it has left; the correct consumers of the
+/// other checks have none.
+pub fn check_findings(server: &Server) -> Result<String, String> {
+    use pgoutput_codec::server::Finding;
+    use std::io::BufRead;
+    let (early, silent) = ("proxy_early", "proxy_silent");
+    for slot in [early, silent] {
+        server
+            .psql(&format!(
+                "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput') IS NOT NULL;"
+            ))
+            .map_err(|e| e.to_string())?;
+    }
+    for sql in &workload(94_000)[..3] {
+        write(server, sql)?;
+    }
+    let proxy = start_proxy(server)?;
+    // The first transaction's rest waits, for good, after its first change.
+    proxy
+        .add_fault(
+            Fault::new(
+                Trigger::Change {
+                    transaction: 1,
+                    after: 1,
+                },
+                Action::Stall { ms: None },
+            )
+            .slot(early),
+        )
+        .map_err(|e| e.to_string())?;
+    let mut child = Command::new("python3")
+        .args(["-c", CONFIRM_AT_BEGIN, &through(&proxy, TAIL_USER), early])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let mut lines = std::io::BufReader::new(child.stdout.take().ok_or("no stdout")?).lines();
+    let final_lsn: Result<Lsn, String> = match lines.next() {
+        Some(Ok(line)) => line
+            .trim()
+            .parse::<u64>()
+            .map(Lsn)
+            .map_err(|e| e.to_string()),
+        other => Err(format!("psycopg2 said {other:?}")),
+    };
+    // Waits for the judge to see the confirmation the consumer sent.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let caught = loop {
+        let findings = proxy.findings();
+        if let Some((_, finding)) = findings.iter().find(|(slot, _)| slot == early) {
+            break Ok(finding.clone());
+        }
+        if Instant::now() > deadline {
+            break Err(format!("no finding in 30 s; log: {:?}", proxy.log()));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let (final_lsn, caught) = (final_lsn?, caught?);
+    match caught {
+        Finding::ConfirmedUnsent { flush, .. } if flush == final_lsn => {}
+        other => return Err(format!("caught {other:?}, not the flush of {final_lsn}")),
+    }
+    run(Command::new("python3").args([
+        "-c",
+        NEVER_CONFIRMS,
+        &through(&proxy, TAIL_USER),
+        silent,
+        "3",
+    ]))?;
+    wait_all_closed(&proxy)?;
+    let findings = proxy.findings();
+    let never = findings
+        .iter()
+        .find(|(slot, _)| slot == silent)
+        .map(|(_, f)| f.clone());
+    if !matches!(never, Some(Finding::NeverConfirmed { .. })) {
+        return Err(format!("the consumer that never confirmed: {findings:?}"));
+    }
+    for slot in [early, silent] {
+        let _ = server.psql(&format!("SELECT pg_drop_replication_slot('{slot}');"));
+    }
+    Ok(format!(
+        "a consumer confirming at Begin caught (\"{}\"); one that never confirmed caught",
+        Finding::ConfirmedUnsent {
+            flush: final_lsn,
+            sent: Lsn(0)
+        }
+        .to_string()
+        .split(',')
+        .next()
+        .unwrap_or_default()
+    ))
 }
