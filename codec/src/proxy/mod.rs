@@ -43,10 +43,13 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 
@@ -73,6 +76,7 @@ pub struct Builder {
     faults: Vec<Fault>,
     checkpoint_interval: Option<Duration>,
     crash_refusal: Duration,
+    tls: Option<(PathBuf, PathBuf)>,
 }
 
 impl Builder {
@@ -109,6 +113,15 @@ impl Builder {
         self
     }
 
+    /// Answer a client's SSLRequest `S` and speak TLS with it, with this certificate chain
+    /// and private key (PEM files), as PostgreSQL with `ssl = on` does; without, the
+    /// answer is `N`.
+    #[must_use]
+    pub fn tls(mut self, certificate_chain: &Path, private_key: &Path) -> Builder {
+        self.tls = Some((certificate_chain.to_owned(), private_key.to_owned()));
+        self
+    }
+
     /// Binds the address and starts serving, on a thread of its own.
     ///
     /// # Errors
@@ -116,7 +129,12 @@ impl Builder {
     /// [`ProxyError::Fault`] for a rule that cannot work on a proxy,
     /// [`ProxyError::Io`] when the address cannot be bound.
     pub fn start(self) -> Result<Proxy, ProxyError> {
+        let tls = match &self.tls {
+            Some((chain, key)) => Some(acceptor(chain, key).map_err(ProxyError::Tls)?),
+            None => None,
+        };
         let shared = Arc::new(Shared {
+            tls,
             upstream: self.upstream,
             faults: Plan::default(),
             attempts: AtomicU64::new(0),
@@ -173,6 +191,8 @@ pub enum ProxyError {
     Upstream(ClientError),
     /// A fault rule that cannot work.
     Fault(FaultError),
+    /// The certificate or key for TLS with clients does not load.
+    Tls(String),
     /// Binding the address or starting the runtime failed.
     Io(io::Error),
 }
@@ -182,6 +202,7 @@ impl fmt::Display for ProxyError {
         match self {
             ProxyError::Upstream(err) => write!(f, "upstream: {err}"),
             ProxyError::Fault(err) => write!(f, "fault rule: {err}"),
+            ProxyError::Tls(err) => write!(f, "TLS: {err}"),
             ProxyError::Io(err) => write!(f, "{err}"),
         }
     }
@@ -192,6 +213,7 @@ impl std::error::Error for ProxyError {
         match self {
             ProxyError::Upstream(err) => Some(err),
             ProxyError::Fault(err) => Some(err),
+            ProxyError::Tls(_) => None,
             ProxyError::Io(err) => Some(err),
         }
     }
@@ -242,6 +264,7 @@ impl Proxy {
             faults: Vec::new(),
             checkpoint_interval: None,
             crash_refusal: Duration::ZERO,
+            tls: None,
         })
     }
 
@@ -430,6 +453,8 @@ struct Starts {
 #[derive(Debug)]
 struct Shared {
     upstream: ConnInfo,
+    /// TLS with clients that ask for it, when the proxy has a certificate.
+    tls: Option<Arc<rustls::ServerConfig>>,
     faults: Plan,
     /// Connections accepted so far (for `connect` triggers).
     attempts: AtomicU64,
@@ -537,6 +562,24 @@ impl Shared {
         *of_slot += 1;
         (*of_slot, starts.server)
     }
+}
+
+/// The TLS configuration of a certificate chain and key in PEM files.
+fn acceptor(chain: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, String> {
+    let certificates = CertificateDer::pem_file_iter(chain)
+        .and_then(|certificates| certificates.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("certificate chain {}: {e}", chain.display()))?;
+    let key = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| format!("private key {}: {e}", key.display()))?;
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_no_client_auth()
+    .with_single_cert(certificates, key)
+    .map_err(|e| format!("{}: {e}", chain.display()))?;
+    Ok(Arc::new(config))
 }
 
 /// Checkpoints every `interval`.

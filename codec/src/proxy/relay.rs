@@ -14,14 +14,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch, Notify};
 
 use super::records::{Record, Startup};
 use super::startup::{self, First};
 use super::Shared;
+use crate::client::tokio::Io;
 use crate::client::{attempts, ClientError, StreamOptions};
 use crate::faults::{error_for, frame_matches, Facts, Point, Scope, Tracker};
 use crate::server::command::{self, Command, Options};
@@ -75,8 +75,9 @@ impl End {
     }
 }
 
-/// Serves one client: the `connect` rules, its first packets, its upstream connection,
-/// then the relay until either side ends.
+/// Serves one client: the `connect` rules, its first packets (TLS if it asks and the
+/// proxy has a certificate), its upstream connection, then the relay until either side
+/// ends.
 pub(super) async fn serve(mut client: TcpStream, peer: SocketAddr, shared: &Shared) {
     let attempt = shared.attempts.fetch_add(1, Ordering::SeqCst) + 1;
     let fired = shared.faults.fire(
@@ -100,11 +101,63 @@ pub(super) async fn serve(mut client: TcpStream, peer: SocketAddr, shared: &Shar
             _ => {}
         }
     }
-    let first = match startup::read(&mut client).await {
+    let first = match startup::read(&mut client, shared.tls.is_some()).await {
         Ok(Some(first)) => first,
         Ok(None) => return,
         Err(err) => return fatal(&mut client, &err).await,
     };
+    let Some(config) = shared.tls.as_ref().filter(|_| matches!(first, First::Tls)) else {
+        let Some((server, who)) = open_upstream(&mut client, first, peer, attempt, shared).await
+        else {
+            return;
+        };
+        let (read, mut write) = client.into_split();
+        let end = relay(read, &mut write, server, shared, &who).await;
+        if end == End::Reset {
+            reset(write.as_ref());
+            // Without shutting down the writing side: the close sends RST, not FIN.
+            write.forget();
+        }
+        return ended(shared, &who, end);
+    };
+    // A second handle on the socket, to reset it under TLS.
+    let Ok(raw) = socket2::SockRef::from(&client).try_clone() else {
+        return;
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(config));
+    let mut client = match acceptor.accept(client).await {
+        Ok(tls) => tls,
+        Err(err) => {
+            return shared.log(format!(
+                "connection {attempt} from {peer}: TLS handshake: {err}"
+            ))
+        }
+    };
+    let first = match startup::read(&mut client, false).await {
+        Ok(Some(first)) => first,
+        Ok(None) => return,
+        Err(err) => return fatal(&mut client, &err).await,
+    };
+    let Some((server, who)) = open_upstream(&mut client, first, peer, attempt, shared).await else {
+        return;
+    };
+    let (read, mut write) = tokio::io::split(client);
+    let end = relay(read, &mut write, server, shared, &who).await;
+    if end == End::Reset {
+        let _ = raw.set_linger(Some(Duration::ZERO));
+    }
+    ended(shared, &who, end);
+}
+
+/// The client's upstream connection, opened and sent its start-up packet (or its cancel
+/// request, which ends the connection): `None` when the client was answered here.
+async fn open_upstream(
+    client: &mut (impl AsyncWrite + Unpin),
+    first: First,
+    peer: SocketAddr,
+    attempt: u64,
+    shared: &Shared,
+) -> Option<(Box<dyn Io>, Who)> {
     let upstream = &shared.upstream;
     let target = format!("{}:{}", upstream.host, upstream.port);
     let record = match &first {
@@ -114,7 +167,7 @@ pub(super) async fn serve(mut client: TcpStream, peer: SocketAddr, shared: &Shar
             parameter: &|name| first.parameter(name).map(str::to_owned),
             upstream: target.clone(),
         })),
-        First::Cancel(_) => None,
+        First::Cancel(_) | First::Tls => None,
     };
     let opened = crate::client::tokio::open(upstream, attempts(upstream)[0]).await;
     let mut server = match opened {
@@ -136,7 +189,8 @@ pub(super) async fn serve(mut client: TcpStream, peer: SocketAddr, shared: &Shar
                 sqlstate::CONNECTION_FAILURE,
                 format!("could not connect to the upstream server at {target}: {why}"),
             );
-            return fatal(&mut client, &err).await;
+            fatal(client, &err).await;
+            return None;
         }
     };
     if let (First::Startup { .. }, Some(err)) = (&first, shared.refusing()) {
@@ -145,35 +199,44 @@ pub(super) async fn serve(mut client: TcpStream, peer: SocketAddr, shared: &Shar
                 .records
                 .ended(record, "refused: the database system is starting up");
         }
-        return fatal(&mut client, &err).await;
+        fatal(client, &err).await;
+        return None;
     }
-    let (bytes, record) = match (&first, record) {
-        (First::Startup { bytes, .. }, Some(record)) => (bytes, record),
-        (First::Cancel(_), _) | (_, None) => {
-            // The upstream finds the backend by the key and closes; so do we.
-            let _ = server.write_all(bytes_of(&first)).await;
-            let _ = server.flush().await;
-            return;
+    let (bytes, record) = match (first, record) {
+        (First::Startup { bytes, parameters }, Some(record)) => {
+            let application_name = parameters
+                .into_iter()
+                .find(|(name, _)| name == "application_name")
+                .map(|(_, value)| value)
+                .unwrap_or_default();
+            (
+                bytes,
+                Who {
+                    attempt,
+                    application_name,
+                    record,
+                },
+            )
         }
+        (First::Cancel(bytes), _) => {
+            // The upstream finds the backend by the key and closes; so do we.
+            let _ = server.write_all(&bytes).await;
+            let _ = server.flush().await;
+            return None;
+        }
+        _ => return None,
     };
-    let who = Who {
-        attempt,
-        application_name: first.parameter("application_name").unwrap_or("").to_owned(),
-        record,
-    };
-    let end = match server.write_all(bytes).await {
-        Ok(()) => relay(client, server, shared, &who).await,
-        Err(_) => End::UpstreamClosed,
-    };
-    if let Some(slot) = shared.records.ended(&who.record, end.describe()) {
-        shared.slots.released(&slot);
+    if server.write_all(&bytes).await.is_err() {
+        ended(shared, &record, End::UpstreamClosed);
+        return None;
     }
+    Some((server, record))
 }
 
-/// The bytes of a client's first packet.
-fn bytes_of(first: &First) -> &[u8] {
-    match first {
-        First::Startup { bytes, .. } | First::Cancel(bytes) => bytes,
+/// The connection's record says how it ended; the slot it streamed is free.
+fn ended(shared: &Shared, who: &Who, end: End) {
+    if let Some(slot) = shared.records.ended(&who.record, end.describe()) {
+        shared.slots.released(&slot);
     }
 }
 
@@ -202,13 +265,15 @@ struct Link {
     major: AtomicU32,
 }
 
-async fn relay(
-    client: TcpStream,
-    server: Box<dyn crate::client::tokio::Io>,
+/// Relays until either side ends; the caller closes the client's connection as the end
+/// says.
+async fn relay<W: AsyncWrite + Unpin>(
+    client_read: impl AsyncRead + Unpin,
+    client_write: &mut W,
+    server: Box<dyn Io>,
     shared: &Shared,
     who: &Who,
 ) -> End {
-    let (client_read, mut client_write) = client.into_split();
     let (server_read, server_write) = tokio::io::split(server);
     let link = Link::default();
     let (inject, injected) = mpsc::unbounded_channel();
@@ -226,7 +291,7 @@ async fn relay(
         shared,
         who,
         link: &link,
-        client: &mut client_write,
+        client: client_write,
         buf: BytesMut::with_capacity(READ_AT_LEAST),
         written: 0,
         major: 0,
@@ -262,14 +327,8 @@ async fn relay(
         let timed_out = end == End::UpstreamClosed && !down.upstream_error;
         shared.judge.ended(slot, who.attempt, timed_out);
     }
-    drop(down);
-    // Both directions' futures are dropped here (the client's read half with them), so
-    // the upstream connection closes at once: its walsender exits and releases its slot.
-    if end == End::Reset {
-        let _ = socket2::SockRef::from(client_write.as_ref()).set_linger(Some(Duration::ZERO));
-        // Without shutting down the writing side: the close sends RST, not FIN.
-        client_write.forget();
-    }
+    // Both directions' futures are dropped by now (the client's read half with them),
+    // and the upstream connection with them: its walsender exits and releases its slot.
     end
 }
 
@@ -299,8 +358,8 @@ fn whole_message(buf: &mut BytesMut, at: usize) -> Result<Option<usize>, ()> {
 /// A START_REPLICATION of a slot whose state the test set is answered by the
 /// downstream, and never reaches the upstream.
 async fn up(
-    mut client: OwnedReadHalf,
-    mut server: tokio::io::WriteHalf<Box<dyn crate::client::tokio::Io>>,
+    mut client: impl AsyncRead + Unpin,
+    mut server: tokio::io::WriteHalf<Box<dyn Io>>,
     link: &Link,
     shared: &Shared,
     who: &Who,
@@ -493,11 +552,11 @@ struct Session {
 }
 
 /// Upstream to client, with the fault rules.
-struct Down<'a> {
+struct Down<'a, W> {
     shared: &'a Shared,
     who: &'a Who,
     link: &'a Link,
-    client: &'a mut OwnedWriteHalf,
+    client: &'a mut W,
     buf: BytesMut,
     /// How much of `buf` has been written to the client.
     written: usize,
@@ -531,7 +590,7 @@ enum Shutdown {
     Waiting,
 }
 
-impl Down<'_> {
+impl<W: AsyncWrite + Unpin> Down<'_, W> {
     async fn run(
         &mut self,
         mut server: impl AsyncRead + Unpin,
@@ -1029,7 +1088,7 @@ fn error_response(out: &mut Vec<u8>, severity: &str, err: &SqlError) {
 }
 
 /// A FATAL to a client that has not started up, then the close.
-async fn fatal(client: &mut TcpStream, err: &SqlError) {
+async fn fatal(client: &mut (impl AsyncWrite + Unpin), err: &SqlError) {
     let mut out = Vec::new();
     error_response(&mut out, "FATAL", err);
     let _ = client.write_all(&out).await;

@@ -1,10 +1,10 @@
-//! A client's first packets, before any message has a type byte: SSLRequest and
-//! GSSENCRequest (answered `N`, as PostgreSQL without a certificate or GSSAPI answers),
-//! CancelRequest (passed to the upstream on a connection of its own), and the
-//! StartupMessage, whose bytes go to the upstream unchanged.
+//! A client's first packets, before any message has a type byte: SSLRequest (answered
+//! `S` when the proxy has a certificate, then the TLS handshake; else `N`, as PostgreSQL
+//! without one answers), GSSENCRequest (`N`), CancelRequest (passed to the upstream on a
+//! connection of its own), and the StartupMessage, whose bytes go to the upstream
+//! unchanged.
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::wire::error::{error, sqlstate, SqlError};
 
@@ -25,6 +25,9 @@ pub(super) enum First {
     },
     /// A CancelRequest's bytes.
     Cancel(Vec<u8>),
+    /// An SSLRequest answered `S`: the TLS handshake comes next, then the first packets
+    /// again over it.
+    Tls,
 }
 
 impl First {
@@ -35,14 +38,18 @@ impl First {
                 .iter()
                 .find(|(n, _)| n == name)
                 .map(|(_, v)| v.as_str()),
-            First::Cancel(_) => None,
+            First::Cancel(_) | First::Tls => None,
         }
     }
 }
 
-/// Reads the client's first packets up to its StartupMessage or CancelRequest; `Ok(None)`
-/// when it leaves first. A packet PostgreSQL would refuse gets PostgreSQL's FATAL.
-pub(super) async fn read(client: &mut TcpStream) -> Result<Option<First>, SqlError> {
+/// Reads the client's first packets up to its StartupMessage or CancelRequest, or an
+/// SSLRequest the proxy accepts (`offer_tls`); `Ok(None)` when it leaves first. A packet
+/// PostgreSQL would refuse gets PostgreSQL's FATAL.
+pub(super) async fn read(
+    client: &mut (impl AsyncRead + AsyncWrite + Unpin),
+    offer_tls: bool,
+) -> Result<Option<First>, SqlError> {
     let mut encryption_asked = false;
     loop {
         let mut header = [0u8; 4];
@@ -63,6 +70,12 @@ pub(super) async fn read(client: &mut TcpStream) -> Result<Option<First>, SqlErr
         }
         let code = u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
         match code {
+            SSL_REQUEST if len == 8 && offer_tls => {
+                if client.write_all(b"S").await.is_err() {
+                    return Ok(None);
+                }
+                return Ok(Some(First::Tls));
+            }
             SSL_REQUEST | GSSENC_REQUEST if len == 8 && !encryption_asked => {
                 // A client may ask for one, then (after `N`) the other, then start up.
                 encryption_asked = code == SSL_REQUEST;

@@ -1,6 +1,7 @@
 //! `proxy`: a protocol-aware proxy in front of a real PostgreSQL, from the command line.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -17,8 +18,9 @@ use super::serve::{pg_duration, Unit};
     after_help = r#"Every client connection gets its own connection to the upstream PostgreSQL, opened with
 the client's own start-up packet (user, database, replication, application_name, options);
 authentication is relayed, so the proxy needs no passwords. Everything passes through byte for
-byte: queries, COPY, notices, errors, cancel requests. An SSLRequest is answered `N`; the
-upstream leg uses TLS as its connection string's sslmode says.
+byte: queries, COPY, notices, errors, cancel requests. An SSLRequest is answered `N`, or
+with --tls-cert and --tls-key `S` and TLS; the upstream leg uses TLS as its connection
+string's sslmode says.
 
 On a replication connection in copy-both mode, each frame is read with the codec in the
 context START_REPLICATION set, and fault rules (the JSON of `pgoutput serve --help`) act on
@@ -70,6 +72,13 @@ pub struct ProxyArgs {
     /// is starting up" this long (`2s`, `500ms`).
     #[arg(long, value_name = "TIME")]
     crash_refusal: Option<String>,
+    /// Speak TLS with clients that ask for it, with this certificate chain (PEM); without
+    /// it an SSLRequest is answered `N`.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 /// Runs the proxy until Ctrl-C, logging what it notes.
@@ -86,6 +95,9 @@ pub fn proxy(args: &ProxyArgs) -> Result<ExitCode, String> {
         let refusal =
             pg_duration(text, Unit::Milliseconds).map_err(|e| format!("--crash-refusal: {e}"))?;
         builder = builder.crash_refusal(refusal);
+    }
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        builder = builder.tls(cert, key);
     }
     for (i, text) in args.fault.iter().enumerate() {
         let fault: Fault =

@@ -67,6 +67,10 @@ pub struct TlsFiles {
     pub client_cert: PathBuf,
     /// The client certificate's key (mode 0600).
     pub client_key: PathBuf,
+    /// The server's certificate (for `localhost`, signed by [`TlsFiles::ca`]) and key:
+    /// what a proxy in front of the server may present too.
+    pub server_cert: PathBuf,
+    pub server_key: PathBuf,
 }
 
 /// The role a TLS server lets in with a client certificate only (`hostssl … cert`).
@@ -392,6 +396,8 @@ impl Server {
             other_ca: client.join("other_ca.crt"),
             client_cert: client.join("client.crt"),
             client_key: client.join("client.key"),
+            server_cert: certs.join("server.crt"),
+            server_key: certs.join("server.key"),
         })
     }
 

@@ -1144,7 +1144,7 @@ fn read_with_pgjdbc(server: &Server, slots: [&str; 2]) -> Result<String, String>
                 ),
             )?;
         }
-        for statement in pgjdbc_workload(97_000) {
+        for statement in pgjdbc_workload(120_000) {
             sql(server, &statement)?;
         }
         // What the slots hold, read through SQL with the program's options.

@@ -170,11 +170,57 @@ pub fn check(server: &Server) -> Result<String, String> {
     )?;
     let tailed = tail_over_tls(server, &format!("sslmode=verify-full {ca}"))?;
     async_over_tls(server, &ca)?;
+    let proxied = proxy_over_tls(server, files)?;
     Ok(format!(
         "disable refused, prefer/allow/require/verify-ca/verify-full connect, wrong root and \
          name mismatch refused, client certificate accepted; tail printed {tailed} lines; the \
-         async consumer streamed over verify-full and refused the name mismatch"
+         async consumer streamed over verify-full and refused the name mismatch; {proxied}"
     ))
+}
+
+/// The proxy with the server's certificate, in front of it over TLS: a client with
+/// `verify-full` speaks TLS with the proxy (which speaks TLS with the server); without a
+/// certificate the proxy answers `N`, and `sslmode=require` is refused as PostgreSQL
+/// without TLS refuses it.
+fn proxy_over_tls(server: &Server, files: &pgoutput_tests::pg::TlsFiles) -> Result<String, String> {
+    use pgoutput_codec::proxy::Proxy;
+    let upstream = format!(
+        "host=localhost port={} sslmode=verify-full sslrootcert={}",
+        server.port(),
+        files.ca.display()
+    );
+    let proxy = Proxy::builder(&upstream)
+        .map_err(|e| e.to_string())?
+        .tls(&files.server_cert, &files.server_key)
+        .start()
+        .map_err(|e| e.to_string())?;
+    let through = |proxy: &Proxy, extra: &str| {
+        format!(
+            "host=localhost port={} user={USER} password={PASSWORD} dbname=postgres {extra}",
+            proxy.addr().port()
+        )
+    };
+    let ca = format!("sslrootcert={}", files.ca.display());
+    expect_tls(
+        "sslmode=verify-full through the proxy",
+        &through(&proxy, &format!("sslmode=verify-full {ca}")),
+    )?;
+    // The upstream's pg_hba.conf takes TLS connections only: the proxy's own leg is TLS,
+    // so a client without TLS gets in too (the proxy decides nothing of the login).
+    match connect(&through(&proxy, "sslmode=disable")) {
+        Ok(false) => {}
+        other => return Err(format!("sslmode=disable through the proxy: {other:?}")),
+    }
+    let plain = Proxy::builder(&upstream)
+        .map_err(|e| e.to_string())?
+        .start()
+        .map_err(|e| e.to_string())?;
+    expect_refused(
+        "sslmode=require through a proxy without a certificate",
+        &through(&plain, "sslmode=require"),
+        |err| matches!(err, ClientError::Tls(text) if text.contains("does not support TLS")),
+    )?;
+    Ok("the proxy with a certificate spoke TLS with a verify-full client (and TLS upstream), without one it answered N".into())
 }
 
 /// The async consumer (tokio-rustls) over `verify-full`: a name mismatch is refused as
