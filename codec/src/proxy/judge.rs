@@ -48,6 +48,10 @@ pub(super) struct Judge {
 impl Judge {
     fn with<T>(&self, slot: &str, f: impl FnOnce(&mut Slot) -> T) -> T {
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        // Looked up by the borrowed name first: no allocation for a slot already known.
+        if let Some(known) = slots.get_mut(slot) {
+            return f(known);
+        }
         f(slots.entry(slot.to_owned()).or_default())
     }
 

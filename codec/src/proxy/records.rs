@@ -230,6 +230,10 @@ impl Records {
 
     fn slot(&self, name: &str, change: impl FnOnce(&mut SlotInfo)) {
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        // Looked up by the borrowed name first: no allocation for a slot already known.
+        if let Some(slot) = slots.get_mut(name) {
+            return change(slot);
+        }
         let slot = slots.entry(name.to_owned()).or_insert_with(|| SlotInfo {
             name: name.to_owned(),
             confirmed_flush_lsn: Lsn(0),

@@ -57,6 +57,10 @@ impl Slots {
 
     fn with<T>(&self, slot: &str, f: impl FnOnce(&mut State) -> T) -> T {
         let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        // Looked up by the borrowed name first: no allocation for a slot already known.
+        if let Some(known) = states.get_mut(slot) {
+            return f(known);
+        }
         f(states.entry(slot.to_owned()).or_default())
     }
 

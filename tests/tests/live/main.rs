@@ -213,6 +213,10 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
             &format!("{label}: the proxy's findings"),
             guarded(|| proxy::check_findings(&server)),
         );
+        report.record(
+            &format!("{label}: pg_recvlogical through the proxy's faults"),
+            guarded(|| proxy::check_recvlogical_faults(&server, &binaries.bin)),
+        );
         return;
     }
     if std::env::var("PGOUTPUT_LIVE_ONLY").as_deref() == Ok("proxy") {
@@ -244,6 +248,10 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
         report.record(
             &format!("{label}: the proxy's findings"),
             guarded(|| proxy::check_findings(&server)),
+        );
+        report.record(
+            &format!("{label}: pg_recvlogical through the proxy's faults"),
+            guarded(|| proxy::check_recvlogical_faults(&server, &binaries.bin)),
         );
         return;
     }
@@ -395,6 +403,10 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
     report.record(
         &format!("{label}: the proxy's findings"),
         guarded(|| proxy::check_findings(&server)),
+    );
+    report.record(
+        &format!("{label}: pg_recvlogical through the proxy's faults"),
+        guarded(|| proxy::check_recvlogical_faults(&server, &binaries.bin)),
     );
     report.record(
         &format!("{label}: Debezium through the proxy"),

@@ -1457,3 +1457,100 @@ pub fn check_findings(server: &Server) -> Result<String, String> {
         .unwrap_or_default()
     ))
 }
+
+/// pg_recvlogical through the proxy's faults: closed inside a transaction, reset
+/// mid-frame, FATAL 57P01; it reconnects by itself (after 5 s each time, its
+/// `RECONNECT_SLEEP_TIME`) and reaches its end position, which PostgreSQL's slot then
+/// shows confirmed, the last transaction's Commit written once.
+pub fn check_recvlogical_faults(server: &Server, bin: &Path) -> Result<String, String> {
+    let slot = "proxy_recvlogical";
+    let options = Options {
+        slot,
+        version: ProtocolVersion::V1,
+        streaming: Streaming::Off,
+        binary: false,
+        two_phase: false,
+    };
+    server
+        .psql(&format!(
+            "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput') IS NOT NULL;"
+        ))
+        .map_err(|e| e.to_string())?;
+    for sql in &workload(92_000)[..3] {
+        write(server, sql)?;
+    }
+    let expected = peek_slot(server, slot, &options)?;
+    let want = transaction_ends(&options, &expected)?;
+    let last = *want.last().ok_or("no transaction")?;
+    let last_commit = expected.last().map(|r| r.data.clone()).unwrap_or_default();
+    let proxy = start_proxy(server)?;
+    let rules = [
+        Fault::new(
+            Trigger::Change {
+                transaction: 2,
+                after: 1,
+            },
+            Action::Close,
+        )
+        .slot(slot)
+        .connection(1),
+        Fault::new(Trigger::mid_frame(2, 12), Action::Reset)
+            .slot(slot)
+            .connection(2),
+        Fault::new(Trigger::message(1), Action::error("57P01"))
+            .slot(slot)
+            .connection(3),
+    ];
+    for rule in rules {
+        proxy.add_fault(rule).map_err(|e| e.to_string())?;
+    }
+    let dir = std::env::temp_dir().join(format!("pgoutput-proxy-rl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let file = dir.join("out");
+    let mut args = vec![
+        "-d".to_owned(),
+        through(&proxy, TAIL_USER),
+        "--slot".into(),
+        slot.into(),
+        "--start".into(),
+        "--endpos".into(),
+        last.to_string(),
+        "-f".into(),
+        file.display().to_string(),
+    ];
+    for (name, value) in options.pairs() {
+        args.extend(["-o".into(), format!("{name}={value}")]);
+    }
+    let started = Instant::now();
+    let child = Command::new(bin.join("pg_recvlogical"))
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let output = wait(child, Duration::from_secs(90))?;
+    let written = std::fs::read(&file).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    if !output.status.success() {
+        return Err(format!("pg_recvlogical: {}: {stderr}", output.status));
+    }
+    let fired: Vec<u64> = proxy.faults().iter().map(|(_, n)| *n).collect();
+    if fired != [1, 1, 1] {
+        return Err(format!("the rules fired {fired:?}; pg_recvlogical said: {stderr}"));
+    }
+    let confirmed = wait_confirmed(server, slot, last)?;
+    let commits = written
+        .windows(last_commit.len())
+        .filter(|w| *w == last_commit.as_slice())
+        .count();
+    if commits != 1 {
+        return Err(format!("the last Commit written {commits} times"));
+    }
+    let _ = server.psql(&format!("SELECT pg_drop_replication_slot('{slot}');"));
+    Ok(format!(
+        "through a close, a reset mid-frame and 57P01 pg_recvlogical reached its end position {last} in {:.1} s (3 reconnections), the slot confirmed {confirmed}",
+        started.elapsed().as_secs_f64()
+    ))
+}
