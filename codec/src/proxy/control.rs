@@ -74,7 +74,7 @@ impl Api for ProxyApi {
                     200,
                     Value::Array(
                         shared
-                            .judge
+                            .slots
                             .findings()
                             .into_iter()
                             .map(|(slot, finding)| {
@@ -133,7 +133,7 @@ impl Api for ProxyApi {
                         Ok(wait) => wait,
                         Err(answer) => return Some(answer),
                     };
-                    match shared.records.wait_for_confirmed_flush(
+                    match shared.slots.wait_for_confirmed_flush(
                         &wait.slot,
                         wait.lsn,
                         Duration::from_millis(wait.timeout_ms),

@@ -1,6 +1,6 @@
-//! What the proxy saw a consumer do wrong, judged per slot across all its connections (a
-//! consumer whose connection a fault cut, and that confirmed everything after it
-//! reconnected, has no finding), in the test server's kinds ([`Finding`]):
+//! What a consumer did wrong, judged per slot across all its connections (a consumer
+//! whose connection a fault cut, and that confirmed everything after it reconnected, has
+//! no finding), in the test server's kinds ([`Finding`]):
 //!
 //! - `confirmed_unsent`: a flush position past everything the slot's clients were sent
 //!   whole (the last transaction end, or a keepalive's WAL end between transactions);
@@ -10,156 +10,16 @@
 //!   that never confirmed any.
 //!
 //! Transactions sent again after a crash are a fact, not a finding (a correct consumer
-//! skips them): [`Resent`], in the slot's record.
+//! skips them): [`Resent`], in the slot's record. The facts themselves (what was sent and
+//! confirmed) are the slot's, in [`super::slots`]; this module says what they mean.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Instant;
 
 use serde::Serialize;
 
 use crate::server::Finding;
 use crate::Lsn;
-
-/// One slot, over every connection that streamed it.
-#[derive(Debug, Default)]
-struct Slot {
-    /// How far its clients were sent whole.
-    sent: Lsn,
-    /// The highest flush position its clients confirmed.
-    confirmed: Lsn,
-    /// Connections streaming it now.
-    active: u64,
-    /// A reply request the upstream sent, unanswered: on which connection, since when.
-    asked: HashMap<u64, Instant>,
-    /// What the consumer had confirmed when the last crash came.
-    before_crash: Option<Lsn>,
-    /// Transactions sent again since: how many, the first and last end.
-    resent: Option<(u64, Lsn, Lsn)>,
-    findings: Vec<Finding>,
-}
-
-/// Every slot's record.
-#[derive(Debug, Default)]
-pub(super) struct Judge {
-    slots: Mutex<HashMap<String, Slot>>,
-}
-
-impl Judge {
-    fn with<T>(&self, slot: &str, f: impl FnOnce(&mut Slot) -> T) -> T {
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        // Looked up by the borrowed name first: no allocation for a slot already known.
-        if let Some(known) = slots.get_mut(slot) {
-            return f(known);
-        }
-        f(slots.entry(slot.to_owned()).or_default())
-    }
-
-    /// A connection started streaming `slot`.
-    pub(super) fn started(&self, slot: &str) {
-        self.with(slot, |s| s.active += 1);
-    }
-
-    /// A transaction ending at `end` went to a client of `slot` whole.
-    pub(super) fn transaction_sent(&self, slot: &str, end: Lsn) {
-        self.with(slot, |s| {
-            s.sent = s.sent.max(end);
-            if s.before_crash.is_some_and(|before| end <= before) {
-                let (count, first, last) = s.resent.get_or_insert((0, end, end));
-                *count += 1;
-                *first = (*first).min(end);
-                *last = (*last).max(end);
-            }
-        });
-    }
-
-    /// A keepalive reported `wal_end` to a client of `slot` while no transaction was
-    /// open: the client may confirm it. `reply_requested`: it asked for a reply.
-    pub(super) fn keepalive(
-        &self,
-        slot: &str,
-        connection: u64,
-        wal_end: Option<Lsn>,
-        reply_requested: bool,
-    ) {
-        self.with(slot, |s| {
-            if let Some(wal_end) = wal_end {
-                s.sent = s.sent.max(wal_end);
-            }
-            if reply_requested {
-                s.asked.entry(connection).or_insert_with(Instant::now);
-            }
-        });
-    }
-
-    /// A client of `slot` confirmed `flush`.
-    pub(super) fn status_update(&self, slot: &str, connection: u64, flush: Lsn) {
-        self.with(slot, |s| {
-            s.asked.remove(&connection);
-            if flush > s.sent {
-                s.findings.push(Finding::ConfirmedUnsent {
-                    flush,
-                    sent: s.sent,
-                });
-            }
-            s.confirmed = s.confirmed.max(flush);
-        });
-    }
-
-    /// A connection of `slot` ended; `timed_out`: the upstream dropped it without an
-    /// error, as a walsender does at `wal_sender_timeout`.
-    pub(super) fn ended(&self, slot: &str, connection: u64, timed_out: bool) {
-        self.with(slot, |s| {
-            s.active = s.active.saturating_sub(1);
-            if let Some(asked) = s.asked.remove(&connection) {
-                if timed_out {
-                    s.findings.push(Finding::NoTimelyReply {
-                        waited: asked.elapsed(),
-                    });
-                }
-            }
-        });
-    }
-
-    /// A crash: what each slot's consumer confirmed so far, and sent again from now on,
-    /// is a re-send.
-    pub(super) fn crash(&self) {
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        for slot in slots.values_mut() {
-            slot.before_crash = Some(slot.confirmed);
-            slot.resent = None;
-        }
-    }
-
-    /// Every slot's findings, by slot name.
-    pub(super) fn findings(&self) -> Vec<(String, Finding)> {
-        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        let mut all = Vec::new();
-        let mut names: Vec<&String> = slots.keys().collect();
-        names.sort();
-        for name in names {
-            let slot = &slots[name];
-            all.extend(slot.findings.iter().map(|f| (name.clone(), f.clone())));
-            if slot.active == 0 && slot.sent.0 != 0 && slot.confirmed.0 == 0 {
-                all.push((name.clone(), Finding::NeverConfirmed { sent: slot.sent }));
-            }
-        }
-        all
-    }
-
-    /// What was sent again of `slot` after the last crash.
-    pub(super) fn resent(&self, slot: &str) -> Option<Resent> {
-        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        let slot = slots.get(slot)?;
-        let (count, first, last) = slot.resent?;
-        Some(Resent {
-            count,
-            first,
-            last,
-            confirmed_before: slot.before_crash?,
-        })
-    }
-}
 
 /// Transactions sent again after a crash that the consumer had confirmed before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -174,63 +34,128 @@ pub struct Resent {
     pub confirmed_before: Lsn,
 }
 
+/// One slot's judgement so far.
+#[derive(Debug, Default)]
+pub(super) struct Verdicts {
+    /// A reply request the upstream sent, unanswered: on which connection, since when.
+    asked: HashMap<u64, Instant>,
+    /// What the consumer had confirmed when the last crash came.
+    before_crash: Option<Lsn>,
+    /// Transactions sent again since.
+    resent: Option<Resent>,
+    findings: Vec<Finding>,
+}
+
+impl Verdicts {
+    /// A transaction ending at `end` went out whole.
+    pub(super) fn transaction_sent(&mut self, end: Lsn) {
+        let Some(before) = self.before_crash.filter(|before| end <= *before) else {
+            return;
+        };
+        let resent = self.resent.get_or_insert(Resent {
+            count: 0,
+            first: end,
+            last: end,
+            confirmed_before: before,
+        });
+        resent.count += 1;
+        resent.first = resent.first.min(end);
+        resent.last = resent.last.max(end);
+    }
+
+    /// The upstream asked `connection` for a reply.
+    pub(super) fn reply_requested(&mut self, connection: u64) {
+        self.asked.entry(connection).or_insert_with(Instant::now);
+    }
+
+    /// `connection` confirmed `flush`, its slot's clients having been sent `sent` whole.
+    pub(super) fn status_update(&mut self, connection: u64, flush: Lsn, sent: Lsn) {
+        self.asked.remove(&connection);
+        if flush > sent {
+            self.findings.push(Finding::ConfirmedUnsent { flush, sent });
+        }
+    }
+
+    /// `connection`'s stream ended; `timed_out`: the upstream dropped it without an
+    /// error, as a walsender does at `wal_sender_timeout`.
+    pub(super) fn ended(&mut self, connection: u64, timed_out: bool) {
+        if let Some(asked) = self.asked.remove(&connection) {
+            if timed_out {
+                self.findings.push(Finding::NoTimelyReply {
+                    waited: asked.elapsed(),
+                });
+            }
+        }
+    }
+
+    /// A crash, the consumer having confirmed `confirmed`: what is sent again from now on
+    /// up to there is a re-send.
+    pub(super) fn crash(&mut self, confirmed: Lsn) {
+        self.before_crash = Some(confirmed);
+        self.resent = None;
+    }
+
+    /// The findings, with `never_confirmed` for a slot nothing streams now whose clients
+    /// were sent `sent` and confirmed nothing.
+    pub(super) fn findings(&self, streaming: bool, sent: Lsn, confirmed: Lsn) -> Vec<Finding> {
+        let mut all = self.findings.clone();
+        if !streaming && sent.0 != 0 && confirmed.0 == 0 {
+            all.push(Finding::NeverConfirmed { sent });
+        }
+        all
+    }
+
+    pub(super) fn resent(&self) -> Option<Resent> {
+        self.resent
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn a_slot_is_judged_across_its_connections() {
-        let judge = Judge::default();
-        // Connection 1 is cut before its first status update; connection 2 confirms all.
-        judge.started("s");
-        judge.transaction_sent("s", Lsn(200));
-        judge.ended("s", 1, false);
-        judge.started("s");
-        judge.transaction_sent("s", Lsn(200));
-        judge.transaction_sent("s", Lsn(300));
-        judge.status_update("s", 2, Lsn(300));
-        judge.ended("s", 2, false);
-        assert_eq!(judge.findings(), []);
-        // A confirmation past what was sent; a reply request left until the timeout.
-        judge.started("t");
-        judge.transaction_sent("t", Lsn(200));
-        judge.status_update("t", 3, Lsn(250));
-        judge.keepalive("t", 3, None, true);
-        judge.ended("t", 3, true);
-        let findings = judge.findings();
+    fn what_a_slot_did_wrong() {
+        let mut verdicts = Verdicts::default();
+        verdicts.status_update(1, Lsn(200), Lsn(200));
+        assert_eq!(verdicts.findings(false, Lsn(200), Lsn(200)), []);
+        verdicts.status_update(1, Lsn(250), Lsn(200));
+        verdicts.reply_requested(2);
+        verdicts.ended(2, true);
+        let findings = verdicts.findings(true, Lsn(200), Lsn(250));
         assert_eq!(
             findings[0],
-            (
-                "t".to_owned(),
-                Finding::ConfirmedUnsent {
-                    flush: Lsn(250),
-                    sent: Lsn(200)
-                }
-            )
+            Finding::ConfirmedUnsent {
+                flush: Lsn(250),
+                sent: Lsn(200)
+            }
         );
-        assert!(matches!(findings[1].1, Finding::NoTimelyReply { .. }));
-        // Never confirmed, once nothing streams it.
-        judge.started("u");
-        judge.transaction_sent("u", Lsn(200));
-        assert_eq!(judge.findings().len(), 2);
-        judge.ended("u", 4, false);
+        assert!(matches!(findings[1], Finding::NoTimelyReply { .. }));
+        // A reply that came, or a connection cut by something else, is no finding.
+        verdicts.reply_requested(3);
+        verdicts.status_update(3, Lsn(200), Lsn(300));
+        verdicts.ended(3, true);
+        verdicts.reply_requested(4);
+        verdicts.ended(4, false);
+        assert_eq!(verdicts.findings(true, Lsn(300), Lsn(250)).len(), 2);
+        let silent = Verdicts::default();
         assert_eq!(
-            judge.findings()[2],
-            ("u".to_owned(), Finding::NeverConfirmed { sent: Lsn(200) })
+            silent.findings(false, Lsn(200), Lsn(0)),
+            [Finding::NeverConfirmed { sent: Lsn(200) }]
         );
-        // Re-sent after a crash: a fact of the slot's, not a finding.
-        judge.crash();
-        judge.started("s");
-        judge.transaction_sent("s", Lsn(300));
+        assert_eq!(silent.findings(true, Lsn(200), Lsn(0)), []);
+        verdicts.crash(Lsn(300));
+        verdicts.transaction_sent(Lsn(250));
+        verdicts.transaction_sent(Lsn(300));
+        verdicts.transaction_sent(Lsn(400));
         assert_eq!(
-            judge.resent("s"),
+            verdicts.resent(),
             Some(Resent {
-                count: 1,
-                first: Lsn(300),
+                count: 2,
+                first: Lsn(250),
                 last: Lsn(300),
                 confirmed_before: Lsn(300)
             })
         );
-        assert_eq!(judge.findings().len(), 3);
     }
 }

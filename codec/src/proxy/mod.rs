@@ -37,7 +37,8 @@ mod startup;
 
 pub use crate::control::Control;
 pub use judge::Resent;
-pub use records::{ConnectionInfo, SlotInfo};
+pub use records::ConnectionInfo;
+pub use slots::SlotInfo;
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -57,7 +58,6 @@ use crate::client::{ClientError, ConnInfo};
 use crate::faults::Plan;
 use crate::server::{Action, Fault, FaultError, Finding, Timeout};
 use crate::Lsn;
-use judge::Judge;
 use records::Records;
 use std::time::{Duration, Instant};
 
@@ -143,7 +143,6 @@ impl Builder {
             log: Mutex::new(VecDeque::new()),
             logged: AtomicU64::new(0),
             records: Records::default(),
-            judge: Judge::default(),
             slots: Slots::new(self.checkpoint_interval.is_some()),
             crashes: watch::channel(0).0,
             crash_refusal: self.crash_refusal,
@@ -345,7 +344,7 @@ impl Proxy {
         timeout: Duration,
     ) -> Result<Lsn, Timeout> {
         self.shared
-            .records
+            .slots
             .wait_for_confirmed_flush(slot, lsn, timeout)
     }
 
@@ -389,7 +388,7 @@ impl Proxy {
     /// finding with its slot.
     #[must_use]
     pub fn findings(&self) -> Vec<(String, Finding)> {
-        self.shared.judge.findings()
+        self.shared.slots.findings()
     }
 
     /// Panics with a readable account if any consumer misbehaved ([`Proxy::findings`]).
@@ -466,7 +465,6 @@ struct Shared {
     logged: AtomicU64,
     records: Records,
     slots: Slots,
-    judge: Judge,
     /// Bumped by each crash: every pair watches it.
     crashes: watch::Sender<u64>,
     crash_refusal: Duration,
@@ -493,18 +491,13 @@ impl Shared {
         Ok(())
     }
 
-    /// The slots streamed through the proxy, with what their upstream was let hear.
+    /// The slots streamed through the proxy.
     fn slot_infos(&self) -> Vec<SlotInfo> {
-        let mut slots = self.records.slots();
-        for slot in &mut slots {
-            slot.heard_lsn = self.slots.positions(&slot.name).1;
-            slot.resent = self.judge.resent(&slot.name);
-        }
-        slots
+        self.slots.infos()
     }
 
     fn checkpoint(&self) {
-        for (slot, lsn) in self.slots.checkpoint() {
+        for (slot, lsn, connection) in self.slots.checkpoint() {
             // What the upstream may hear now: a status update on the slot's connection.
             let update = ClientMessage::StandbyStatusUpdate(StandbyStatusUpdate {
                 write_lsn: lsn,
@@ -517,7 +510,7 @@ impl Shared {
                 .expect("a status update always encodes");
             let mut message = Vec::new();
             crate::wire::backend::copy_data(&mut message, &payload);
-            let told = self.records.to_upstream_of(&slot, message);
+            let told = connection.is_some_and(|id| self.records.to_upstream_of(id, message));
             self.log(format!(
                 "checkpoint: slot {slot} persisted at {lsn}{}",
                 if told { ", told its upstream" } else { "" }
@@ -528,7 +521,7 @@ impl Shared {
     fn crash(&self) {
         *self.refuse_until.lock().unwrap_or_else(|e| e.into_inner()) =
             Some(Instant::now() + self.crash_refusal);
-        self.judge.crash();
+        self.slots.crash();
         self.crashes.send_modify(|n| *n += 1);
         self.log("crash: every connection cut".to_owned());
     }

@@ -1,19 +1,16 @@
-//! What the proxy knows of its connections and of the slots streamed through it: who
-//! each client is, its upstream, the slot it streams, the frames it was sent, the status
-//! updates it sent, how it ended; per slot, the highest position a client confirmed
-//! through the proxy (what [`Proxy::wait_for_confirmed_flush`](super::Proxy::wait_for_confirmed_flush)
-//! waits on) and the highest transaction end sent.
+//! What the proxy knows of its connections: who each client is, its upstream, the slot it
+//! streams, the frames it was sent, the status updates it sent, how it ended. (What it
+//! knows of each slot is in [`super::slots`].)
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
 
 use serde::Serialize;
 use tokio::sync::mpsc;
 
-use crate::server::Timeout;
 use crate::Lsn;
 
 /// How many ended connections are kept (the oldest go first); open ones always are.
@@ -47,25 +44,6 @@ pub struct ConnectionInfo {
     pub connected: u64,
     /// How it ended (`None` while it is open).
     pub ended: Option<String>,
-}
-
-/// A slot streamed through the proxy.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[non_exhaustive]
-pub struct SlotInfo {
-    /// The slot name.
-    pub name: String,
-    /// The highest flush position a client confirmed for it through the proxy.
-    pub confirmed_flush_lsn: Lsn,
-    /// What the upstream was let hear of it: the confirmed position, or with a
-    /// persistence interval, the last checkpoint's.
-    pub heard_lsn: Lsn,
-    /// The highest transaction end the proxy sent a client of it.
-    pub sent_lsn: Lsn,
-    /// The connection streaming it now.
-    pub active_connection: Option<u64>,
-    /// What was sent again after the last crash that the consumer had confirmed before.
-    pub resent: Option<super::Resent>,
 }
 
 /// One connection's record, updated by its relay as things happen.
@@ -108,13 +86,10 @@ impl Record {
     }
 }
 
-/// The records of every connection and slot.
+/// The records of every connection.
 #[derive(Debug, Default)]
 pub(super) struct Records {
     connections: Mutex<VecDeque<Arc<Record>>>,
-    slots: Mutex<HashMap<String, SlotInfo>>,
-    /// Signalled when a slot's confirmed position moves.
-    confirmed: Condvar,
 }
 
 /// Who a client said it was in its start-up packet.
@@ -169,80 +144,29 @@ impl Records {
     /// The connection streams `slot` now.
     pub(super) fn streaming(&self, record: &Record, slot: &str) {
         record.lock().slot = Some(slot.to_owned());
-        let id = record.id();
-        self.slot(slot, |s| s.active_connection = Some(id));
     }
 
-    /// A transaction ending at `end` was sent to a client of `slot`.
-    pub(super) fn sent(&self, slot: &str, end: Lsn) {
-        self.slot(slot, |s| s.sent_lsn = s.sent_lsn.max(end));
+    /// A status update confirming `flush`.
+    pub(super) fn status_update(&self, record: &Record, flush: Lsn) {
+        let mut info = record.lock();
+        info.status_updates += 1;
+        info.flush_lsn = info.flush_lsn.max(flush);
     }
 
-    /// A status update confirming `flush` for `slot`.
-    pub(super) fn status_update(&self, record: &Record, slot: &str, flush: Lsn) {
-        {
-            let mut info = record.lock();
-            info.status_updates += 1;
-            info.flush_lsn = info.flush_lsn.max(flush);
-        }
-        self.slot(slot, |s| {
-            s.confirmed_flush_lsn = s.confirmed_flush_lsn.max(flush)
-        });
-        self.confirmed.notify_all();
-    }
-
-    /// The connection ended, `how`; the slot it streamed, if any.
-    pub(super) fn ended(&self, record: &Record, how: &str) -> Option<String> {
+    /// The connection ended, `how`.
+    pub(super) fn ended(&self, record: &Record, how: &str) {
         *record.upstream.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        let (id, slot) = {
-            let mut info = record.lock();
-            info.ended = Some(how.to_owned());
-            (info.id, info.slot.clone())
-        };
-        if let Some(slot) = &slot {
-            self.slot(slot, |s| {
-                if s.active_connection == Some(id) {
-                    s.active_connection = None;
-                }
-            });
-        }
-        slot
+        record.lock().ended = Some(how.to_owned());
     }
 
-    /// Sends `bytes` to the upstream of the connection streaming `slot`, if one does.
-    pub(super) fn to_upstream_of(&self, slot: &str, bytes: Vec<u8>) -> bool {
-        let active = self
-            .slots
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(slot)
-            .and_then(|s| s.active_connection);
-        let Some(id) = active else {
-            return false;
-        };
+    /// Sends `bytes` to the upstream of connection `id`, if it is still streaming.
+    pub(super) fn to_upstream_of(&self, id: u64, bytes: Vec<u8>) -> bool {
         let connections = self.connections.lock().unwrap_or_else(|e| e.into_inner());
         let Some(record) = connections.iter().find(|r| r.id() == id) else {
             return false;
         };
         let upstream = record.upstream.lock().unwrap_or_else(|e| e.into_inner());
         upstream.as_ref().is_some_and(|u| u.send(bytes).is_ok())
-    }
-
-    fn slot(&self, name: &str, change: impl FnOnce(&mut SlotInfo)) {
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        // Looked up by the borrowed name first: no allocation for a slot already known.
-        if let Some(slot) = slots.get_mut(name) {
-            return change(slot);
-        }
-        let slot = slots.entry(name.to_owned()).or_insert_with(|| SlotInfo {
-            name: name.to_owned(),
-            confirmed_flush_lsn: Lsn(0),
-            heard_lsn: Lsn(0),
-            sent_lsn: Lsn(0),
-            active_connection: None,
-            resent: None,
-        });
-        change(slot);
     }
 
     pub(super) fn connections(&self) -> Vec<ConnectionInfo> {
@@ -252,46 +176,5 @@ impl Records {
             .iter()
             .map(|r| r.snapshot())
             .collect()
-    }
-
-    pub(super) fn slots(&self) -> Vec<SlotInfo> {
-        let mut slots: Vec<SlotInfo> = self
-            .slots
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect();
-        slots.sort_by(|a, b| a.name.cmp(&b.name));
-        slots
-    }
-
-    /// Waits until a client confirmed `lsn` (or past it) for `slot` through the proxy.
-    pub(super) fn wait_for_confirmed_flush(
-        &self,
-        slot: &str,
-        lsn: Lsn,
-        timeout: Duration,
-    ) -> Result<Lsn, Timeout> {
-        let deadline = Instant::now() + timeout;
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
-            let confirmed = slots.get(slot).map(|s| s.confirmed_flush_lsn);
-            match confirmed {
-                Some(confirmed) if confirmed >= lsn => return Ok(confirmed),
-                _ => {}
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(Timeout {
-                    confirmed_flush_lsn: confirmed,
-                });
-            }
-            slots = self
-                .confirmed
-                .wait_timeout(slots, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
     }
 }

@@ -235,9 +235,7 @@ async fn open_upstream(
 
 /// The connection's record says how it ended; the slot it streamed is free.
 fn ended(shared: &Shared, who: &Who, end: End) {
-    if let Some(slot) = shared.records.ended(&who.record, end.describe()) {
-        shared.slots.released(&slot);
-    }
+    shared.records.ended(&who.record, end.describe());
 }
 
 /// Who a connection is, for the rules' scopes, the log and its record.
@@ -325,7 +323,7 @@ async fn relay<W: AsyncWrite + Unpin>(
     // without an error timed out.
     if let Some(slot) = down.session.as_ref().and_then(|s| s.scope.slot.as_deref()) {
         let timed_out = end == End::UpstreamClosed && !down.upstream_error;
-        shared.judge.ended(slot, who.attempt, timed_out);
+        shared.slots.ended(slot, who.attempt, timed_out);
     }
     // Both directions' futures are dropped by now (the client's read half with them),
     // and the upstream connection with them: its walsender exits and releases its slot.
@@ -510,13 +508,10 @@ fn status_update(
         .fetch_max(update.flush_lsn.0, Ordering::SeqCst);
     let scope = link.scope.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(slot) = scope.as_ref().and_then(|s| s.slot.as_deref()) {
-        shared
-            .records
-            .status_update(&who.record, slot, update.flush_lsn);
-        shared
-            .judge
+        shared.records.status_update(&who.record, update.flush_lsn);
+        let heard = shared
+            .slots
             .status_update(slot, who.attempt, update.flush_lsn);
-        let heard = shared.slots.heard(slot, update.flush_lsn);
         if heard != update.flush_lsn {
             // 'd', Int32 length, 'r', write position, then the flush position.
             message[14..22].copy_from_slice(&heard.0.to_be_bytes());
@@ -784,8 +779,7 @@ impl<W: AsyncWrite + Unpin> Down<'_, W> {
     /// The stream is over (the connection may go on): its slot is free.
     fn end_session(&mut self) {
         if let Some(slot) = self.session.take().and_then(|s| s.scope.slot) {
-            self.shared.slots.released(&slot);
-            self.shared.judge.ended(&slot, self.who.attempt, false);
+            self.shared.slots.ended(&slot, self.who.attempt, false);
         }
         self.link.streaming.store(false, Ordering::Relaxed);
     }
@@ -833,8 +827,9 @@ impl<W: AsyncWrite + Unpin> Down<'_, W> {
         };
         let (of_slot, of_server) = self.shared.count_start(&slot);
         self.shared.records.streaming(&self.who.record, &slot);
-        self.shared.slots.acquired(&slot, self.backend_pid);
-        self.shared.judge.started(&slot);
+        self.shared
+            .slots
+            .started(&slot, self.who.attempt, self.backend_pid);
         self.shared.log(format!(
             "connection {}: streaming from slot {slot} (START_REPLICATION {of_slot} of the slot)",
             self.who.attempt
@@ -872,7 +867,7 @@ impl<W: AsyncWrite + Unpin> Down<'_, W> {
                         self.sent = self.sent.max(k.wal_end);
                     }
                     if let Some(slot) = &session.scope.slot {
-                        self.shared.judge.keepalive(
+                        self.shared.slots.keepalive(
                             slot,
                             self.who.attempt,
                             idle.then_some(k.wal_end),
@@ -892,8 +887,7 @@ impl<W: AsyncWrite + Unpin> Down<'_, W> {
                         if let Some(end) = message.transaction_end_lsn() {
                             self.sent = self.sent.max(end);
                             if let Some(slot) = &session.scope.slot {
-                                self.shared.records.sent(slot, end);
-                                self.shared.judge.transaction_sent(slot, end);
+                                self.shared.slots.transaction_sent(slot, end);
                             }
                         }
                         session.tracker.frame(&message)

@@ -1,16 +1,42 @@
-//! What the proxy makes of a real server's slots: states a test sets, answered to
-//! START_REPLICATION in PostgreSQL's words without reaching the upstream ("active for
-//! PID …" for a while after the client that held the slot left, invalidated, missing);
-//! and, with a persistence interval, the flush positions the upstream hears only at the
-//! proxy's checkpoints, so that a crash (every connection cut) makes the real server send
-//! again what a consumer confirmed since, as PostgreSQL does after a real crash.
+//! Everything the proxy knows of a slot streamed through it, in one place: what its
+//! clients were sent and confirmed (and what the consumer did wrong, judged by
+//! [`super::judge`]); states a test sets, answered to START_REPLICATION in PostgreSQL's
+//! words without reaching the upstream ("active for PID …" for a while after the client
+//! that held the slot left, invalidated, missing); and, with a persistence interval, the
+//! flush positions the upstream hears only at the proxy's checkpoints, so that a crash
+//! (every connection cut) makes the real server send again what a consumer confirmed since,
+//! as PostgreSQL does after a real crash.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use serde::Serialize;
+
+use super::judge::{Resent, Verdicts};
+use crate::server::{Finding, Timeout};
 use crate::wire::error::{error, slot_in_use, slot_invalidated, sqlstate, SqlError};
 use crate::Lsn;
+
+/// A slot streamed through the proxy, as [`Proxy::slots`](super::Proxy::slots) shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct SlotInfo {
+    /// The slot name.
+    pub name: String,
+    /// The highest flush position a client confirmed for it through the proxy.
+    pub confirmed_flush_lsn: Lsn,
+    /// What the upstream was let hear of it: the confirmed position, or with a
+    /// persistence interval, the last checkpoint's.
+    pub heard_lsn: Lsn,
+    /// How far its clients were sent whole (the last transaction end, or a keepalive's WAL
+    /// end between transactions).
+    pub sent_lsn: Lsn,
+    /// The connection streaming it now.
+    pub active_connection: Option<u64>,
+    /// What was sent again after the last crash that the consumer had confirmed before.
+    pub resent: Option<Resent>,
+}
 
 /// A hold: the slot stays "active for PID …" this long after its client leaves.
 #[derive(Debug, Clone, Copy)]
@@ -23,24 +49,27 @@ struct Hold {
     pid: u32,
 }
 
-/// One slot's state.
+/// One slot.
 #[derive(Debug, Default)]
-struct State {
-    invalidated: bool,
-    missing: bool,
-    hold: Option<Hold>,
-    /// Streamed now, by a walsender with this process id.
-    active_pid: Option<u32>,
-    /// The highest flush position a client confirmed through the proxy.
+struct Slot {
+    sent: Lsn,
     confirmed: Lsn,
     /// What the last checkpoint let the upstream hear.
     persisted: Lsn,
+    /// The connection streaming it, and its walsender's process id.
+    active: Option<(u64, u32)>,
+    invalidated: bool,
+    missing: bool,
+    hold: Option<Hold>,
+    verdicts: Verdicts,
 }
 
-/// Every slot's state, and whether flush positions are held back to checkpoints.
-#[derive(Debug, Default)]
+/// Every slot, and whether flush positions are held back to checkpoints.
+#[derive(Debug)]
 pub(super) struct Slots {
-    states: Mutex<HashMap<String, State>>,
+    slots: Mutex<HashMap<String, Slot>>,
+    /// Signalled when a slot's confirmed position moves.
+    confirmed: Condvar,
     /// With a persistence interval set: flush positions reach the upstream only at
     /// checkpoints.
     holding: bool,
@@ -50,18 +79,23 @@ impl Slots {
     /// Slots whose flush positions are held back to checkpoints (`holding`), or not.
     pub(super) fn new(holding: bool) -> Slots {
         Slots {
-            states: Mutex::default(),
+            slots: Mutex::default(),
+            confirmed: Condvar::new(),
             holding,
         }
     }
 
-    fn with<T>(&self, slot: &str, f: impl FnOnce(&mut State) -> T) -> T {
-        let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Slot>> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn with<T>(&self, slot: &str, f: impl FnOnce(&mut Slot) -> T) -> T {
+        let mut slots = self.lock();
         // Looked up by the borrowed name first: no allocation for a slot already known.
-        if let Some(known) = states.get_mut(slot) {
+        if let Some(known) = slots.get_mut(slot) {
             return f(known);
         }
-        f(states.entry(slot.to_owned()).or_default())
+        f(slots.entry(slot.to_owned()).or_default())
     }
 
     /// The ERROR START_REPLICATION of `slot` gets from the proxy instead of the upstream,
@@ -88,86 +122,180 @@ impl Slots {
         })
     }
 
-    /// A walsender of process `pid` streams `slot` now.
-    pub(super) fn acquired(&self, slot: &str, pid: u32) {
-        self.with(slot, |state| state.active_pid = Some(pid));
+    /// `connection`, whose walsender is process `pid`, streams `slot` now.
+    pub(super) fn started(&self, slot: &str, connection: u64, pid: u32) {
+        self.with(slot, |s| s.active = Some((connection, pid)));
     }
 
-    /// Its client left: a hold waiting for that starts now.
-    pub(super) fn released(&self, slot: &str) {
-        self.with(slot, |state| {
-            state.active_pid = None;
-            if let Some(hold) = &mut state.hold {
+    /// A transaction ending at `end` went to a client of `slot` whole.
+    pub(super) fn transaction_sent(&self, slot: &str, end: Lsn) {
+        self.with(slot, |s| {
+            s.sent = s.sent.max(end);
+            s.verdicts.transaction_sent(end);
+        });
+    }
+
+    /// A keepalive went to `connection`, reporting `idle_wal_end` while no transaction
+    /// was open (the client may confirm it) and asking for a reply or not.
+    pub(super) fn keepalive(
+        &self,
+        slot: &str,
+        connection: u64,
+        idle_wal_end: Option<Lsn>,
+        reply_requested: bool,
+    ) {
+        self.with(slot, |s| {
+            if let Some(wal_end) = idle_wal_end {
+                s.sent = s.sent.max(wal_end);
+            }
+            if reply_requested {
+                s.verdicts.reply_requested(connection);
+            }
+        });
+    }
+
+    /// `connection` confirmed `flush`: judged, recorded, and the position the upstream
+    /// hears now returned (held back to the last checkpoint's with a persistence interval).
+    pub(super) fn status_update(&self, slot: &str, connection: u64, flush: Lsn) -> Lsn {
+        let heard = self.with(slot, |s| {
+            s.verdicts.status_update(connection, flush, s.sent);
+            s.confirmed = s.confirmed.max(flush);
+            if self.holding {
+                flush.min(s.persisted)
+            } else {
+                flush
+            }
+        });
+        self.confirmed.notify_all();
+        heard
+    }
+
+    /// `connection`'s stream of `slot` ended (`timed_out`: the upstream dropped it without
+    /// an error): the slot is free, and a hold waiting for that starts now.
+    pub(super) fn ended(&self, slot: &str, connection: u64, timed_out: bool) {
+        self.with(slot, |s| {
+            if s.active.is_some_and(|(c, _)| c == connection) {
+                s.active = None;
+            }
+            if let Some(hold) = &mut s.hold {
                 hold.until.get_or_insert(Instant::now() + hold.duration);
             }
+            s.verdicts.ended(connection, timed_out);
         });
     }
 
     /// The slot stays "active for PID …" (55006) for `duration` after the client
     /// streaming it leaves (from now, if none does).
     pub(super) fn hold(&self, slot: &str, duration: Duration) {
-        self.with(slot, |state| {
-            let until = match state.active_pid {
-                Some(_) => None,
-                None => Some(Instant::now() + duration),
-            };
-            state.hold = Some(Hold {
+        self.with(slot, |s| {
+            s.hold = Some(Hold {
                 duration,
-                until,
+                until: s.active.is_none().then(|| Instant::now() + duration),
                 // A walsender that is not one of this proxy's, when none streams it.
-                pid: state.active_pid.unwrap_or(0),
+                pid: s.active.map_or(0, |(_, pid)| pid),
             });
         });
     }
 
     /// START_REPLICATION of the slot gets 55000, as for a slot PostgreSQL invalidated.
     pub(super) fn invalidate(&self, slot: &str) {
-        self.with(slot, |state| state.invalidated = true);
+        self.with(slot, |s| s.invalidated = true);
     }
 
     /// START_REPLICATION of the slot gets 42704, as for a slot that does not exist (the
     /// real slot is left as it is).
     pub(super) fn forget(&self, slot: &str) {
-        self.with(slot, |state| state.missing = true);
-    }
-
-    /// A client confirmed `flush`: the position the upstream hears now (held back to
-    /// the last checkpoint's with a persistence interval).
-    pub(super) fn heard(&self, slot: &str, flush: Lsn) -> Lsn {
-        self.with(slot, |state| {
-            state.confirmed = state.confirmed.max(flush);
-            if self.holding {
-                flush.min(state.persisted)
-            } else {
-                flush
-            }
-        })
+        self.with(slot, |s| s.missing = true);
     }
 
     /// A checkpoint: each slot's confirmed position becomes what the upstream may hear.
-    /// The slots whose persisted position moved, and to where.
-    pub(super) fn checkpoint(&self) -> Vec<(String, Lsn)> {
-        let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
-        states
+    /// The slots whose persisted position moved, to where, and the connection streaming
+    /// each.
+    pub(super) fn checkpoint(&self) -> Vec<(String, Lsn, Option<u64>)> {
+        self.lock()
             .iter_mut()
-            .filter(|(_, state)| state.confirmed > state.persisted)
-            .map(|(name, state)| {
-                state.persisted = state.confirmed;
-                (name.clone(), state.persisted)
+            .filter(|(_, s)| s.confirmed > s.persisted)
+            .map(|(name, s)| {
+                s.persisted = s.confirmed;
+                (name.clone(), s.persisted, s.active.map(|(c, _)| c))
             })
             .collect()
     }
 
-    /// Where `slot` stands: what clients confirmed, and what the upstream was let hear.
-    pub(super) fn positions(&self, slot: &str) -> (Lsn, Lsn) {
-        self.with(slot, |state| {
-            let heard = if self.holding {
-                state.persisted
-            } else {
-                state.confirmed
-            };
-            (state.confirmed, heard)
-        })
+    /// A crash: what each slot's consumer confirmed so far, sent again from now on, is a
+    /// re-send.
+    pub(super) fn crash(&self) {
+        for slot in self.lock().values_mut() {
+            slot.verdicts.crash(slot.confirmed);
+        }
+    }
+
+    /// Every slot a client streamed, by name.
+    pub(super) fn infos(&self) -> Vec<SlotInfo> {
+        let mut infos: Vec<SlotInfo> = self
+            .lock()
+            .iter()
+            .filter(|(_, s)| s.sent.0 != 0 || s.confirmed.0 != 0 || s.active.is_some())
+            .map(|(name, s)| SlotInfo {
+                name: name.clone(),
+                confirmed_flush_lsn: s.confirmed,
+                heard_lsn: if self.holding {
+                    s.persisted
+                } else {
+                    s.confirmed
+                },
+                sent_lsn: s.sent,
+                active_connection: s.active.map(|(c, _)| c),
+                resent: s.verdicts.resent(),
+            })
+            .collect();
+        infos.sort_by(|a, b| a.name.cmp(&b.name));
+        infos
+    }
+
+    /// What the consumers did wrong, by slot.
+    pub(super) fn findings(&self) -> Vec<(String, Finding)> {
+        let slots = self.lock();
+        let mut names: Vec<&String> = slots.keys().collect();
+        names.sort();
+        names
+            .into_iter()
+            .flat_map(|name| {
+                let s = &slots[name];
+                s.verdicts
+                    .findings(s.active.is_some(), s.sent, s.confirmed)
+                    .into_iter()
+                    .map(|finding| (name.clone(), finding))
+            })
+            .collect()
+    }
+
+    /// Waits until a client confirmed `lsn` (or past it) for `slot` through the proxy.
+    pub(super) fn wait_for_confirmed_flush(
+        &self,
+        slot: &str,
+        lsn: Lsn,
+        timeout: Duration,
+    ) -> Result<Lsn, Timeout> {
+        let deadline = Instant::now() + timeout;
+        let mut slots = self.lock();
+        loop {
+            let confirmed = slots.get(slot).map(|s| s.confirmed).filter(|c| c.0 != 0);
+            if let Some(confirmed) = confirmed.filter(|c| *c >= lsn) {
+                return Ok(confirmed);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Timeout {
+                    confirmed_flush_lsn: confirmed,
+                });
+            }
+            slots = self
+                .confirmed
+                .wait_timeout(slots, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
     }
 }
 
@@ -177,9 +305,9 @@ mod tests {
 
     #[test]
     fn states_answer_start_replication_in_postgresql_words() {
-        let slots = Slots::default();
+        let slots = Slots::new(false);
         assert!(slots.refusal("s", 18).is_none());
-        slots.acquired("s", 4242);
+        slots.started("s", 1, 4242);
         slots.hold("s", Duration::from_secs(3600));
         // Held from the moment its client leaves.
         let held = slots.refusal("s", 18).unwrap();
@@ -187,7 +315,7 @@ mod tests {
             (&*held.code, held.message.as_str()),
             ("55006", "replication slot \"s\" is active for PID 4242")
         );
-        slots.released("s");
+        slots.ended("s", 1, false);
         assert!(slots.refusal("s", 18).is_some());
         slots.hold("t", Duration::ZERO);
         assert!(slots.refusal("t", 18).is_none());
@@ -204,11 +332,41 @@ mod tests {
     #[test]
     fn with_a_persistence_interval_the_upstream_hears_checkpoints_only() {
         let slots = Slots::new(true);
-        assert_eq!(slots.heard("s", Lsn(0x100)), Lsn(0));
-        assert_eq!(slots.checkpoint(), [("s".to_owned(), Lsn(0x100))]);
-        assert_eq!(slots.heard("s", Lsn(0x200)), Lsn(0x100));
-        assert_eq!(slots.positions("s"), (Lsn(0x200), Lsn(0x100)));
-        let free = Slots::default();
-        assert_eq!(free.heard("s", Lsn(0x100)), Lsn(0x100));
+        slots.started("s", 1, 10);
+        slots.transaction_sent("s", Lsn(0x200));
+        assert_eq!(slots.status_update("s", 1, Lsn(0x100)), Lsn(0));
+        assert_eq!(slots.checkpoint(), [("s".to_owned(), Lsn(0x100), Some(1))]);
+        assert_eq!(slots.status_update("s", 1, Lsn(0x200)), Lsn(0x100));
+        let info = &slots.infos()[0];
+        assert_eq!(
+            (info.confirmed_flush_lsn, info.heard_lsn, info.sent_lsn),
+            (Lsn(0x200), Lsn(0x100), Lsn(0x200))
+        );
+        let free = Slots::new(false);
+        assert_eq!(free.status_update("s", 1, Lsn(0x100)), Lsn(0x100));
+    }
+
+    #[test]
+    fn a_slot_is_judged_across_its_connections() {
+        let slots = Slots::new(false);
+        // Connection 1 is cut before its first status update; connection 2 confirms all.
+        slots.started("s", 1, 10);
+        slots.transaction_sent("s", Lsn(200));
+        slots.ended("s", 1, false);
+        slots.started("s", 2, 11);
+        slots.transaction_sent("s", Lsn(200));
+        slots.transaction_sent("s", Lsn(300));
+        slots.status_update("s", 2, Lsn(300));
+        slots.ended("s", 2, false);
+        assert_eq!(slots.findings(), []);
+        // Never confirmed, once nothing streams it.
+        slots.started("u", 3, 12);
+        slots.transaction_sent("u", Lsn(200));
+        assert_eq!(slots.findings(), []);
+        slots.ended("u", 3, false);
+        assert_eq!(
+            slots.findings(),
+            [("u".to_owned(), Finding::NeverConfirmed { sent: Lsn(200) })]
+        );
     }
 }

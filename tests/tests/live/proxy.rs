@@ -1538,7 +1538,9 @@ pub fn check_recvlogical_faults(server: &Server, bin: &Path) -> Result<String, S
     }
     let fired: Vec<u64> = proxy.faults().iter().map(|(_, n)| *n).collect();
     if fired != [1, 1, 1] {
-        return Err(format!("the rules fired {fired:?}; pg_recvlogical said: {stderr}"));
+        return Err(format!(
+            "the rules fired {fired:?}; pg_recvlogical said: {stderr}"
+        ));
     }
     let confirmed = wait_confirmed(server, slot, last)?;
     let commits = written
