@@ -28,159 +28,36 @@
 //! pair, and either side closing closes the other at once (so the walsender exits and
 //! releases its slot, as with a direct connection).
 
+mod builder;
 mod control;
 mod judge;
+mod listener;
 mod records;
 mod relay;
+mod shared;
 mod slots;
 mod startup;
 
 pub use crate::control::Control;
+pub use builder::Builder;
 pub use judge::Resent;
 pub use records::ConnectionInfo;
 pub use slots::SlotInfo;
 
-use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-use tokio::net::TcpListener;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
 
 use crate::client::{ClientError, ConnInfo};
-use crate::faults::Plan;
-use crate::server::{Action, Fault, FaultError, Finding, Timeout};
+use crate::server::{Fault, FaultError, Finding, Timeout};
 use crate::Lsn;
-use records::Records;
-use std::time::{Duration, Instant};
-
-use crate::wire::error::{error, sqlstate, SqlError};
-use crate::{encode, ClientMessage, Ctx, PgTimestamp, ProtocolVersion, StandbyStatusUpdate};
-use slots::Slots;
-
-/// How many log lines the proxy keeps (the oldest go first).
-const LOG_LINES: usize = 10_000;
-
-/// Settings of a proxy to be started.
-#[derive(Debug, Clone)]
-pub struct Builder {
-    upstream: ConnInfo,
-    listen: SocketAddr,
-    faults: Vec<Fault>,
-    checkpoint_interval: Option<Duration>,
-    crash_refusal: Duration,
-    tls: Option<(PathBuf, PathBuf)>,
-}
-
-impl Builder {
-    /// Listens on this address (default `127.0.0.1:0`, a free port).
-    #[must_use]
-    pub fn listen(mut self, addr: SocketAddr) -> Builder {
-        self.listen = addr;
-        self
-    }
-
-    /// A fault rule armed from the start.
-    #[must_use]
-    pub fn fault(mut self, fault: Fault) -> Builder {
-        self.faults.push(fault);
-        self
-    }
-
-    /// Model PostgreSQL's slot persistence: a client's flush position reaches the
-    /// upstream only at the proxy's checkpoints, every `interval` (and at
-    /// [`Proxy::checkpoint`]), so that after a [`Proxy::crash`] the real server sends
-    /// again what a consumer confirmed since the last one. Without it, status updates
-    /// pass unchanged.
-    #[must_use]
-    pub fn checkpoint_interval(mut self, interval: Duration) -> Builder {
-        self.checkpoint_interval = Some(interval);
-        self
-    }
-
-    /// After a [`Proxy::crash`], new connections get PostgreSQL's `FATAL: the database
-    /// system is starting up` (57P03) for this long (default: none).
-    #[must_use]
-    pub fn crash_refusal(mut self, duration: Duration) -> Builder {
-        self.crash_refusal = duration;
-        self
-    }
-
-    /// Answer a client's SSLRequest `S` and speak TLS with it, with this certificate chain
-    /// and private key (PEM files), as PostgreSQL with `ssl = on` does; without, the
-    /// answer is `N`.
-    #[must_use]
-    pub fn tls(mut self, certificate_chain: &Path, private_key: &Path) -> Builder {
-        self.tls = Some((certificate_chain.to_owned(), private_key.to_owned()));
-        self
-    }
-
-    /// Binds the address and starts serving, on a thread of its own.
-    ///
-    /// # Errors
-    ///
-    /// [`ProxyError::Fault`] for a rule that cannot work on a proxy,
-    /// [`ProxyError::Io`] when the address cannot be bound.
-    pub fn start(self) -> Result<Proxy, ProxyError> {
-        let tls = match &self.tls {
-            Some((chain, key)) => Some(acceptor(chain, key).map_err(ProxyError::Tls)?),
-            None => None,
-        };
-        let shared = Arc::new(Shared {
-            tls,
-            upstream: self.upstream,
-            faults: Plan::default(),
-            attempts: AtomicU64::new(0),
-            starts: Mutex::new(Starts::default()),
-            open: AtomicUsize::new(0),
-            log: Mutex::new(VecDeque::new()),
-            logged: AtomicU64::new(0),
-            records: Records::default(),
-            slots: Slots::new(self.checkpoint_interval.is_some()),
-            crashes: watch::channel(0).0,
-            crash_refusal: self.crash_refusal,
-            refuse_until: Mutex::new(None),
-        });
-        for fault in self.faults {
-            shared.add_fault(fault)?;
-        }
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let std_listener = std::net::TcpListener::bind(self.listen)?;
-        std_listener.set_nonblocking(true)?;
-        let addr = std_listener.local_addr()?;
-        let (stop, stopped) = oneshot::channel();
-        let serving = Arc::clone(&shared);
-        let thread = std::thread::Builder::new()
-            .name(format!("pgoutput-proxy {addr}"))
-            .spawn(move || {
-                runtime.block_on(async move {
-                    if let Some(interval) = self.checkpoint_interval {
-                        tokio::spawn(checkpointer(Arc::clone(&serving), interval));
-                    }
-                    match TcpListener::from_std(std_listener) {
-                        Ok(listener) => accept(listener, serving, stopped).await,
-                        Err(err) => serving.log(format!("cannot listen: {err}")),
-                    }
-                });
-                // Dropping the runtime cancels every pair: their sockets close.
-            })?;
-        Ok(Proxy {
-            addr,
-            shared,
-            stop: Some(stop),
-            thread: Some(thread),
-        })
-    }
-}
+use shared::Shared;
 
 /// Why a proxy could not start.
 #[derive(Debug)]
@@ -241,6 +118,20 @@ pub struct Proxy {
 }
 
 impl Proxy {
+    fn running(
+        addr: SocketAddr,
+        shared: Arc<Shared>,
+        stop: oneshot::Sender<()>,
+        thread: JoinHandle<()>,
+    ) -> Proxy {
+        Proxy {
+            addr,
+            shared,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
     /// A proxy in front of the PostgreSQL that `upstream` (a libpq connection string or
     /// URI: host, port, `sslmode` and the TLS settings are used; the user, database and
     /// password are each client's own) names. The `PG*` environment variables fill in
@@ -257,14 +148,7 @@ impl Proxy {
             Err(_) => None,
         };
         let upstream = ConnInfo::parse(Some(upstream), env).map_err(ProxyError::Upstream)?;
-        Ok(Builder {
-            upstream,
-            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            faults: Vec::new(),
-            checkpoint_interval: None,
-            crash_refusal: Duration::ZERO,
-            tls: None,
-        })
+        Ok(Builder::new(upstream))
     }
 
     /// Where clients connect.
@@ -438,187 +322,6 @@ impl Proxy {
 impl Drop for Proxy {
     fn drop(&mut self) {
         self.stop();
-    }
-}
-
-/// START_REPLICATION counts, for the rules' `connection` scope.
-#[derive(Debug, Default)]
-struct Starts {
-    server: u64,
-    by_slot: HashMap<String, u64>,
-}
-
-/// What every connection pair shares.
-#[derive(Debug)]
-struct Shared {
-    upstream: ConnInfo,
-    /// TLS with clients that ask for it, when the proxy has a certificate.
-    tls: Option<Arc<rustls::ServerConfig>>,
-    faults: Plan,
-    /// Connections accepted so far (for `connect` triggers).
-    attempts: AtomicU64,
-    starts: Mutex<Starts>,
-    /// Client connections open now.
-    open: AtomicUsize,
-    log: Mutex<VecDeque<String>>,
-    /// Lines logged over the proxy's life.
-    logged: AtomicU64,
-    records: Records,
-    slots: Slots,
-    /// Bumped by each crash: every pair watches it.
-    crashes: watch::Sender<u64>,
-    crash_refusal: Duration,
-    /// New connections are refused until then (after a crash).
-    refuse_until: Mutex<Option<Instant>>,
-}
-
-impl Shared {
-    fn add_fault(&self, fault: Fault) -> Result<(), FaultError> {
-        self.check_fault(&fault)?;
-        self.faults.add(fault);
-        Ok(())
-    }
-
-    /// Whether a rule can work on the proxy.
-    fn check_fault(&self, fault: &Fault) -> Result<(), FaultError> {
-        fault.check()?;
-        if matches!(fault.then, Action::Crash) {
-            return Err(FaultError(format!(
-                "the proxy does not do {:?} yet (the test server does)",
-                fault.then
-            )));
-        }
-        Ok(())
-    }
-
-    /// The slots streamed through the proxy.
-    fn slot_infos(&self) -> Vec<SlotInfo> {
-        self.slots.infos()
-    }
-
-    fn checkpoint(&self) {
-        for (slot, lsn, connection) in self.slots.checkpoint() {
-            // What the upstream may hear now: a status update on the slot's connection.
-            let update = ClientMessage::StandbyStatusUpdate(StandbyStatusUpdate {
-                write_lsn: lsn,
-                flush_lsn: lsn,
-                apply_lsn: lsn,
-                send_time: PgTimestamp::now(),
-                reply_requested: false,
-            });
-            let payload = encode(&update, Ctx::plain(ProtocolVersion::V1))
-                .expect("a status update always encodes");
-            let mut message = Vec::new();
-            crate::wire::backend::copy_data(&mut message, &payload);
-            let told = connection.is_some_and(|id| self.records.to_upstream_of(id, message));
-            self.log(format!(
-                "checkpoint: slot {slot} persisted at {lsn}{}",
-                if told { ", told its upstream" } else { "" }
-            ));
-        }
-    }
-
-    fn crash(&self) {
-        *self.refuse_until.lock().unwrap_or_else(|e| e.into_inner()) =
-            Some(Instant::now() + self.crash_refusal);
-        self.slots.crash();
-        self.crashes.send_modify(|n| *n += 1);
-        self.log("crash: every connection cut".to_owned());
-    }
-
-    /// PostgreSQL's FATAL for a connection while the proxy plays a server starting up
-    /// after a crash.
-    fn refusing(&self) -> Option<SqlError> {
-        let until = *self.refuse_until.lock().unwrap_or_else(|e| e.into_inner());
-        until.filter(|u| Instant::now() < *u).map(|_| {
-            error(
-                sqlstate::CANNOT_CONNECT_NOW,
-                "the database system is starting up",
-            )
-        })
-    }
-
-    fn log(&self, line: String) {
-        let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
-        if log.len() == LOG_LINES {
-            log.pop_front();
-        }
-        log.push_back(line);
-        self.logged.fetch_add(1, Ordering::SeqCst);
-    }
-
-    /// Counts a START_REPLICATION of `slot`: its number for the slot and for the proxy.
-    fn count_start(&self, slot: &str) -> (u64, u64) {
-        let mut starts = self.starts.lock().unwrap_or_else(|e| e.into_inner());
-        starts.server += 1;
-        let of_slot = starts.by_slot.entry(slot.to_owned()).or_default();
-        *of_slot += 1;
-        (*of_slot, starts.server)
-    }
-}
-
-/// The TLS configuration of a certificate chain and key in PEM files.
-fn acceptor(chain: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, String> {
-    let certificates = CertificateDer::pem_file_iter(chain)
-        .and_then(|certificates| certificates.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| format!("certificate chain {}: {e}", chain.display()))?;
-    let key = PrivateKeyDer::from_pem_file(key)
-        .map_err(|e| format!("private key {}: {e}", key.display()))?;
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| e.to_string())?
-    .with_no_client_auth()
-    .with_single_cert(certificates, key)
-    .map_err(|e| format!("{}: {e}", chain.display()))?;
-    Ok(Arc::new(config))
-}
-
-/// Checkpoints every `interval`.
-async fn checkpointer(shared: Arc<Shared>, interval: Duration) {
-    let mut ticks = tokio::time::interval(interval);
-    ticks.tick().await;
-    loop {
-        ticks.tick().await;
-        shared.checkpoint();
-    }
-}
-
-/// Counts a client connection as open while it lives (also when its task is cancelled).
-struct OpenPair<'a>(&'a Shared);
-
-impl<'a> OpenPair<'a> {
-    fn new(shared: &'a Shared) -> OpenPair<'a> {
-        shared.open.fetch_add(1, Ordering::SeqCst);
-        OpenPair(shared)
-    }
-}
-
-impl Drop for OpenPair<'_> {
-    fn drop(&mut self) {
-        self.0.open.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// Accepts clients until told to stop; each pair runs in a task of its own.
-async fn accept(listener: TcpListener, shared: Arc<Shared>, mut stopped: oneshot::Receiver<()>) {
-    loop {
-        tokio::select! {
-            _ = &mut stopped => return,
-            accepted = listener.accept() => match accepted {
-                Ok((client, peer)) => {
-                    let _ = client.set_nodelay(true);
-                    let shared = Arc::clone(&shared);
-                    tokio::spawn(async move {
-                        let _open = OpenPair::new(&shared);
-                        relay::serve(client, peer, &shared).await;
-                    });
-                }
-                // Out of file descriptors, say: the listener stays, the client is gone.
-                Err(err) => shared.log(format!("accept: {err}")),
-            },
-        }
     }
 }
 

@@ -1,0 +1,159 @@
+//! What every connection pair of a proxy shares: the upstream, the rules, the records of
+//! connections and slots, the log, and the crash that cuts them all.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use super::records::Records;
+use super::slots::{SlotInfo, Slots};
+use crate::client::ConnInfo;
+use crate::faults::Plan;
+use crate::server::{Action, Fault, FaultError};
+use crate::wire::error::{error, sqlstate, SqlError};
+use crate::{encode, ClientMessage, Ctx, PgTimestamp, ProtocolVersion, StandbyStatusUpdate};
+
+/// How many log lines the proxy keeps (the oldest go first).
+const LOG_LINES: usize = 10_000;
+
+/// START_REPLICATION counts, for the rules' `connection` scope.
+#[derive(Debug, Default)]
+struct Starts {
+    server: u64,
+    by_slot: HashMap<String, u64>,
+}
+
+/// What every connection pair shares.
+#[derive(Debug)]
+pub(super) struct Shared {
+    pub(super) upstream: ConnInfo,
+    /// TLS with clients that ask for it, when the proxy has a certificate.
+    pub(super) tls: Option<Arc<rustls::ServerConfig>>,
+    pub(super) faults: Plan,
+    /// Connections accepted so far (for `connect` triggers).
+    pub(super) attempts: AtomicU64,
+    starts: Mutex<Starts>,
+    /// Client connections open now.
+    pub(super) open: AtomicUsize,
+    pub(super) log: Mutex<VecDeque<String>>,
+    /// Lines logged over the proxy's life.
+    pub(super) logged: AtomicU64,
+    pub(super) records: Records,
+    pub(super) slots: Slots,
+    /// Bumped by each crash: every pair watches it.
+    pub(super) crashes: watch::Sender<u64>,
+    crash_refusal: Duration,
+    /// New connections are refused until then (after a crash).
+    refuse_until: Mutex<Option<Instant>>,
+}
+
+impl Shared {
+    pub(super) fn new(
+        upstream: ConnInfo,
+        tls: Option<Arc<rustls::ServerConfig>>,
+        holding: bool,
+        crash_refusal: Duration,
+    ) -> Shared {
+        Shared {
+            tls,
+            upstream,
+            faults: Plan::default(),
+            attempts: AtomicU64::new(0),
+            starts: Mutex::new(Starts::default()),
+            open: AtomicUsize::new(0),
+            log: Mutex::new(VecDeque::new()),
+            logged: AtomicU64::new(0),
+            records: Records::default(),
+            slots: Slots::new(holding),
+            crashes: watch::channel(0).0,
+            crash_refusal,
+            refuse_until: Mutex::new(None),
+        }
+    }
+
+    pub(super) fn add_fault(&self, fault: Fault) -> Result<(), FaultError> {
+        self.check_fault(&fault)?;
+        self.faults.add(fault);
+        Ok(())
+    }
+
+    /// Whether a rule can work on the proxy.
+    pub(super) fn check_fault(&self, fault: &Fault) -> Result<(), FaultError> {
+        fault.check()?;
+        if matches!(fault.then, Action::Crash) {
+            return Err(FaultError(format!(
+                "the proxy does not do {:?} yet (the test server does)",
+                fault.then
+            )));
+        }
+        Ok(())
+    }
+
+    /// The slots streamed through the proxy.
+    pub(super) fn slot_infos(&self) -> Vec<SlotInfo> {
+        self.slots.infos()
+    }
+
+    pub(super) fn checkpoint(&self) {
+        for (slot, lsn, connection) in self.slots.checkpoint() {
+            // What the upstream may hear now: a status update on the slot's connection.
+            let update = ClientMessage::StandbyStatusUpdate(StandbyStatusUpdate {
+                write_lsn: lsn,
+                flush_lsn: lsn,
+                apply_lsn: lsn,
+                send_time: PgTimestamp::now(),
+                reply_requested: false,
+            });
+            let payload = encode(&update, Ctx::plain(ProtocolVersion::V1))
+                .expect("a status update always encodes");
+            let mut message = Vec::new();
+            crate::wire::backend::copy_data(&mut message, &payload);
+            let told = connection.is_some_and(|id| self.records.to_upstream_of(id, message));
+            self.log(format!(
+                "checkpoint: slot {slot} persisted at {lsn}{}",
+                if told { ", told its upstream" } else { "" }
+            ));
+        }
+    }
+
+    pub(super) fn crash(&self) {
+        *self.refuse_until.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(Instant::now() + self.crash_refusal);
+        self.slots.crash();
+        self.crashes.send_modify(|n| *n += 1);
+        self.log("crash: every connection cut".to_owned());
+    }
+
+    /// PostgreSQL's FATAL for a connection while the proxy plays a server starting up
+    /// after a crash.
+    pub(super) fn refusing(&self) -> Option<SqlError> {
+        let until = *self.refuse_until.lock().unwrap_or_else(|e| e.into_inner());
+        until.filter(|u| Instant::now() < *u).map(|_| {
+            error(
+                sqlstate::CANNOT_CONNECT_NOW,
+                "the database system is starting up",
+            )
+        })
+    }
+
+    pub(super) fn log(&self, line: String) {
+        let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        if log.len() == LOG_LINES {
+            log.pop_front();
+        }
+        log.push_back(line);
+        self.logged.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Counts a START_REPLICATION of `slot`: its number for the slot and for the proxy.
+    pub(super) fn count_start(&self, slot: &str) -> (u64, u64) {
+        let mut starts = self.starts.lock().unwrap_or_else(|e| e.into_inner());
+        starts.server += 1;
+        let of_slot = starts.by_slot.entry(slot.to_owned()).or_default();
+        *of_slot += 1;
+        (*of_slot, starts.server)
+    }
+}
