@@ -46,6 +46,7 @@ pub(crate) mod command;
 mod connection;
 mod control;
 mod findings;
+mod inbox;
 pub(crate) mod options;
 mod queries;
 mod render;

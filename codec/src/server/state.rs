@@ -9,8 +9,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::catalog::Catalog;
-use super::connection::Inbox;
 use super::findings::{Finding, Judge};
+use super::inbox::Inbox;
 use super::script::{Clock, End, Event};
 use super::{Auth, ClientInfo, Logger, SlotInfo};
 use crate::faults::Plan;

@@ -13,7 +13,6 @@
 mod auth;
 mod commands;
 mod faults;
-mod inbox;
 mod slots;
 mod startup;
 mod streaming;
@@ -23,8 +22,7 @@ use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub(crate) use inbox::Inbox;
-use inbox::{Incoming, Wait};
+use super::inbox::{read_into, Inbox, Incoming, Wait};
 
 use super::state::Shared;
 use crate::wire::backend;
@@ -126,7 +124,7 @@ pub(crate) fn serve_tcp(
         let reading = std::thread::Builder::new()
             .name(format!("pgoutput-test-reader-{id}"))
             .stack_size(READER_STACK)
-            .spawn_scoped(scope, || inbox::read_into(&inbox, reader));
+            .spawn_scoped(scope, || read_into(&inbox, reader));
         let mut reset = false;
         if reading.is_ok() {
             reset = run(shared, &inbox, &stream, Some(&stream), id, peer);
@@ -154,7 +152,7 @@ pub(crate) fn serve_in_memory(shared: &Shared, input: &[u8], output: &mut Vec<u8
     std::thread::scope(|scope| {
         let reading = std::thread::Builder::new()
             .stack_size(READER_STACK)
-            .spawn_scoped(scope, || inbox::read_into(&inbox, input));
+            .spawn_scoped(scope, || read_into(&inbox, input));
         if reading.is_ok() {
             run(
                 shared,

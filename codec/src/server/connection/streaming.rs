@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::faults::Slow;
-use super::inbox::{Incoming, Wait};
 use super::{envelope, Closed, Connection, Failure};
 use crate::faults::{Action, Point, Scope, Tracker, Trigger};
 use crate::server::command;
 use crate::server::findings::Judge;
+use crate::server::inbox::{Incoming, Wait};
 use crate::server::render::{Failed, Renderer, Sink, Stopped};
 use crate::server::{Event, StreamOptions};
 use crate::wire::backend;

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::model::{Event, Script, Step};
+use super::model::{Event, Script, Step, RECORD};
 use super::ScriptError;
 use crate::{Lsn, PgOutputMessage, PgTimestamp, Xid};
 
@@ -47,9 +47,6 @@ pub(crate) struct Clock {
     pub next_lsn: Lsn,
     pub next_xid: u32,
 }
-
-/// How far apart filled-in records are, as in a real WAL with small records.
-pub(super) const RECORD: u64 = 0x48;
 
 impl Clock {
     /// The position of a record: `given` if set (and the clock moves past it), else the

@@ -8,12 +8,14 @@
 //! client as stream blocks.
 
 use super::super::catalog::Table;
-use super::clock::RECORD;
 use super::ScriptError;
 use crate::{
     ColumnValue, Lsn, Message, MessageFlags, Oid, PgBytes, PgOutputMessage, PgStr, PgTimestamp,
     Truncate, TruncateOptions, TupleData, Xid,
 };
+
+/// How far apart filled-in records are, as in a real WAL with small records.
+pub(super) const RECORD: u64 = 0x48;
 
 /// How a transaction ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
