@@ -1,6 +1,8 @@
 //! Writing backend messages (server → client), as the protocol documentation lays them
 //! out: a type byte, an Int32 length that counts itself, then the body.
 
+use super::error::SqlError;
+
 /// One backend message: `tag`, then the body `body` writes, with the length filled in.
 fn message(out: &mut Vec<u8>, tag: u8, body: impl FnOnce(&mut Vec<u8>)) {
     out.push(tag);
@@ -174,6 +176,19 @@ pub(crate) fn error_or_notice(
         }
         b.push(0);
     });
+}
+
+/// An ErrorResponse of `severity` (`ERROR`, `FATAL`) saying `err` in PostgreSQL's words.
+pub(crate) fn error_response(out: &mut Vec<u8>, severity: &str, err: &SqlError) {
+    error_or_notice(
+        out,
+        b'E',
+        severity,
+        &err.code,
+        &err.message,
+        err.detail.as_deref(),
+        None,
+    );
 }
 
 /// CopyBothResponse `W` / CopyOutResponse `H`: the overall format (0 text, 1 binary),

@@ -338,23 +338,10 @@ fn whole_message(buf: &mut BytesMut, at: usize) -> Result<Option<usize>, ()> {
     Ok(Some(total))
 }
 
-/// An ErrorResponse of `severity` for `err`.
-fn error_response(out: &mut Vec<u8>, severity: &str, err: &SqlError) {
-    backend::error_or_notice(
-        out,
-        b'E',
-        severity,
-        &err.code,
-        &err.message,
-        err.detail.as_deref(),
-        None,
-    );
-}
-
 /// A FATAL to a client that has not started up, then the close.
 async fn fatal(client: &mut (impl AsyncWrite + Unpin), err: &SqlError) {
     let mut out = Vec::new();
-    error_response(&mut out, "FATAL", err);
+    backend::error_response(&mut out, "FATAL", err);
     let _ = client.write_all(&out).await;
     let _ = client.shutdown().await;
 }

@@ -11,7 +11,7 @@ use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 
-use super::{envelope, error_response, whole_message, End, Link, Who, READ_AT_LEAST};
+use super::{envelope, whole_message, End, Link, Who, READ_AT_LEAST};
 use crate::client::StreamOptions;
 use crate::faults::{error_for, frame_matches, Facts, Point, Scope, Tracker};
 use crate::proxy::Shared;
@@ -518,7 +518,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                 let err = error_for(&code, message, &slot, self.major, xid);
                 if code.starts_with("57P0") {
                     let mut out = Vec::new();
-                    error_response(&mut out, "FATAL", &err);
+                    backend::error_response(&mut out, "FATAL", &err);
                     self.write_own(self.written, &out).await?;
                     return Err(End::Closed);
                 }
@@ -526,7 +526,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                 // command loop: the client gets the ERROR and ReadyForQuery, the upstream
                 // a CopyDone, and the upstream's rest of the copy is dropped.
                 let mut out = Vec::new();
-                error_response(&mut out, "ERROR", &err);
+                backend::error_response(&mut out, "ERROR", &err);
                 backend::ready_for_query(&mut out, b'I');
                 self.write_own(self.written, &out).await?;
                 self.drop_upto(at + len);

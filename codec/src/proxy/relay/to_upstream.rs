@@ -9,7 +9,7 @@ use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 
-use super::{envelope, error_response, whole_message, End, Link, Who, STALLED_AT_MOST};
+use super::{envelope, whole_message, End, Link, Who, STALLED_AT_MOST};
 use crate::client::tokio::Io;
 use crate::proxy::Shared;
 use crate::server::command::{self, Command};
@@ -149,7 +149,7 @@ fn note_client_message(
             who.attempt, err.code, err.message
         ));
         let mut out = Vec::new();
-        error_response(&mut out, "ERROR", &err);
+        backend::error_response(&mut out, "ERROR", &err);
         backend::ready_for_query(&mut out, b'I');
         return Some(out);
     }

@@ -268,15 +268,7 @@ pub(super) fn on_connect(shared: &Shared, stream: &TcpStream, actions: Vec<Actio
                 // Before the start-up packet every error is FATAL, and no slot is known.
                 let err = error_for(&code, message, "", shared.config.major, 0);
                 let mut out = Vec::new();
-                backend::error_or_notice(
-                    &mut out,
-                    b'E',
-                    "FATAL",
-                    &err.code,
-                    &err.message,
-                    err.detail.as_deref(),
-                    None,
-                );
+                backend::error_response(&mut out, "FATAL", &err);
                 let mut writer = stream;
                 let _ = writer.write_all(&out);
                 let _ = stream.shutdown(Shutdown::Both);

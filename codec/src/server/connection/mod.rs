@@ -363,15 +363,7 @@ impl<W: Write> Connection<'_, W> {
     /// [`Self::fatal`] with a DETAIL.
     fn fatal_with(&mut self, err: &SqlError) -> Closed {
         let text = &err.message;
-        backend::error_or_notice(
-            &mut self.out,
-            b'E',
-            "FATAL",
-            &err.code,
-            text,
-            err.detail.as_deref(),
-            None,
-        );
+        backend::error_response(&mut self.out, "FATAL", err);
         // Only the goodbye is left to send: a client that does not read gets no more
         // time than a tick of the server's stop allows.
         let _ = self.flush();
@@ -379,15 +371,7 @@ impl<W: Write> Connection<'_, W> {
     }
 
     fn error(&mut self, err: &SqlError) {
-        backend::error_or_notice(
-            &mut self.out,
-            b'E',
-            "ERROR",
-            &err.code,
-            &err.message,
-            err.detail.as_deref(),
-            None,
-        );
+        backend::error_response(&mut self.out, "ERROR", err);
     }
 
     fn ready(&mut self) -> Result<(), Closed> {
