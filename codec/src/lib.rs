@@ -87,6 +87,8 @@ extern crate self as pgoutput_codec;
 pub mod client;
 mod codec;
 #[cfg(feature = "server")]
+mod confirmed;
+#[cfg(feature = "server")]
 mod control;
 mod ctx;
 pub mod docs;

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::judge::{Resent, Verdicts};
-use crate::server::{Finding, Timeout};
+use crate::confirmed::Timeout;
+use crate::server::Finding;
 use crate::wire::error::{error, slot_in_use, slot_invalidated, sqlstate, SqlError};
 use crate::Lsn;
 
@@ -277,25 +278,9 @@ impl Slots {
         lsn: Lsn,
         timeout: Duration,
     ) -> Result<Lsn, Timeout> {
-        let deadline = Instant::now() + timeout;
-        let mut slots = self.lock();
-        loop {
-            let confirmed = slots.get(slot).map(|s| s.confirmed).filter(|c| c.0 != 0);
-            if let Some(confirmed) = confirmed.filter(|c| *c >= lsn) {
-                return Ok(confirmed);
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(Timeout {
-                    confirmed_flush_lsn: confirmed,
-                });
-            }
-            slots = self
-                .confirmed
-                .wait_timeout(slots, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+        crate::confirmed::wait(self.lock(), &self.confirmed, lsn, timeout, |slots| {
+            slots.get(slot).map(|s| s.confirmed).filter(|c| c.0 != 0)
+        })
     }
 }
 

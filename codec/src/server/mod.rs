@@ -62,6 +62,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub use crate::client::StreamOptions;
+pub use crate::confirmed::Timeout;
 pub use crate::control::Control;
 pub use crate::faults::{Action, Fault, FaultError, MessageKind, Trigger};
 pub use catalog::{Column, Publication, Table};
@@ -612,24 +613,6 @@ impl fmt::Debug for TestServer {
     }
 }
 
-/// Waiting for a position timed out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timeout {
-    /// Where the slot stood when time ran out (`None`: no such slot).
-    pub confirmed_flush_lsn: Option<Lsn>,
-}
-
-impl fmt::Display for Timeout {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.confirmed_flush_lsn {
-            Some(lsn) => write!(f, "timed out with the slot confirmed at {lsn}"),
-            None => f.write_str("timed out before the slot existed"),
-        }
-    }
-}
-
-impl std::error::Error for Timeout {}
-
 impl TestServer {
     /// A builder with the defaults: `127.0.0.1:0`, trust, `server_version` 18.6, database
     /// `postgres`, an empty script.
@@ -791,30 +774,19 @@ impl TestServer {
         lsn: Lsn,
         timeout: Duration,
     ) -> Result<Lsn, Timeout> {
-        let deadline = Instant::now() + timeout;
-        let mut state = self.shared.lock();
-        loop {
-            let confirmed = state
-                .slots
-                .iter()
-                .find(|s| s.name == slot)
-                .map(|s| s.confirmed_flush_lsn);
-            if let Some(confirmed) = confirmed.filter(|c| *c >= lsn) {
-                return Ok(confirmed);
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(Timeout {
-                    confirmed_flush_lsn: confirmed,
-                });
-            }
-            state = self
-                .shared
-                .changed
-                .wait_timeout(state, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+        crate::confirmed::wait(
+            self.shared.lock(),
+            &self.shared.changed,
+            lsn,
+            timeout,
+            |state| {
+                state
+                    .slots
+                    .iter()
+                    .find(|s| s.name == slot)
+                    .map(|s| s.confirmed_flush_lsn)
+            },
+        )
     }
 
     /// Arms a fault rule (see [`Fault`]).
