@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::confirmed::Timeout;
 use crate::faults::{Fault, FaultError};
 use crate::Lsn;
 
@@ -114,13 +115,74 @@ pub(crate) fn bad(text: impl Into<String>) -> Answer {
     Answer(400, json!({ "error": text.into() }))
 }
 
-/// What an API serves: its endpoints (for `GET /`), and an answer to each request.
+/// What an API serves: the fault rules and the wait every API has, its own endpoints
+/// (for `GET /`), and an answer to each of its own requests.
 pub(crate) trait Api: Send + Sync + 'static {
-    /// What `GET /` lists: each endpoint (`"POST /faults"`) and what it does.
+    /// Its own endpoints beyond [`SHARED_ENDPOINTS`] (`"POST /events"`) and what each does.
     fn endpoints(&self) -> &'static [(&'static str, &'static str)];
 
-    /// The answer to `request`; `None` for a path the API does not have.
+    /// The answer to one of its own requests; `None` for a path the API does not have.
     fn route(&self, request: &Request) -> Option<Answer>;
+
+    /// The fault rules, each with how often it fired.
+    fn faults(&self) -> Vec<(Fault, u64)>;
+
+    /// Whether a rule can work here.
+    fn check_fault(&self, fault: &Fault) -> Result<(), FaultError>;
+
+    /// Arms a rule [`Api::check_fault`] accepted.
+    fn add_fault(&self, fault: Fault);
+
+    /// Disarms every rule.
+    fn clear_faults(&self);
+
+    /// Waits until `slot` is confirmed at `lsn` or beyond.
+    fn wait_for_confirmed_flush(
+        &self,
+        slot: &str,
+        lsn: Lsn,
+        timeout: Duration,
+    ) -> Result<Lsn, Timeout>;
+}
+
+/// The endpoints every API has.
+const SHARED_ENDPOINTS: [(&str, &str); 4] = [
+    ("GET /faults", "the fault rules, each with how often it fired"),
+    ("POST /faults", "arm a rule, or an array of rules"),
+    ("DELETE /faults", "disarm every rule"),
+    (
+        "POST /wait",
+        "{\"slot\", \"lsn\", \"timeout_ms\"}: wait until the slot is confirmed there (408 on timeout)",
+    ),
+];
+
+/// Every endpoint of `api`.
+fn endpoints(api: &dyn Api) -> impl Iterator<Item = &(&'static str, &'static str)> {
+    SHARED_ENDPOINTS.iter().chain(api.endpoints())
+}
+
+/// The requests every API answers alike.
+fn shared_route(api: &dyn Api, request: &Request) -> Option<Answer> {
+    Some(
+        match (request.method.as_str(), request.segments().as_slice()) {
+            ("GET", ["faults"]) => Answer(
+                200,
+                Value::Array(
+                    api.faults()
+                        .into_iter()
+                        .map(|(rule, fired)| json!({ "rule": rule, "fired": fired }))
+                        .collect(),
+                ),
+            ),
+            ("POST", ["faults"]) => add_faults(api, &request.body),
+            ("DELETE", ["faults"]) => {
+                api.clear_faults();
+                Answer(200, json!({}))
+            }
+            ("POST", ["wait"]) => wait(api, &request.body),
+            _ => return None,
+        },
+    )
 }
 
 /// `GET /` lists the endpoints; a known path with another method is 405, an unknown one
@@ -128,18 +190,16 @@ pub(crate) trait Api: Send + Sync + 'static {
 fn dispatch(api: &dyn Api, request: &Request) -> Answer {
     let segments = request.segments();
     if request.method == "GET" && segments == [""] {
-        let endpoints: serde_json::Map<String, Value> = api
-            .endpoints()
-            .iter()
+        let endpoints: serde_json::Map<String, Value> = endpoints(api)
             .map(|(endpoint, what)| ((*endpoint).to_owned(), Value::from(*what)))
             .collect();
         return Answer(200, json!({ "endpoints": endpoints }));
     }
-    if let Some(answer) = api.route(request) {
+    if let Some(answer) = shared_route(api, request).or_else(|| api.route(request)) {
         return answer;
     }
     let path = request.path.split('?').next().unwrap_or_default();
-    let known = api.endpoints().iter().any(|(endpoint, _)| {
+    let known = endpoints(api).any(|(endpoint, _)| {
         let pattern = endpoint.split_once(' ').map_or("", |(_, p)| p);
         let pattern: Vec<&str> = pattern.trim_matches('/').split('/').collect();
         pattern.len() == segments.len()
@@ -242,26 +302,8 @@ fn read_request(stream: &mut TcpStream) -> Result<Request, String> {
     Ok(Request { method, path, body })
 }
 
-/// `GET /faults`: each rule with how often it fired.
-pub(crate) fn faults(faults: Vec<(Fault, u64)>) -> Answer {
-    Answer(
-        200,
-        Value::Array(
-            faults
-                .into_iter()
-                .map(|(rule, fired)| json!({ "rule": rule, "fired": fired }))
-                .collect(),
-        ),
-    )
-}
-
-/// `POST /faults`: a rule or an array of rules, each checked by `check` before any is
-/// armed by `add`.
-pub(crate) fn add_faults(
-    body: &[u8],
-    check: impl Fn(&Fault) -> Result<(), FaultError>,
-    add: impl Fn(Fault),
-) -> Answer {
+/// `POST /faults`: a rule or an array of rules, each checked before any is armed.
+fn add_faults(api: &dyn Api, body: &[u8]) -> Answer {
     let value: Value = match serde_json::from_slice(body) {
         Ok(value) => value,
         Err(e) => return bad(format!("not JSON: {e}")),
@@ -273,7 +315,7 @@ pub(crate) fn add_faults(
     let mut faults = Vec::new();
     for rule in rules {
         match serde_json::from_value::<Fault>(rule) {
-            Ok(fault) => match check(&fault) {
+            Ok(fault) => match api.check_fault(&fault) {
                 Ok(()) => faults.push(fault),
                 Err(e) => return bad(e.to_string()),
             },
@@ -282,7 +324,7 @@ pub(crate) fn add_faults(
     }
     let armed = faults.len();
     for fault in faults {
-        add(fault);
+        api.add_fault(fault);
     }
     Answer(201, json!({ "armed": armed }))
 }
@@ -290,24 +332,33 @@ pub(crate) fn add_faults(
 /// The body of `POST /wait`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct Wait {
-    pub slot: String,
-    pub lsn: Lsn,
+struct Wait {
+    slot: String,
+    lsn: Lsn,
     #[serde(default = "default_wait")]
-    pub timeout_ms: u64,
+    timeout_ms: u64,
 }
 
 fn default_wait() -> u64 {
     10_000
 }
 
-impl Wait {
-    /// The body, or 400 saying what it must be.
-    pub(crate) fn parse(body: &[u8]) -> Result<Wait, Answer> {
-        serde_json::from_slice(body).map_err(|e| {
-            bad(format!(
+/// `POST /wait`: the confirmed position once the slot reaches it, or 408.
+fn wait(api: &dyn Api, body: &[u8]) -> Answer {
+    let wait: Wait = match serde_json::from_slice(body) {
+        Ok(wait) => wait,
+        Err(e) => {
+            return bad(format!(
                 "the body must be {{\"slot\": \"s\", \"lsn\": \"0/0\", \"timeout_ms\": N}}: {e}"
             ))
-        })
+        }
+    };
+    match api.wait_for_confirmed_flush(&wait.slot, wait.lsn, Duration::from_millis(wait.timeout_ms))
+    {
+        Ok(lsn) => Answer(200, json!({ "confirmed_flush_lsn": lsn })),
+        Err(timeout) => Answer(
+            408,
+            json!({ "error": timeout.to_string(), "confirmed_flush_lsn": timeout.confirmed_flush_lsn }),
+        ),
     }
 }

@@ -26,7 +26,10 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::Shared;
-use crate::control::{self, Answer, Api, Control, Request, Wait};
+use crate::confirmed::Timeout;
+use crate::control::{bad, Answer, Api, Control, Request};
+use crate::faults::{Fault, FaultError};
+use crate::Lsn;
 
 /// Serves the proxy's API.
 pub(super) fn start(shared: Arc<Shared>, addr: SocketAddr, remote: bool) -> io::Result<Control> {
@@ -38,13 +41,9 @@ struct ProxyApi(Arc<Shared>);
 impl Api for ProxyApi {
     fn endpoints(&self) -> &'static [(&'static str, &'static str)] {
         &[
-            ("GET /faults", "the fault rules, each with how often it fired"),
-            ("POST /faults", "arm a rule, or an array of rules (the JSON of pgoutput serve)"),
-            ("DELETE /faults", "disarm every rule"),
             ("GET /connections", "each client connection: who, its upstream, its slot, frames, status updates, how it ended"),
             ("GET /slots", "each slot streamed through the proxy: confirmed, heard and sent positions, the connection streaming it, what a crash re-sent"),
             ("GET /findings", "what consumers did wrong, judged per slot across its connections"),
-            ("POST /wait", "{\"slot\", \"lsn\", \"timeout_ms\"}: wait until a client confirmed the slot there (408 on timeout)"),
             ("GET /log", "what the proxy noted: streams, rules that fired, frames it could not decode"),
             ("POST /checkpoint", "let the upstream hear each slot's confirmed position now (with a checkpoint interval)"),
             ("POST /crash", "cut every connection; new ones get 57P03 for the crash refusal time"),
@@ -58,16 +57,6 @@ impl Api for ProxyApi {
         let shared = &self.0;
         Some(
             match (request.method.as_str(), request.segments().as_slice()) {
-                ("GET", ["faults"]) => control::faults(shared.faults.faults()),
-                ("POST", ["faults"]) => control::add_faults(
-                    &request.body,
-                    |fault| shared.check_fault(fault),
-                    |fault| shared.faults.add(fault),
-                ),
-                ("DELETE", ["faults"]) => {
-                    shared.faults.clear();
-                    Answer(200, json!({}))
-                }
                 ("GET", ["connections"]) => Answer(200, json!(shared.records.connections())),
                 ("GET", ["slots"]) => Answer(200, json!(shared.slot_infos())),
                 ("GET", ["findings"]) => Answer(
@@ -109,7 +98,7 @@ impl Api for ProxyApi {
                             shared.slots.hold(name, Duration::from_millis(hold.ms));
                             Answer(200, json!({}))
                         }
-                        Err(e) => control::bad(format!("the body must be {{\"ms\": N}}: {e}")),
+                        Err(e) => bad(format!("the body must be {{\"ms\": N}}: {e}")),
                     }
                 }
                 ("DELETE", ["slots", name]) => {
@@ -128,25 +117,33 @@ impl Api for ProxyApi {
                             .collect(),
                     ),
                 ),
-                ("POST", ["wait"]) => {
-                    let wait = match Wait::parse(&request.body) {
-                        Ok(wait) => wait,
-                        Err(answer) => return Some(answer),
-                    };
-                    match shared.slots.wait_for_confirmed_flush(
-                        &wait.slot,
-                        wait.lsn,
-                        Duration::from_millis(wait.timeout_ms),
-                    ) {
-                        Ok(lsn) => Answer(200, json!({ "confirmed_flush_lsn": lsn })),
-                        Err(timeout) => Answer(
-                            408,
-                            json!({ "error": timeout.to_string(), "confirmed_flush_lsn": timeout.confirmed_flush_lsn }),
-                        ),
-                    }
-                }
                 _ => return None,
             },
         )
+    }
+
+    fn faults(&self) -> Vec<(Fault, u64)> {
+        self.0.faults.faults()
+    }
+
+    fn check_fault(&self, fault: &Fault) -> Result<(), FaultError> {
+        self.0.check_fault(fault)
+    }
+
+    fn add_fault(&self, fault: Fault) {
+        self.0.faults.add(fault);
+    }
+
+    fn clear_faults(&self) {
+        self.0.faults.clear();
+    }
+
+    fn wait_for_confirmed_flush(
+        &self,
+        slot: &str,
+        lsn: Lsn,
+        timeout: Duration,
+    ) -> Result<Lsn, Timeout> {
+        self.0.slots.wait_for_confirmed_flush(slot, lsn, timeout)
     }
 }

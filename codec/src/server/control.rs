@@ -29,8 +29,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{ClientInfo, Script, SlotInfo, TestServer};
-use crate::control::{self, bad, Answer, Api, Control, Request, Wait};
+use super::{ClientInfo, Fault, FaultError, Script, SlotInfo, TestServer, Timeout};
+use crate::control::{bad, Answer, Api, Control, Request};
+use crate::Lsn;
 
 impl Control {
     /// Serves the control API of `server` on `addr`, which must be a loopback address
@@ -53,12 +54,8 @@ impl Api for Serve {
     fn endpoints(&self) -> &'static [(&'static str, &'static str)] {
         &[
             ("POST /events", "append events (JSON lines, as --script); answers the WAL end"),
-            ("GET /faults", "the fault rules, each with how often it fired"),
-            ("POST /faults", "arm a rule, or an array of rules"),
-            ("DELETE /faults", "disarm every rule"),
             ("GET /slots", "each slot's positions and state"),
             ("GET /clients", "each client: options, status updates, reply delays, findings, how it ended"),
-            ("POST /wait", "{\"slot\", \"lsn\", \"timeout_ms\"}: wait until the slot is confirmed there (408 on timeout)"),
             ("POST /checkpoint", "persist every slot's position now"),
             ("POST /crash", "drop every connection; slots back to their last checkpoint"),
             ("POST /shutdown", "PostgreSQL's fast shutdown; the server stops"),
@@ -71,26 +68,40 @@ impl Api for Serve {
     fn route(&self, request: &Request) -> Option<Answer> {
         route(&self.0, request)
     }
+
+    fn faults(&self) -> Vec<(Fault, u64)> {
+        self.0.faults()
+    }
+
+    fn check_fault(&self, fault: &Fault) -> Result<(), FaultError> {
+        fault.check()
+    }
+
+    fn add_fault(&self, fault: Fault) {
+        // Checked before.
+        let _ = self.0.add_fault(fault);
+    }
+
+    fn clear_faults(&self) {
+        self.0.clear_faults();
+    }
+
+    fn wait_for_confirmed_flush(
+        &self,
+        slot: &str,
+        lsn: Lsn,
+        timeout: Duration,
+    ) -> Result<Lsn, Timeout> {
+        self.0.wait_for_confirmed_flush(slot, lsn, timeout)
+    }
 }
 
 fn route(server: &TestServer, request: &Request) -> Option<Answer> {
     Some(
         match (request.method.as_str(), request.segments().as_slice()) {
             ("POST", ["events"]) => events(server, &request.body),
-            ("GET", ["faults"]) => control::faults(server.faults()),
-            ("POST", ["faults"]) => {
-                control::add_faults(&request.body, super::Fault::check, |fault| {
-                    // Checked before.
-                    let _ = server.add_fault(fault);
-                })
-            }
-            ("DELETE", ["faults"]) => {
-                server.clear_faults();
-                Answer(200, json!({}))
-            }
             ("GET", ["slots"]) => Answer(200, server.slots().iter().map(slot).collect()),
             ("GET", ["clients"]) => Answer(200, server.clients().iter().map(client).collect()),
-            ("POST", ["wait"]) => wait(server, &request.body),
             ("POST", ["checkpoint"]) => {
                 server.checkpoint();
                 Answer(200, json!({}))
@@ -140,24 +151,6 @@ fn events(server: &TestServer, body: &[u8]) -> Answer {
     match server.append_script(script) {
         Ok(end) => Answer(200, json!({ "wal_end": end })),
         Err(e) => bad(e.to_string()),
-    }
-}
-
-fn wait(server: &TestServer, body: &[u8]) -> Answer {
-    let wait = match Wait::parse(body) {
-        Ok(wait) => wait,
-        Err(answer) => return answer,
-    };
-    match server.wait_for_confirmed_flush(
-        &wait.slot,
-        wait.lsn,
-        Duration::from_millis(wait.timeout_ms),
-    ) {
-        Ok(lsn) => Answer(200, json!({ "confirmed_flush_lsn": lsn })),
-        Err(timeout) => Answer(
-            408,
-            json!({ "error": timeout.to_string(), "confirmed_flush_lsn": timeout.confirmed_flush_lsn }),
-        ),
     }
 }
 
