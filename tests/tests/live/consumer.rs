@@ -112,7 +112,7 @@ pub fn check_every_option_set(server: &Server, sets: &[Options]) -> Result<Strin
 }
 
 /// The transaction ends of `rows`, in order: what a reader never cut off sees.
-fn transaction_ends(options: &Options, rows: &[Row]) -> Result<Vec<Lsn>, String> {
+pub(crate) fn transaction_ends(options: &Options, rows: &[Row]) -> Result<Vec<Lsn>, String> {
     let mut decoder = pgoutput_codec::Decoder::new(options.version, options.streaming)
         .map_err(|e| e.to_string())?;
     let mut ends = Vec::new();

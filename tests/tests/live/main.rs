@@ -23,6 +23,7 @@ mod tap;
 mod tls;
 
 use std::panic::{self, AssertUnwindSafe};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -204,55 +205,9 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
         report.record(&format!("{label}: schema"), Err(err.to_string()));
         return;
     }
-    if std::env::var("PGOUTPUT_LIVE_ONLY").as_deref() == Ok("proxy-crash") {
-        report.record(
-            &format!("{label}: the proxy's crash, slot persistence and slot states"),
-            guarded(|| proxy::check_crash_and_slot_states(&server)),
-        );
-        report.record(
-            &format!("{label}: the proxy's findings"),
-            guarded(|| proxy::check_findings(&server)),
-        );
-        report.record(
-            &format!("{label}: pg_recvlogical through the proxy's faults"),
-            guarded(|| proxy::check_recvlogical_faults(&server, &binaries.bin)),
-        );
-        return;
-    }
     if std::env::var("PGOUTPUT_LIVE_ONLY").as_deref() == Ok("proxy") {
-        // A developer's shortcut: the proxy's checks alone.
-        report.record(
-            &format!("{label}: the proxy passes everything through"),
-            guarded(|| proxy::check_pass_through(&server, &binaries.bin)),
-        );
-        report.record(
-            &format!("{label}: the proxy's faults on a real stream"),
-            guarded(|| proxy::check_faults(&server)),
-        );
-        report.record(
-            &format!("{label}: the proxy when things fail"),
-            guarded(|| proxy::check_failures(&server)),
-        );
-        report.record(
-            &format!("{label}: the proxy's timed, flush and shutdown rules"),
-            guarded(|| proxy::check_timers_and_shutdown(&server)),
-        );
-        report.record(
-            &format!("{label}: the proxy's control API, from Python"),
-            guarded(|| proxy::check_control(&server)),
-        );
-        report.record(
-            &format!("{label}: the proxy's crash, slot persistence and slot states"),
-            guarded(|| proxy::check_crash_and_slot_states(&server)),
-        );
-        report.record(
-            &format!("{label}: the proxy's findings"),
-            guarded(|| proxy::check_findings(&server)),
-        );
-        report.record(
-            &format!("{label}: pg_recvlogical through the proxy's faults"),
-            guarded(|| proxy::check_recvlogical_faults(&server, &binaries.bin)),
-        );
+        // A developer's shortcut: the proxy's own checks alone.
+        record_proxy_checks(&label, &server, &binaries.bin, report);
         return;
     }
     if std::env::var("PGOUTPUT_LIVE_ONLY").as_deref() == Ok("debezium") {
@@ -376,38 +331,7 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
         &format!("{label}: record with tail --wal-positions and replay"),
         guarded(|| replay::check(&server, &binaries.bin)),
     );
-    report.record(
-        &format!("{label}: the proxy passes everything through"),
-        guarded(|| proxy::check_pass_through(&server, &binaries.bin)),
-    );
-    report.record(
-        &format!("{label}: the proxy's faults on a real stream"),
-        guarded(|| proxy::check_faults(&server)),
-    );
-    report.record(
-        &format!("{label}: the proxy when things fail"),
-        guarded(|| proxy::check_failures(&server)),
-    );
-    report.record(
-        &format!("{label}: the proxy's timed, flush and shutdown rules"),
-        guarded(|| proxy::check_timers_and_shutdown(&server)),
-    );
-    report.record(
-        &format!("{label}: the proxy's control API, from Python"),
-        guarded(|| proxy::check_control(&server)),
-    );
-    report.record(
-        &format!("{label}: the proxy's crash, slot persistence and slot states"),
-        guarded(|| proxy::check_crash_and_slot_states(&server)),
-    );
-    report.record(
-        &format!("{label}: the proxy's findings"),
-        guarded(|| proxy::check_findings(&server)),
-    );
-    report.record(
-        &format!("{label}: pg_recvlogical through the proxy's faults"),
-        guarded(|| proxy::check_recvlogical_faults(&server, &binaries.bin)),
-    );
+    record_proxy_checks(&label, &server, &binaries.bin, report);
     report.record(
         &format!("{label}: Debezium through the proxy"),
         guarded(|| proxy_debezium::check(&server)),
@@ -437,6 +361,42 @@ fn record_subscriber_checks(label: &str, server: &Server, report: &mut Report) {
     report.record(
         &format!("{label}: pgjdbc's replication stream through the proxy"),
         guarded(|| proxy_subscriber::check_pgjdbc(server)),
+    );
+}
+
+/// The proxy's own checks (the shortcut `PGOUTPUT_LIVE_ONLY=proxy` runs these alone).
+fn record_proxy_checks(label: &str, server: &Server, bin: &Path, report: &mut Report) {
+    report.record(
+        &format!("{label}: the proxy passes everything through"),
+        guarded(|| proxy::check_pass_through(server, bin)),
+    );
+    report.record(
+        &format!("{label}: the proxy's faults on a real stream"),
+        guarded(|| proxy::check_faults(server)),
+    );
+    report.record(
+        &format!("{label}: the proxy when things fail"),
+        guarded(|| proxy::check_failures(server)),
+    );
+    report.record(
+        &format!("{label}: the proxy's timed, flush and shutdown rules"),
+        guarded(|| proxy::check_timers_and_shutdown(server)),
+    );
+    report.record(
+        &format!("{label}: the proxy's control API, from Python"),
+        guarded(|| proxy::check_control(server)),
+    );
+    report.record(
+        &format!("{label}: the proxy's crash, slot persistence and slot states"),
+        guarded(|| proxy::check_crash_and_slot_states(server)),
+    );
+    report.record(
+        &format!("{label}: the proxy's findings"),
+        guarded(|| proxy::check_findings(server)),
+    );
+    report.record(
+        &format!("{label}: pg_recvlogical through the proxy's faults"),
+        guarded(|| proxy::check_recvlogical_faults(server, bin)),
     );
 }
 

@@ -19,7 +19,7 @@ use pgoutput_codec::server::{Action, Fault, MessageKind, Trigger};
 use pgoutput_codec::{Lsn, ProtocolVersion, StreamStart, Streaming};
 use pgoutput_tests::pg::Server;
 
-use crate::consumer::stream_options;
+use crate::consumer::{stream_options, transaction_ends};
 use crate::scenario::TAIL_USER;
 use crate::tail::{current_lsn, wait};
 use crate::{peek_slot, Options, Row};
@@ -57,6 +57,21 @@ fn write(server: &Server, sql: &str) -> Result<(), String> {
         .psql(&format!("SET synchronous_commit = on;\n{sql}"))
         .map(drop)
         .map_err(|e| e.to_string())
+}
+
+/// A logical slot of pgoutput, created now (it holds what is written from here on).
+fn create_slot(server: &Server, slot: &str) -> Result<(), String> {
+    server
+        .psql(&format!(
+            "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput') IS NOT NULL;"
+        ))
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+/// Drops `slot`, as a check's last step (what fails here fails no check).
+fn drop_slot(server: &Server, slot: &str) {
+    let _ = server.psql(&format!("SELECT pg_drop_replication_slot('{slot}');"));
 }
 
 /// The option sets read through the proxy.
@@ -138,11 +153,7 @@ pub fn check_pass_through(server: &Server, bin: &Path) -> Result<String, String>
     let sets = sets(server);
     for set in &sets {
         for slot in slots(set) {
-            server
-                .psql(&format!(
-                    "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput') IS NOT NULL;"
-                ))
-                .map_err(|e| e.to_string())?;
+            create_slot(server, &slot)?;
         }
     }
     for sql in workload(90_000) {
@@ -195,7 +206,7 @@ pub fn check_pass_through(server: &Server, bin: &Path) -> Result<String, String>
     cancel(&proxy)?;
     for set in &sets {
         for slot in slots(set) {
-            let _ = server.psql(&format!("SELECT pg_drop_replication_slot('{slot}');"));
+            drop_slot(server, &slot);
         }
     }
     wait_all_closed(&proxy)?;
@@ -381,11 +392,7 @@ pub fn check_faults(server: &Server) -> Result<String, String> {
         two_phase: false,
     };
     for slot in [options.slot, "proxy_fatal"] {
-        server
-            .psql(&format!(
-                "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput') IS NOT NULL;"
-            ))
-            .map_err(|e| e.to_string())?;
+        create_slot(server, slot)?;
     }
     for sql in workload(95_000) {
         write(server, &sql)?;
@@ -446,7 +453,7 @@ pub fn check_faults(server: &Server) -> Result<String, String> {
     let flushed = wait_confirmed(server, slot, last)?;
     let fatal = psycopg2_fatal(server, &proxy)?;
     for slot in [options.slot, "proxy_fatal"] {
-        let _ = server.psql(&format!("SELECT pg_drop_replication_slot('{slot}');"));
+        drop_slot(server, slot);
     }
     Ok(format!(
         "{} transactions exactly once through a close, a reset mid-frame, 57P01 and a stall ({} resumes); the real slot confirmed {flushed}; psycopg2 got \"{fatal}\"",
@@ -461,18 +468,6 @@ fn no_findings(proxy: &Proxy) -> Result<(), String> {
         [] => Ok(()),
         findings => Err(format!("findings for a correct consumer: {findings:?}")),
     }
-}
-
-/// The transaction ends `expected` holds for `options`.
-fn transaction_ends(options: &Options, expected: &[Row]) -> Result<Vec<Lsn>, String> {
-    let mut decoder = pgoutput_codec::Decoder::new(options.version, options.streaming)
-        .map_err(|e| e.to_string())?;
-    let mut ends = Vec::new();
-    for row in expected {
-        let message = decoder.decode(&row.data).map_err(|e| e.to_string())?;
-        ends.extend(message.transaction_end_lsn());
-    }
-    Ok(ends)
 }
 
 /// The crate's consumer, reconnecting and confirming each transaction it is given,
@@ -533,11 +528,7 @@ pub fn check_timers_and_shutdown(server: &Server) -> Result<String, String> {
         two_phase: false,
     };
     let slot = options.slot;
-    server
-        .psql(&format!(
-            "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput') IS NOT NULL;"
-        ))
-        .map_err(|e| e.to_string())?;
+    create_slot(server, slot)?;
     for sql in workload(98_000) {
         write(server, &sql)?;
     }
@@ -570,7 +561,7 @@ pub fn check_timers_and_shutdown(server: &Server) -> Result<String, String> {
         return Err(format!("no completed shutdown in the log: {log:?}"));
     };
     let shut = shut.clone();
-    let _ = server.psql(&format!("SELECT pg_drop_replication_slot('{slot}');"));
+    drop_slot(server, slot);
     Ok(format!(
         "{} transactions once through a time rule, a flush rule and the shutdown sequence ({resumes} resumes); {shut}",
         want.len()
@@ -769,11 +760,7 @@ except psycopg2.Error as e:
 /// reports.
 fn terminated_mid_stream(server: &Server, proxy: &Proxy) -> Result<String, String> {
     let slot = "proxy_terminated";
-    server
-        .psql(&format!(
-            "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput') IS NOT NULL;"
-        ))
-        .map_err(|e| e.to_string())?;
+    create_slot(server, slot)?;
     for sql in &workload(93_000)[..2] {
         write(server, sql)?;
     }
@@ -784,7 +771,7 @@ fn terminated_mid_stream(server: &Server, proxy: &Proxy) -> Result<String, Strin
         &server.conninfo("postgres", None),
         slot,
     ]));
-    let _ = server.psql(&format!("SELECT pg_drop_replication_slot('{slot}');"));
+    drop_slot(server, slot);
     let out = String::from_utf8_lossy(&out?).trim().to_owned();
     if out != "terminating connection due to administrator command" {
         return Err(format!("psycopg2 reported {out:?}"));
@@ -797,11 +784,7 @@ fn terminated_mid_stream(server: &Server, proxy: &Proxy) -> Result<String, Strin
 fn churn(server: &Server, proxy: &Proxy, count: usize) -> Result<String, String> {
     use std::io::Write;
     let slot = "proxy_churn";
-    server
-        .psql(&format!(
-            "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput') IS NOT NULL;"
-        ))
-        .map_err(|e| e.to_string())?;
+    create_slot(server, slot)?;
     let start = format!(
         "START_REPLICATION SLOT {slot} LOGICAL 0/0 (proto_version '1', publication_names 'pub')\0"
     );
@@ -868,7 +851,7 @@ fn churn(server: &Server, proxy: &Proxy, count: usize) -> Result<String, String>
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let _ = server.psql(&format!("SELECT pg_drop_replication_slot('{slot}');"));
+    drop_slot(server, slot);
     Ok(format!(
         "{count} clients came and went in {:.1} s (half in copy-both; {in_use} START_REPLICATION found the slot still held by the walsender before, 55006): none of their backends left",
         elapsed.as_secs_f64()
@@ -949,11 +932,7 @@ print(json.dumps(out))
 pub fn check_control(server: &Server) -> Result<String, String> {
     use std::io::BufRead;
     let slot = "proxy_control";
-    server
-        .psql(&format!(
-            "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput') IS NOT NULL;"
-        ))
-        .map_err(|e| e.to_string())?;
+    create_slot(server, slot)?;
     let mut child = Command::new(crate::tail::binary()?)
         .args([
             "proxy",
@@ -995,7 +974,7 @@ pub fn check_control(server: &Server) -> Result<String, String> {
     let result = run(Command::new("python3").args(["-c", CONTROL, &control, &dsn, slot, &admin]));
     let _ = child.kill();
     let _ = child.wait();
-    let _ = server.psql(&format!("SELECT pg_drop_replication_slot('{slot}');"));
+    drop_slot(server, slot);
     let out: serde_json::Value =
         serde_json::from_slice(&result?).map_err(|e| format!("the script's output: {e}"))?;
     let expect = |key: &str, want: serde_json::Value| -> Result<(), String> {
@@ -1111,11 +1090,7 @@ fn real_confirmed(server: &Server, slot: &str) -> Result<Lsn, String> {
 pub fn check_crash_and_slot_states(server: &Server) -> Result<String, String> {
     use std::io::{BufRead, Write};
     let slot = "proxy_crash";
-    server
-        .psql(&format!(
-            "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput') IS NOT NULL;"
-        ))
-        .map_err(|e| e.to_string())?;
+    create_slot(server, slot)?;
     for i in 0..5 {
         write(
             server,
@@ -1255,7 +1230,7 @@ pub fn check_crash_and_slot_states(server: &Server) -> Result<String, String> {
         return Err(format!("the re-send recorded: {resent:?}"));
     }
     let states = slot_states(server, &proxy)?;
-    let _ = server.psql(&format!("SELECT pg_drop_replication_slot('{slot}');"));
+    drop_slot(server, slot);
     Ok(format!(
         "the real slot moved only at the checkpoint ({before} to {checkpointed}) though psycopg2 confirmed {}; after the crash (57P03 meanwhile) PostgreSQL sent again from the third transaction ({first}); {states}",
         want.last().copied().unwrap_or_default()
@@ -1368,11 +1343,7 @@ pub fn check_findings(server: &Server) -> Result<String, String> {
     use std::io::BufRead;
     let (early, silent) = ("proxy_early", "proxy_silent");
     for slot in [early, silent] {
-        server
-            .psql(&format!(
-                "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput') IS NOT NULL;"
-            ))
-            .map_err(|e| e.to_string())?;
+        create_slot(server, slot)?;
     }
     for sql in &workload(94_000)[..3] {
         write(server, sql)?;
@@ -1443,7 +1414,7 @@ pub fn check_findings(server: &Server) -> Result<String, String> {
         return Err(format!("the consumer that never confirmed: {findings:?}"));
     }
     for slot in [early, silent] {
-        let _ = server.psql(&format!("SELECT pg_drop_replication_slot('{slot}');"));
+        drop_slot(server, slot);
     }
     Ok(format!(
         "a consumer confirming at Begin caught (\"{}\"); one that never confirmed caught",
@@ -1471,11 +1442,7 @@ pub fn check_recvlogical_faults(server: &Server, bin: &Path) -> Result<String, S
         binary: false,
         two_phase: false,
     };
-    server
-        .psql(&format!(
-            "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput') IS NOT NULL;"
-        ))
-        .map_err(|e| e.to_string())?;
+    create_slot(server, slot)?;
     for sql in &workload(92_000)[..3] {
         write(server, sql)?;
     }
@@ -1550,7 +1517,7 @@ pub fn check_recvlogical_faults(server: &Server, bin: &Path) -> Result<String, S
     if commits != 1 {
         return Err(format!("the last Commit written {commits} times"));
     }
-    let _ = server.psql(&format!("SELECT pg_drop_replication_slot('{slot}');"));
+    drop_slot(server, slot);
     Ok(format!(
         "through a close, a reset mid-frame and 57P01 pg_recvlogical reached its end position {last} in {:.1} s (3 reconnections), the slot confirmed {confirmed}",
         started.elapsed().as_secs_f64()
