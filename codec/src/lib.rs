@@ -97,6 +97,9 @@ mod error;
 #[cfg(feature = "server")]
 mod faults;
 mod follow;
+#[cfg(feature = "server")]
+#[cfg_attr(docsrs, doc(cfg(feature = "server")))]
+pub mod judge;
 pub mod message;
 #[cfg(feature = "proxy")]
 #[cfg_attr(docsrs, doc(cfg(feature = "proxy")))]

@@ -1,0 +1,447 @@
+//! The judge, shared by the test server and the proxy: what happened on a slot
+//! ([`Fact`]s: positions requested, connections ended, crashes, transactions sent
+//! again) and what its consumer did wrong ([`Finding`]s), judged per slot across all
+//! its connections, so a consumer that recovers correctly from every fault has none.
+//!
+//! Both owners tell a slot's [`Judge`] the same things: a stream started, a frame or a
+//! keepalive went out, a status update came, a stream ended, a crash. What a finding
+//! rests on is a position the consumer had been sent (every XLogData `walEnd` and
+//! keepalive WAL end: everything that commits before it has been sent whole, as
+//! PostgreSQL decodes in commit order), or its answer to a reply request: never a timing.
+
+mod fact;
+mod finding;
+mod probe;
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+pub use fact::{Ending, Fact, Resent};
+pub use finding::Finding;
+pub use probe::Probe;
+pub(crate) use probe::ProbeSwitch;
+
+use crate::{Lsn, Place};
+
+/// How many facts and findings a slot keeps (the oldest go first), and how many
+/// transaction spans it remembers for [`Finding::StuckInsideTransaction`].
+const MAX_RECORDS: usize = 1_000;
+const MAX_SPANS: usize = 1_024;
+
+/// A slot's positions, as the judge saw them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Positions {
+    /// The highest position the slot's clients were sent (XLogData `walEnd`, keepalive
+    /// WAL end): confirming up to it is always safe.
+    pub sent_lsn: Lsn,
+    /// The end of the last transaction they were sent whole.
+    pub transaction_end_lsn: Lsn,
+    /// The highest flush position its consumer confirmed.
+    pub confirmed_flush_lsn: Lsn,
+    /// Transactions held by the probe, and how many of those holds a status update
+    /// ended.
+    pub probes: u64,
+    pub probes_answered: u64,
+}
+
+/// An idle period of one connection: everything sent, the WAL end at `wal_end`.
+#[derive(Debug, Clone, Copy)]
+struct Idle {
+    wal_end: Lsn,
+    /// The WAL end when a reply was requested in this period, and the flush position of
+    /// the status update that answered it.
+    asked_at: Option<Lsn>,
+    answer: Option<Lsn>,
+}
+
+/// One streaming connection of the slot.
+#[derive(Debug, Default)]
+struct Stream {
+    /// A reply request not answered yet: since when.
+    asked: Option<Instant>,
+    /// The last status update's positions (0/0 is "unknown").
+    write: Lsn,
+    flush: Lsn,
+    backwards_reported: bool,
+    /// The first position of the transaction under way.
+    open: Option<Lsn>,
+    idle: Option<Idle>,
+    /// What the consumer had confirmed when the stream started (re-sends are up to it).
+    resend_below: Lsn,
+    resent: Option<usize>,
+}
+
+/// One slot's judge.
+#[derive(Debug, Default)]
+pub(crate) struct Judge {
+    positions: Positions,
+    /// Where the slot stood when the judge first saw it (confirming up to it is no
+    /// news): its consistent point, or the first stream's start.
+    start: Option<Lsn>,
+    /// Transactions sent whole: their first position and their end.
+    spans: VecDeque<(Lsn, Lsn)>,
+    streams: HashMap<u64, Stream>,
+    /// The highest position a ConfirmedUnsent was reported for.
+    flagged: Lsn,
+    facts: VecDeque<Fact>,
+    findings: VecDeque<Finding>,
+}
+
+fn push<T>(list: &mut VecDeque<T>, item: T) {
+    if list.len() >= MAX_RECORDS {
+        list.pop_front();
+    }
+    list.push_back(item);
+}
+
+impl Judge {
+    /// `connection` streams the slot from now on, having asked for `requested` (0/0:
+    /// the slot's own position) of a slot that stood at `slot_confirmed` (`None` where
+    /// that is not known, as for the proxy).
+    pub(crate) fn started(&mut self, connection: u64, requested: Lsn, slot_confirmed: Option<Lsn>) {
+        let start = *self
+            .start
+            .get_or_insert(slot_confirmed.unwrap_or(requested).max(requested));
+        let confirmed = self.positions.confirmed_flush_lsn.max(start);
+        self.positions.sent_lsn = self
+            .positions
+            .sent_lsn
+            .max(slot_confirmed.unwrap_or(Lsn(0)));
+        push(
+            &mut self.facts,
+            Fact::Started {
+                connection,
+                requested,
+                confirmed: self.positions.confirmed_flush_lsn,
+                behind: requested.0 != 0 && requested < self.positions.confirmed_flush_lsn,
+            },
+        );
+        self.streams.insert(
+            connection,
+            Stream {
+                resend_below: confirmed,
+                ..Stream::default()
+            },
+        );
+    }
+
+    /// A frame went to `connection`: its XLogData position, where it stands in its
+    /// transaction, and the transaction's end if it ends one.
+    pub(crate) fn frame_sent(
+        &mut self,
+        connection: u64,
+        position: Lsn,
+        place: &Place,
+        end: Option<Lsn>,
+    ) {
+        self.positions.sent_lsn = self.positions.sent_lsn.max(position);
+        let Some(stream) = self.streams.get_mut(&connection) else {
+            return;
+        };
+        // New data: an idle period is over (what the consumer confirms next is judged
+        // against the new transactions).
+        stream.idle = None;
+        if position.0 != 0 && stream.open.is_none() && (place.opens || place.transaction.is_some())
+        {
+            stream.open = Some(position);
+        }
+        let Some(end) = end else {
+            return;
+        };
+        let first = stream.open.take().unwrap_or(end);
+        self.positions.transaction_end_lsn = self.positions.transaction_end_lsn.max(end);
+        if self.spans.len() >= MAX_SPANS {
+            self.spans.pop_front();
+        }
+        self.spans.push_back((first, end));
+        if end > stream.resend_below || stream.resend_below.0 == 0 {
+            return;
+        }
+        let below = stream.resend_below;
+        match stream.resent {
+            Some(index) => {
+                if let Some(Fact::Resent(resent)) = self.facts.get_mut(index) {
+                    resent.count += 1;
+                    resent.first = resent.first.min(end);
+                    resent.last = resent.last.max(end);
+                }
+            }
+            None => {
+                push(
+                    &mut self.facts,
+                    Fact::Resent(Resent {
+                        connection,
+                        count: 1,
+                        first: end,
+                        last: end,
+                        confirmed_before: below,
+                    }),
+                );
+                stream.resent = Some(self.facts.len() - 1);
+            }
+        }
+    }
+
+    /// A keepalive went to `connection` reporting `wal_end`, with no transaction open
+    /// (`idle`) or inside one.
+    pub(crate) fn keepalive_sent(
+        &mut self,
+        connection: u64,
+        wal_end: Lsn,
+        reply_requested: bool,
+        idle: bool,
+    ) {
+        self.positions.sent_lsn = self.positions.sent_lsn.max(wal_end);
+        let Some(stream) = self.streams.get_mut(&connection) else {
+            return;
+        };
+        if reply_requested {
+            stream.asked.get_or_insert_with(Instant::now);
+        }
+        if !idle {
+            return;
+        }
+        let period = stream.idle.get_or_insert(Idle {
+            wal_end,
+            asked_at: None,
+            answer: None,
+        });
+        period.wal_end = period.wal_end.max(wal_end);
+        if reply_requested {
+            period.asked_at = Some(period.wal_end);
+            period.answer = None;
+        }
+    }
+
+    /// `connection` sent a status update; how long its reply request had waited, if one
+    /// was out.
+    pub(crate) fn status_update(
+        &mut self,
+        connection: u64,
+        write: Lsn,
+        flush: Lsn,
+    ) -> Option<Duration> {
+        let sent = self.positions.sent_lsn;
+        let start = self.start.unwrap_or(Lsn(0));
+        if flush > sent && flush > start && flush > self.flagged {
+            self.flagged = flush;
+            push(
+                &mut self.findings,
+                Finding::ConfirmedUnsent {
+                    connection,
+                    flush,
+                    sent,
+                },
+            );
+        }
+        self.positions.confirmed_flush_lsn = self.positions.confirmed_flush_lsn.max(flush);
+        let stream = self.streams.get_mut(&connection)?;
+        if !stream.backwards_reported {
+            for (position, before, now) in [
+                ("flush", stream.flush, flush),
+                ("write", stream.write, write),
+            ] {
+                if now.0 != 0 && now < before {
+                    stream.backwards_reported = true;
+                    push(
+                        &mut self.findings,
+                        Finding::PositionWentBackwards {
+                            connection,
+                            position,
+                            from: before,
+                            to: now,
+                        },
+                    );
+                    break;
+                }
+            }
+        }
+        if flush.0 != 0 {
+            stream.flush = flush;
+        }
+        if write.0 != 0 {
+            stream.write = write;
+        }
+        if let Some(period) = &mut stream.idle {
+            if period.asked_at.is_some() && period.answer.is_none() {
+                period.answer = Some(flush);
+            }
+        }
+        stream.asked.take().map(|asked| asked.elapsed())
+    }
+
+    /// The walsender dropped `connection` for `wal_sender_timeout`: a reply request
+    /// still out was not answered in time.
+    pub(crate) fn reply_overdue(&mut self, connection: u64) {
+        if let Some(asked) = self
+            .streams
+            .get_mut(&connection)
+            .and_then(|s| s.asked.take())
+        {
+            push(
+                &mut self.findings,
+                Finding::NoTimelyReply {
+                    connection,
+                    waited: asked.elapsed(),
+                },
+            );
+        }
+    }
+
+    /// `connection`'s stream ended, `how`. An idle period the consumer itself ended
+    /// there, unconfirmed after it answered a reply request, is judged now.
+    pub(crate) fn ended(&mut self, connection: u64, how: Ending) {
+        let Some(stream) = self.streams.remove(&connection) else {
+            return;
+        };
+        push(&mut self.facts, Fact::Ended { connection, how });
+        if how.by_client() {
+            if let Some(finding) = self.idle_finding(connection, &stream) {
+                push(&mut self.findings, finding);
+            }
+        }
+    }
+
+    /// A crash: every connection is cut (each is told [`Judge::ended`] by its owner).
+    pub(crate) fn crash(&mut self) {
+        push(
+            &mut self.facts,
+            Fact::Crash {
+                confirmed: self.positions.confirmed_flush_lsn,
+            },
+        );
+    }
+
+    /// A probe held a transaction; `answered`: a status update ended the hold.
+    pub(crate) fn probed(&mut self, answered: bool) {
+        self.positions.probes += 1;
+        self.positions.probes_answered += u64::from(answered);
+    }
+
+    /// What an idle period shows: the consumer answered a reply request made at the WAL
+    /// end `w`, and the slot is still short of it.
+    fn idle_finding(&self, connection: u64, stream: &Stream) -> Option<Finding> {
+        let period = stream.idle?;
+        let asked_at = period.asked_at?;
+        period.answer?;
+        let confirmed = self.positions.confirmed_flush_lsn;
+        if confirmed >= asked_at {
+            return None;
+        }
+        let inside = self
+            .spans
+            .iter()
+            .rev()
+            .find(|(first, end)| *first < confirmed && confirmed < *end);
+        Some(match inside {
+            Some(&(_, transaction_end)) => Finding::StuckInsideTransaction {
+                connection,
+                confirmed,
+                transaction_end,
+            },
+            None => Finding::NotAdvancedWhileIdle {
+                connection,
+                confirmed,
+                wal_end: asked_at,
+            },
+        })
+    }
+
+    /// Every finding so far: those recorded, the idle periods under way that already
+    /// show one, and `never_confirmed` once nothing streams the slot.
+    pub(crate) fn findings(&self) -> Vec<Finding> {
+        let mut all: Vec<Finding> = self.findings.iter().cloned().collect();
+        let mut live: Vec<(&u64, &Stream)> = self.streams.iter().collect();
+        live.sort_by_key(|(connection, _)| **connection);
+        all.extend(
+            live.into_iter()
+                .filter_map(|(c, s)| self.idle_finding(*c, s)),
+        );
+        let start = self.start.unwrap_or(Lsn(0));
+        let sent = self.positions.transaction_end_lsn;
+        if self.streams.is_empty() && sent > start && self.positions.confirmed_flush_lsn <= start {
+            all.push(Finding::NeverConfirmed { sent });
+        }
+        all
+    }
+
+    pub(crate) fn facts(&self) -> Vec<Fact> {
+        self.facts.iter().cloned().collect()
+    }
+
+    pub(crate) fn positions(&self) -> Positions {
+        self.positions
+    }
+
+    /// The last re-send recorded.
+    pub(crate) fn resent(&self) -> Option<Resent> {
+        self.facts.iter().rev().find_map(|f| match f {
+            Fact::Resent(r) => Some(*r),
+            _ => None,
+        })
+    }
+}
+
+/// Every slot's judge, by name.
+#[derive(Debug, Default)]
+pub(crate) struct Judges(HashMap<String, Judge>);
+
+impl Judges {
+    /// The judge of `slot` (made when first asked for).
+    pub(crate) fn slot(&mut self, slot: &str) -> &mut Judge {
+        // Looked up by the borrowed name first: no allocation for a slot already known.
+        if self.0.contains_key(slot) {
+            return self.0.get_mut(slot).expect("present");
+        }
+        self.0.entry(slot.to_owned()).or_default()
+    }
+
+    pub(crate) fn get(&self, slot: &str) -> Option<&Judge> {
+        self.0.get(slot)
+    }
+
+    /// A crash on every slot.
+    pub(crate) fn crash(&mut self) {
+        for judge in self.0.values_mut() {
+            judge.crash();
+        }
+    }
+
+    /// `f` of every slot's judge, by slot name.
+    pub(crate) fn by_slot<T>(&self, f: impl Fn(&Judge) -> Vec<T>) -> Vec<(String, T)> {
+        let mut names: Vec<&String> = self.0.keys().collect();
+        names.sort();
+        names
+            .into_iter()
+            .flat_map(|name| f(&self.0[name]).into_iter().map(|t| (name.clone(), t)))
+            .collect()
+    }
+
+    pub(crate) fn findings(&self) -> Vec<(String, Finding)> {
+        self.by_slot(Judge::findings)
+    }
+
+    pub(crate) fn facts(&self) -> Vec<(String, Fact)> {
+        self.by_slot(Judge::facts)
+    }
+}
+
+/// Fails with a readable account of `findings`, if there is any.
+#[track_caller]
+pub(crate) fn assert_none(findings: &[(String, Finding)], who: impl Fn(&str, &Finding) -> String) {
+    let account: Vec<String> = findings
+        .iter()
+        .map(|(slot, finding)| format!("{}: {finding}", who(slot, finding)))
+        .collect();
+    assert!(
+        account.is_empty(),
+        "the consumer under test misbehaved:\n  {}",
+        account.join("\n  ")
+    );
+}
+
+#[cfg(test)]
+mod tests;

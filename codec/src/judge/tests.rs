@@ -1,0 +1,251 @@
+use super::*;
+
+fn opens() -> Place {
+    Place {
+        transaction: Some(1),
+        opens: true,
+        ..Place::default()
+    }
+}
+
+fn change(m: u64) -> Place {
+    Place {
+        transaction: Some(1),
+        change: Some(m),
+        ..Place::default()
+    }
+}
+
+fn ends() -> Place {
+    Place {
+        transaction: Some(1),
+        ends: true,
+        ..Place::default()
+    }
+}
+
+/// A transaction whose Begin goes at `first`, one change just after, its Commit at `end`.
+fn transaction(judge: &mut Judge, connection: u64, first: u64, end: u64) {
+    judge.frame_sent(connection, Lsn(first), &opens(), None);
+    judge.frame_sent(connection, Lsn(first + 8), &change(1), None);
+    judge.frame_sent(connection, Lsn(end), &ends(), Some(Lsn(end)));
+}
+
+#[test]
+fn a_consumer_cut_before_its_first_status_update_that_confirms_after_reconnecting_has_no_finding() {
+    let mut judge = Judge::default();
+    judge.started(1, Lsn(0), Some(Lsn(100)));
+    transaction(&mut judge, 1, 110, 200);
+    judge.ended(1, Ending::Fault);
+    judge.started(2, Lsn(0), Some(Lsn(100)));
+    transaction(&mut judge, 2, 110, 200);
+    transaction(&mut judge, 2, 210, 300);
+    judge.status_update(2, Lsn(300), Lsn(300));
+    judge.ended(2, Ending::Client);
+    assert_eq!(judge.findings(), []);
+    assert!(matches!(
+        judge.facts()[..],
+        [
+            Fact::Started { connection: 1, .. },
+            Fact::Ended {
+                connection: 1,
+                how: Ending::Fault
+            },
+            Fact::Started { connection: 2, .. },
+            Fact::Ended {
+                connection: 2,
+                how: Ending::Client
+            },
+        ]
+    ));
+    // Nothing streams it and it confirmed nothing: that is a finding of the slot.
+    let mut silent = Judge::default();
+    silent.started(1, Lsn(0), Some(Lsn(100)));
+    transaction(&mut silent, 1, 110, 200);
+    assert_eq!(silent.findings(), []);
+    silent.ended(1, Ending::Fault);
+    assert_eq!(
+        silent.findings(),
+        [Finding::NeverConfirmed { sent: Lsn(200) }]
+    );
+}
+
+#[test]
+fn a_position_past_everything_sent_is_found_one_the_consumer_was_sent_is_not() {
+    let mut judge = Judge::default();
+    judge.started(1, Lsn(0), Some(Lsn(100)));
+    judge.frame_sent(1, Lsn(110), &opens(), None);
+    judge.frame_sent(1, Lsn(118), &change(1), None);
+    // pg_recvlogical confirms the position of the last message it wrote.
+    judge.status_update(1, Lsn(118), Lsn(118));
+    assert_eq!(judge.findings(), []);
+    // Confirming the commit position the Begin announced, before the rest came.
+    judge.status_update(1, Lsn(190), Lsn(190));
+    assert_eq!(
+        judge.findings(),
+        [Finding::ConfirmedUnsent {
+            connection: 1,
+            flush: Lsn(190),
+            sent: Lsn(118)
+        }]
+    );
+    // Once sent, the same position is no news; nor is a keepalive's WAL end.
+    judge.frame_sent(1, Lsn(200), &ends(), Some(Lsn(200)));
+    judge.keepalive_sent(1, Lsn(260), false, true);
+    judge.status_update(1, Lsn(260), Lsn(260));
+    assert_eq!(judge.findings().len(), 1);
+    assert!(judge.findings()[0].to_string().contains("had not received"));
+}
+
+#[test]
+fn transactions_sent_again_after_a_crash_are_a_fact() {
+    let mut judge = Judge::default();
+    judge.started(1, Lsn(0), Some(Lsn(100)));
+    transaction(&mut judge, 1, 110, 200);
+    transaction(&mut judge, 1, 210, 300);
+    judge.status_update(1, Lsn(300), Lsn(300));
+    judge.crash();
+    judge.ended(1, Ending::Crash);
+    // The slot went back to its last checkpoint; the consumer asks for its own position.
+    judge.started(2, Lsn(300), Some(Lsn(200)));
+    transaction(&mut judge, 2, 210, 300);
+    transaction(&mut judge, 2, 310, 400);
+    judge.status_update(2, Lsn(300), Lsn(300));
+    judge.status_update(2, Lsn(400), Lsn(400));
+    assert_eq!(judge.findings(), []);
+    assert_eq!(
+        judge.resent(),
+        Some(Resent {
+            connection: 2,
+            count: 1,
+            first: Lsn(300),
+            last: Lsn(300),
+            confirmed_before: Lsn(300)
+        })
+    );
+    assert!(judge.facts().contains(&Fact::Crash {
+        confirmed: Lsn(300)
+    }));
+    // A request behind what it confirmed is recorded.
+    judge.started(3, Lsn(250), Some(Lsn(400)));
+    assert!(judge.facts().contains(&Fact::Started {
+        connection: 3,
+        requested: Lsn(250),
+        confirmed: Lsn(400),
+        behind: true
+    }));
+}
+
+#[test]
+fn a_slot_left_behind_while_idle_is_found_once_the_consumer_answered() {
+    let mut judge = Judge::default();
+    judge.started(1, Lsn(0), Some(Lsn(100)));
+    transaction(&mut judge, 1, 110, 200);
+    judge.status_update(1, Lsn(200), Lsn(200));
+    // The WAL end moves with nothing to send: not asked yet, nothing to say.
+    judge.keepalive_sent(1, Lsn(500), false, true);
+    assert_eq!(judge.findings(), []);
+    judge.keepalive_sent(1, Lsn(500), true, true);
+    assert_eq!(judge.findings(), [], "asked, not answered yet");
+    judge.status_update(1, Lsn(200), Lsn(200));
+    let held = Finding::NotAdvancedWhileIdle {
+        connection: 1,
+        confirmed: Lsn(200),
+        wal_end: Lsn(500),
+    };
+    assert_eq!(judge.findings(), [held.clone()]);
+    // Confirmed later: nothing held any more.
+    judge.status_update(1, Lsn(500), Lsn(500));
+    assert_eq!(judge.findings(), []);
+    // Left by the consumer while still held: kept.
+    judge.keepalive_sent(1, Lsn(700), true, true);
+    judge.status_update(1, Lsn(500), Lsn(500));
+    judge.ended(1, Ending::Client);
+    assert!(matches!(
+        judge.findings()[..],
+        [Finding::NotAdvancedWhileIdle {
+            wal_end: Lsn(700),
+            ..
+        }]
+    ));
+    // Cut by a fault in the middle of it: not judged.
+    let mut cut = Judge::default();
+    cut.started(1, Lsn(0), Some(Lsn(100)));
+    transaction(&mut cut, 1, 110, 200);
+    cut.keepalive_sent(1, Lsn(500), true, true);
+    cut.status_update(1, Lsn(200), Lsn(200));
+    cut.ended(1, Ending::Fault);
+    assert_eq!(cut.findings(), []);
+}
+
+#[test]
+fn a_slot_left_inside_a_transaction_while_idle_is_found() {
+    let mut judge = Judge::default();
+    judge.started(1, Lsn(0), Some(Lsn(100)));
+    transaction(&mut judge, 1, 110, 200);
+    judge.status_update(1, Lsn(118), Lsn(118));
+    judge.keepalive_sent(1, Lsn(200), true, true);
+    judge.status_update(1, Lsn(118), Lsn(118));
+    assert_eq!(
+        judge.findings(),
+        [Finding::StuckInsideTransaction {
+            connection: 1,
+            confirmed: Lsn(118),
+            transaction_end: Lsn(200)
+        }]
+    );
+    // New data ends the idle period before the consumer was proven stuck.
+    transaction(&mut judge, 1, 210, 300);
+    assert_eq!(judge.findings(), []);
+}
+
+#[test]
+fn positions_going_backwards_and_unanswered_reply_requests_are_found() {
+    let mut judge = Judge::default();
+    judge.started(1, Lsn(0), Some(Lsn(100)));
+    transaction(&mut judge, 1, 110, 200);
+    transaction(&mut judge, 1, 210, 300);
+    judge.status_update(1, Lsn(300), Lsn(300));
+    // 0/0 is "unknown", not a position.
+    judge.status_update(1, Lsn(300), Lsn(0));
+    assert_eq!(judge.findings(), []);
+    judge.status_update(1, Lsn(300), Lsn(200));
+    judge.status_update(1, Lsn(300), Lsn(150));
+    assert_eq!(
+        judge.findings(),
+        [Finding::PositionWentBackwards {
+            connection: 1,
+            position: "flush",
+            from: Lsn(300),
+            to: Lsn(200)
+        }],
+        "once per connection"
+    );
+    judge.keepalive_sent(1, Lsn(300), true, false);
+    assert!(judge.status_update(1, Lsn(300), Lsn(300)).is_some());
+    judge.keepalive_sent(1, Lsn(300), true, false);
+    judge.reply_overdue(1);
+    assert!(matches!(
+        judge.findings()[1],
+        Finding::NoTimelyReply { connection: 1, .. }
+    ));
+    let json = serde_json::to_value(&judge.findings()[1]).unwrap();
+    assert_eq!(json["finding"], "no_timely_reply");
+    assert!(json["waited_ms"].is_u64());
+}
+
+#[test]
+fn judges_keep_each_slot_apart() {
+    let mut judges = Judges::default();
+    judges.slot("a").started(1, Lsn(0), Some(Lsn(100)));
+    transaction(judges.slot("a"), 1, 110, 200);
+    judges.slot("a").ended(1, Ending::Client);
+    judges.slot("b").started(2, Lsn(0), Some(Lsn(100)));
+    judges.crash();
+    assert_eq!(
+        judges.findings(),
+        [("a".to_owned(), Finding::NeverConfirmed { sent: Lsn(200) })]
+    );
+    assert_eq!(judges.facts().len(), 5);
+    assert_eq!(judges.get("a").unwrap().positions().sent_lsn, Lsn(200));
+}
