@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 
 use crate::confirmed::Timeout;
 use crate::faults::{Fault, FaultError};
+use crate::judge::{Fact, Finding, Probe};
 use crate::Lsn;
 
 /// The most a request's head may take, and its body.
@@ -143,17 +144,43 @@ pub(crate) trait Api: Send + Sync + 'static {
         lsn: Lsn,
         timeout: Duration,
     ) -> Result<Lsn, Timeout>;
+
+    /// Where `POST /wait` waits when it names no position: the test server's WAL end,
+    /// the highest position the proxy sent the slot's clients.
+    fn default_wait_lsn(&self, slot: &str) -> Lsn;
+
+    /// The judge's findings and facts, by slot.
+    fn findings(&self) -> Vec<(String, Finding)>;
+    fn facts(&self) -> Vec<(String, Fact)>;
+
+    /// The judge's probe, and arming or disarming it.
+    fn probe(&self) -> Option<Probe>;
+    fn set_probe(&self, probe: Option<Probe>);
 }
 
 /// The endpoints every API has.
-const SHARED_ENDPOINTS: [(&str, &str); 4] = [
+const SHARED_ENDPOINTS: [(&str, &str); 9] = [
     ("GET /faults", "the fault rules, each with how often it fired"),
     ("POST /faults", "arm a rule, or an array of rules"),
     ("DELETE /faults", "disarm every rule"),
     (
         "POST /wait",
-        "{\"slot\", \"lsn\", \"timeout_ms\"}: wait until the slot is confirmed there (408 on timeout)",
+        "{\"slot\", \"lsn\", \"timeout_ms\"}: wait until the slot is confirmed there (without lsn: the WAL end; 408 on timeout)",
     ),
+    (
+        "GET /findings",
+        "what each slot's consumer did wrong, judged across its connections: [{\"finding\", \"slot\", \"connection\", …, \"text\"}]",
+    ),
+    (
+        "GET /facts",
+        "what happened on each slot: streams started (the position asked for), how each ended, crashes, transactions sent again",
+    ),
+    ("GET /probe", "the judge's probe, or null"),
+    (
+        "POST /probe",
+        "{\"every\": 1, \"after\": 1, \"wait_ms\": 1000}: hold one transaction in every after its first change(s) and ask for a reply; ask at each WAL end caught up with",
+    ),
+    ("DELETE /probe", "disarm the probe"),
 ];
 
 /// Every endpoint of `api`.
@@ -180,6 +207,29 @@ fn shared_route(api: &dyn Api, request: &Request) -> Option<Answer> {
                 Answer(200, json!({}))
             }
             ("POST", ["wait"]) => wait(api, &request.body),
+            ("GET", ["findings"]) => Answer(200, judged(api.findings(), "text")),
+            ("GET", ["facts"]) => Answer(200, judged(api.facts(), "text")),
+            ("GET", ["probe"]) => Answer(200, json!(api.probe())),
+            ("POST", ["probe"]) => {
+                let body: &[u8] = if request.body.is_empty() {
+                    b"{}"
+                } else {
+                    &request.body
+                };
+                match serde_json::from_slice::<Probe>(body) {
+                    Ok(probe) => {
+                        api.set_probe(Some(probe));
+                        Answer(200, json!(probe))
+                    }
+                    Err(e) => bad(format!(
+                        "the body must be {{\"every\": N, \"after\": N, \"wait_ms\": N}} (each optional): {e}"
+                    )),
+                }
+            }
+            ("DELETE", ["probe"]) => {
+                api.set_probe(None);
+                Answer(200, json!({}))
+            }
             _ => return None,
         },
     )
@@ -329,12 +379,28 @@ fn add_faults(api: &dyn Api, body: &[u8]) -> Answer {
     Answer(201, json!({ "armed": armed }))
 }
 
+/// Findings or facts as JSON: each with its slot (and its text, under `text`).
+fn judged<T: serde::Serialize + std::fmt::Display>(items: Vec<(String, T)>, text: &str) -> Value {
+    Value::Array(
+        items
+            .into_iter()
+            .map(|(slot, item)| {
+                let mut value = json!(item);
+                value["slot"] = Value::from(slot);
+                value[text] = Value::from(item.to_string());
+                value
+            })
+            .collect(),
+    )
+}
+
 /// The body of `POST /wait`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Wait {
     slot: String,
-    lsn: Lsn,
+    #[serde(default)]
+    lsn: Option<Lsn>,
     #[serde(default = "default_wait")]
     timeout_ms: u64,
 }
@@ -353,8 +419,8 @@ fn wait(api: &dyn Api, body: &[u8]) -> Answer {
             ))
         }
     };
-    match api.wait_for_confirmed_flush(&wait.slot, wait.lsn, Duration::from_millis(wait.timeout_ms))
-    {
+    let lsn = wait.lsn.unwrap_or_else(|| api.default_wait_lsn(&wait.slot));
+    match api.wait_for_confirmed_flush(&wait.slot, lsn, Duration::from_millis(wait.timeout_ms)) {
         Ok(lsn) => Answer(200, json!({ "confirmed_flush_lsn": lsn })),
         Err(timeout) => Answer(
             408,

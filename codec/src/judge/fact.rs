@@ -2,6 +2,8 @@
 //! connection ended, crashes, transactions sent again. A consumer that recovers correctly
 //! from every fault has facts and no findings.
 
+use std::fmt;
+
 use serde::Serialize;
 
 use crate::Lsn;
@@ -69,5 +71,42 @@ impl Ending {
     /// unconfirmed count against it).
     pub(crate) fn by_client(self) -> bool {
         matches!(self, Ending::Client)
+    }
+}
+
+impl fmt::Display for Fact {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fact::Started {
+                connection,
+                requested,
+                confirmed,
+                behind,
+            } => {
+                write!(f, "connection {connection} started streaming at {requested}")?;
+                if *behind {
+                    write!(f, ", behind the {confirmed} its consumer had confirmed")?;
+                }
+                Ok(())
+            }
+            Fact::Ended { connection, how } => {
+                let how = match how {
+                    Ending::Client => "the consumer ended it",
+                    Ending::Fault => "a fault rule cut it",
+                    Ending::Crash => "a crash cut it",
+                    Ending::Timeout => "wal_sender_timeout dropped it",
+                    Ending::Server => "the server ended it",
+                };
+                write!(f, "connection {connection}'s stream ended: {how}")
+            }
+            Fact::Crash { confirmed } => {
+                write!(f, "a crash, with the consumer having confirmed {confirmed}")
+            }
+            Fact::Resent(r) => write!(
+                f,
+                "connection {} was sent {} transaction(s) again (ending {} to {}) that its consumer had confirmed (up to {})",
+                r.connection, r.count, r.first, r.last, r.confirmed_before
+            ),
+        }
     }
 }

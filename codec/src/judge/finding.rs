@@ -113,7 +113,7 @@ impl fmt::Display for Finding {
             ),
             Finding::NoTimelyReply { waited, .. } => write!(
                 f,
-                "did not answer a keepalive's reply request before wal_sender_timeout (waited {} ms)",
+                "did not answer a keepalive's reply request within wal_sender_timeout (waited {} ms)",
                 waited.as_millis()
             ),
             Finding::NeverConfirmed { sent } => write!(

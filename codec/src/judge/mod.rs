@@ -23,7 +23,7 @@ pub use finding::Finding;
 pub use probe::Probe;
 pub(crate) use probe::ProbeSwitch;
 
-use crate::{Lsn, Place};
+use crate::Lsn;
 
 /// How many facts and findings a slot keeps (the oldest go first), and how many
 /// transaction spans it remembers for [`Finding::StuckInsideTransaction`].
@@ -128,13 +128,14 @@ impl Judge {
         );
     }
 
-    /// A frame went to `connection`: its XLogData position, where it stands in its
-    /// transaction, and the transaction's end if it ends one.
+    /// A frame went to `connection`: its XLogData position, whether it opens a
+    /// transaction (a Begin, a first Stream Start), and the transaction's end if it ends
+    /// one.
     pub(crate) fn frame_sent(
         &mut self,
         connection: u64,
         position: Lsn,
-        place: &Place,
+        opens: bool,
         end: Option<Lsn>,
     ) {
         self.positions.sent_lsn = self.positions.sent_lsn.max(position);
@@ -144,8 +145,7 @@ impl Judge {
         // New data: an idle period is over (what the consumer confirms next is judged
         // against the new transactions).
         stream.idle = None;
-        if position.0 != 0 && stream.open.is_none() && (place.opens || place.transaction.is_some())
-        {
+        if opens && position.0 != 0 {
             stream.open = Some(position);
         }
         let Some(end) = end else {
@@ -183,6 +183,12 @@ impl Judge {
                 stream.resent = Some(self.facts.len() - 1);
             }
         }
+    }
+
+    /// The slot's clients were sent up to `position` (a frame the owner tells of in
+    /// bulk).
+    pub(crate) fn reached(&mut self, position: Lsn) {
+        self.positions.sent_lsn = self.positions.sent_lsn.max(position);
     }
 
     /// A keepalive went to `connection` reporting `wal_end`, with no transaction open

@@ -1,34 +1,10 @@
 use super::*;
 
-fn opens() -> Place {
-    Place {
-        transaction: Some(1),
-        opens: true,
-        ..Place::default()
-    }
-}
-
-fn change(m: u64) -> Place {
-    Place {
-        transaction: Some(1),
-        change: Some(m),
-        ..Place::default()
-    }
-}
-
-fn ends() -> Place {
-    Place {
-        transaction: Some(1),
-        ends: true,
-        ..Place::default()
-    }
-}
-
 /// A transaction whose Begin goes at `first`, one change just after, its Commit at `end`.
 fn transaction(judge: &mut Judge, connection: u64, first: u64, end: u64) {
-    judge.frame_sent(connection, Lsn(first), &opens(), None);
-    judge.frame_sent(connection, Lsn(first + 8), &change(1), None);
-    judge.frame_sent(connection, Lsn(end), &ends(), Some(Lsn(end)));
+    judge.frame_sent(connection, Lsn(first), true, None);
+    judge.frame_sent(connection, Lsn(first + 8), false, None);
+    judge.frame_sent(connection, Lsn(end), false, Some(Lsn(end)));
 }
 
 #[test]
@@ -74,8 +50,8 @@ fn a_consumer_cut_before_its_first_status_update_that_confirms_after_reconnectin
 fn a_position_past_everything_sent_is_found_one_the_consumer_was_sent_is_not() {
     let mut judge = Judge::default();
     judge.started(1, Lsn(0), Some(Lsn(100)));
-    judge.frame_sent(1, Lsn(110), &opens(), None);
-    judge.frame_sent(1, Lsn(118), &change(1), None);
+    judge.frame_sent(1, Lsn(110), true, None);
+    judge.frame_sent(1, Lsn(118), false, None);
     // pg_recvlogical confirms the position of the last message it wrote.
     judge.status_update(1, Lsn(118), Lsn(118));
     assert_eq!(judge.findings(), []);
@@ -90,7 +66,7 @@ fn a_position_past_everything_sent_is_found_one_the_consumer_was_sent_is_not() {
         }]
     );
     // Once sent, the same position is no news; nor is a keepalive's WAL end.
-    judge.frame_sent(1, Lsn(200), &ends(), Some(Lsn(200)));
+    judge.frame_sent(1, Lsn(200), false, Some(Lsn(200)));
     judge.keepalive_sent(1, Lsn(260), false, true);
     judge.status_update(1, Lsn(260), Lsn(260));
     assert_eq!(judge.findings().len(), 1);
@@ -153,7 +129,7 @@ fn a_slot_left_behind_while_idle_is_found_once_the_consumer_answered() {
         confirmed: Lsn(200),
         wal_end: Lsn(500),
     };
-    assert_eq!(judge.findings(), [held.clone()]);
+    assert_eq!(judge.findings(), [held]);
     // Confirmed later: nothing held any more.
     judge.status_update(1, Lsn(500), Lsn(500));
     assert_eq!(judge.findings(), []);

@@ -13,6 +13,7 @@ use tokio::sync::oneshot;
 use super::shared::Shared;
 use super::{listener, Proxy, ProxyError};
 use crate::client::ConnInfo;
+use crate::judge::Probe;
 use crate::server::Fault;
 
 /// Settings of a proxy to be started.
@@ -24,6 +25,7 @@ pub struct Builder {
     checkpoint_interval: Option<Duration>,
     crash_refusal: Duration,
     tls: Option<(PathBuf, PathBuf)>,
+    probe: Option<Probe>,
 }
 
 impl Builder {
@@ -36,6 +38,7 @@ impl Builder {
             checkpoint_interval: None,
             crash_refusal: Duration::ZERO,
             tls: None,
+            probe: None,
         }
     }
 
@@ -50,6 +53,17 @@ impl Builder {
     #[must_use]
     pub fn fault(mut self, fault: Fault) -> Builder {
         self.faults.push(fault);
+        self
+    }
+
+    /// Arms the judge's probe (see [`crate::judge::Probe`]): one transaction in `every`
+    /// is held after its first change with a keepalive asking for a reply (nothing more
+    /// of the upstream's is forwarded until the client's next status update), so a
+    /// consumer that confirms a transaction before it has it is caught for certain; and
+    /// each time the stream is idle at a new WAL end, the client is asked for a reply.
+    #[must_use]
+    pub fn probe(mut self, probe: Probe) -> Builder {
+        self.probe = Some(probe);
         self
     }
 
@@ -101,6 +115,7 @@ impl Builder {
         for fault in self.faults {
             shared.add_fault(fault)?;
         }
+        shared.probe.set(self.probe);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;

@@ -10,7 +10,8 @@
 //! | `DELETE /faults` | | `{}` |
 //! | `GET /connections` | | `[{"id", "peer", "user", "upstream", "slot", "frames", "status_updates", "flush_lsn", "ended", …}]` |
 //! | `GET /slots` | | `[{"name", "confirmed_flush_lsn", "sent_lsn", "active_connection"}]` |
-//! | `GET /findings` | | `[{"finding": "confirmed_unsent", "slot", "flush", "sent", "text"}, …]` |
+//! | `GET /findings`, `GET /facts` | | `[{"finding": "confirmed_unsent", "slot", "connection", "flush", "sent", "text"}, …]` |
+//! | `GET /probe`, `POST /probe`, `DELETE /probe` | `{"every": 1}` | the judge's probe |
 //! | `POST /wait` | `{"slot": "s", "lsn": "0/1000360", "timeout_ms": 5000}` | `{"confirmed_flush_lsn"}`, or 408 |
 //! | `GET /log` | | `["connection 1: streaming from slot s …", …]` |
 //! | `POST /checkpoint`, `POST /crash` | | `{}` |
@@ -29,6 +30,7 @@ use super::Shared;
 use crate::confirmed::Timeout;
 use crate::control::{bad, Answer, Api, Control, Request};
 use crate::faults::{Fault, FaultError};
+use crate::judge::{Fact, Finding, Probe};
 use crate::Lsn;
 
 /// Serves the proxy's API.
@@ -43,7 +45,6 @@ impl Api for ProxyApi {
         &[
             ("GET /connections", "each client connection: who, its upstream, its slot, frames, status updates, how it ended"),
             ("GET /slots", "each slot streamed through the proxy: confirmed, heard and sent positions, the connection streaming it, what a crash re-sent"),
-            ("GET /findings", "what consumers did wrong, judged per slot across its connections"),
             ("GET /log", "what the proxy noted: streams, rules that fired, frames it could not decode"),
             ("POST /checkpoint", "let the upstream hear each slot's confirmed position now (with a checkpoint interval)"),
             ("POST /crash", "cut every connection; new ones get 57P03 for the crash refusal time"),
@@ -59,22 +60,6 @@ impl Api for ProxyApi {
             match (request.method.as_str(), request.segments().as_slice()) {
                 ("GET", ["connections"]) => Answer(200, json!(shared.records.connections())),
                 ("GET", ["slots"]) => Answer(200, json!(shared.slot_infos())),
-                ("GET", ["findings"]) => Answer(
-                    200,
-                    Value::Array(
-                        shared
-                            .slots
-                            .findings()
-                            .into_iter()
-                            .map(|(slot, finding)| {
-                                let mut value = json!(finding);
-                                value["slot"] = Value::from(slot);
-                                value["text"] = Value::from(finding.to_string());
-                                value
-                            })
-                            .collect(),
-                    ),
-                ),
                 ("POST", ["checkpoint"]) => {
                     shared.checkpoint();
                     Answer(200, json!({}))
@@ -145,5 +130,26 @@ impl Api for ProxyApi {
         timeout: Duration,
     ) -> Result<Lsn, Timeout> {
         self.0.slots.wait_for_confirmed_flush(slot, lsn, timeout)
+    }
+
+    fn default_wait_lsn(&self, slot: &str) -> Lsn {
+        self.0.slots.sent_lsn(slot)
+    }
+
+    fn findings(&self) -> Vec<(String, Finding)> {
+        self.0.slots.findings()
+    }
+
+    fn facts(&self) -> Vec<(String, Fact)> {
+        self.0.slots.facts()
+    }
+
+    fn probe(&self) -> Option<Probe> {
+        self.0.probe.get()
+    }
+
+    fn set_probe(&self, probe: Option<Probe>) {
+        self.0.log(format!("probe: {probe:?}"));
+        self.0.probe.set(probe);
     }
 }

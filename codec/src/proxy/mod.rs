@@ -30,7 +30,6 @@
 
 mod builder;
 mod control;
-mod judge;
 mod listener;
 mod records;
 mod relay;
@@ -39,8 +38,8 @@ mod slots;
 mod startup;
 
 pub use crate::control::Control;
+pub use crate::judge::{Ending, Fact, Finding, Positions, Probe, Resent};
 pub use builder::Builder;
-pub use judge::Resent;
 pub use records::ConnectionInfo;
 pub use slots::SlotInfo;
 
@@ -55,7 +54,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use crate::client::{ClientError, ConnInfo};
-use crate::server::{Fault, FaultError, Finding, Timeout};
+use crate::server::{Fault, FaultError, Timeout};
 use crate::Lsn;
 use shared::Shared;
 
@@ -275,22 +274,38 @@ impl Proxy {
         self.shared.slots.findings()
     }
 
+    /// What happened on each slot (streams started, how they ended, crashes,
+    /// transactions sent again), by slot, oldest first.
+    #[must_use]
+    pub fn facts(&self) -> Vec<(String, Fact)> {
+        self.shared.slots.facts()
+    }
+
+    /// Arms the judge's probe (see [`Builder::probe`]), changes it, or disarms it.
+    pub fn set_probe(&self, probe: Option<Probe>) {
+        self.shared.log(format!("probe: {probe:?}"));
+        self.shared.probe.set(probe);
+    }
+
+    /// The judge's probe, if armed.
+    #[must_use]
+    pub fn probe(&self) -> Option<Probe> {
+        self.shared.probe.get()
+    }
+
     /// Panics with a readable account if any consumer misbehaved ([`Proxy::findings`]).
     ///
     /// # Panics
     ///
     /// When there is a finding.
+    #[track_caller]
     pub fn assert_no_findings(&self) {
-        let account: Vec<String> = self
-            .findings()
-            .iter()
-            .map(|(slot, finding)| format!("slot {slot}: the consumer {finding}"))
-            .collect();
-        assert!(
-            account.is_empty(),
-            "the consumer under test misbehaved:\n  {}",
-            account.join("\n  ")
-        );
+        crate::judge::assert_none(&self.findings(), |slot, finding| {
+            match finding.connection() {
+                Some(connection) => format!("slot {slot}, connection {connection}: the consumer"),
+                None => format!("slot {slot}: the consumer"),
+            }
+        });
     }
 
     /// Serves the control API on `addr` (loopback only, unless `remote`): `GET /` lists

@@ -12,6 +12,7 @@ use super::records::Records;
 use super::slots::{SlotInfo, Slots};
 use crate::client::ConnInfo;
 use crate::faults::Plan;
+use crate::judge::ProbeSwitch;
 use crate::server::{Action, Fault, FaultError};
 use crate::wire::error::{error, sqlstate, SqlError};
 use crate::{encode, ClientMessage, Ctx, PgTimestamp, ProtocolVersion, StandbyStatusUpdate};
@@ -33,6 +34,8 @@ pub(super) struct Shared {
     /// TLS with clients that ask for it, when the proxy has a certificate.
     pub(super) tls: Option<Arc<rustls::ServerConfig>>,
     pub(super) faults: Plan,
+    /// The judge's probe, when armed.
+    pub(super) probe: ProbeSwitch,
     /// Connections accepted so far (for `connect` triggers).
     pub(super) attempts: AtomicU64,
     starts: Mutex<Starts>,
@@ -61,6 +64,7 @@ impl Shared {
             tls,
             upstream,
             faults: Plan::default(),
+            probe: ProbeSwitch::default(),
             attempts: AtomicU64::new(0),
             starts: Mutex::new(Starts::default()),
             open: AtomicUsize::new(0),

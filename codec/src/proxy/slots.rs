@@ -1,6 +1,6 @@
 //! Everything the proxy knows of a slot streamed through it, in one place: what its
-//! clients were sent and confirmed (and what the consumer did wrong, judged by
-//! [`super::judge`]); states a test sets, answered to START_REPLICATION in PostgreSQL's
+//! clients were sent and confirmed (and what the consumer did wrong, judged by the
+//! shared [`crate::judge`]); states a test sets, answered to START_REPLICATION in PostgreSQL's
 //! words without reaching the upstream ("active for PID …" for a while after the client
 //! that held the slot left, invalidated, missing); and, with a persistence interval, the
 //! flush positions the upstream hears only at the proxy's checkpoints, so that a crash
@@ -13,9 +13,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::judge::{Resent, Verdicts};
 use crate::confirmed::Timeout;
-use crate::server::Finding;
+use crate::judge::{Ending, Fact, Finding, Judge, Resent};
 use crate::wire::error::{error, slot_in_use, slot_invalidated, sqlstate, SqlError};
 use crate::Lsn;
 
@@ -30,9 +29,11 @@ pub struct SlotInfo {
     /// What the upstream was let hear of it: the confirmed position, or with a
     /// persistence interval, the last checkpoint's.
     pub heard_lsn: Lsn,
-    /// How far its clients were sent whole (the last transaction end, or a keepalive's WAL
-    /// end between transactions).
+    /// The highest position its clients were sent (XLogData `walEnd`, keepalive WAL
+    /// end): confirming up to it is always safe.
     pub sent_lsn: Lsn,
+    /// The end of the last transaction its clients were sent whole.
+    pub transaction_end_lsn: Lsn,
     /// The connection streaming it now.
     pub active_connection: Option<u64>,
     /// What was sent again after the last crash that the consumer had confirmed before.
@@ -53,7 +54,6 @@ struct Hold {
 /// One slot.
 #[derive(Debug, Default)]
 struct Slot {
-    sent: Lsn,
     confirmed: Lsn,
     /// What the last checkpoint let the upstream hear.
     persisted: Lsn,
@@ -62,7 +62,7 @@ struct Slot {
     invalidated: bool,
     missing: bool,
     hold: Option<Hold>,
-    verdicts: Verdicts,
+    judge: Judge,
 }
 
 /// Every slot, and whether flush positions are held back to checkpoints.
@@ -123,43 +123,61 @@ impl Slots {
         })
     }
 
-    /// `connection`, whose walsender is process `pid`, streams `slot` now.
-    pub(super) fn started(&self, slot: &str, connection: u64, pid: u32) {
-        self.with(slot, |s| s.active = Some((connection, pid)));
-    }
-
-    /// A transaction ending at `end` went to a client of `slot` whole.
-    pub(super) fn transaction_sent(&self, slot: &str, end: Lsn) {
+    /// `connection`, whose walsender is process `pid`, streams `slot` now, from the
+    /// position it asked for.
+    pub(super) fn started(&self, slot: &str, connection: u64, pid: u32, requested: Lsn) {
         self.with(slot, |s| {
-            s.sent = s.sent.max(end);
-            s.verdicts.transaction_sent(end);
+            s.active = Some((connection, pid));
+            s.judge.started(connection, requested, None);
         });
     }
 
-    /// A keepalive went to `connection`, reporting `idle_wal_end` while no transaction
-    /// was open (the client may confirm it) and asking for a reply or not.
+    /// A frame of a transaction went to `connection` (told for the frames that open or
+    /// end one; the others only move the position it was sent, which the status updates
+    /// bring along).
+    pub(super) fn frame(
+        &self,
+        slot: &str,
+        connection: u64,
+        position: Lsn,
+        opens: bool,
+        end: Option<Lsn>,
+    ) {
+        self.with(slot, |s| {
+            s.judge.frame_sent(connection, position, opens, end)
+        });
+    }
+
+    /// A keepalive went to `connection`, reporting `wal_end` with no transaction open
+    /// (`idle`) or inside one, asking for a reply or not.
     pub(super) fn keepalive(
         &self,
         slot: &str,
         connection: u64,
-        idle_wal_end: Option<Lsn>,
+        wal_end: Lsn,
+        idle: bool,
         reply_requested: bool,
     ) {
         self.with(slot, |s| {
-            if let Some(wal_end) = idle_wal_end {
-                s.sent = s.sent.max(wal_end);
-            }
-            if reply_requested {
-                s.verdicts.reply_requested(connection);
-            }
+            s.judge
+                .keepalive_sent(connection, wal_end, reply_requested, idle);
         });
     }
 
-    /// `connection` confirmed `flush`: judged, recorded, and the position the upstream
-    /// hears now returned (held back to the last checkpoint's with a persistence interval).
-    pub(super) fn status_update(&self, slot: &str, connection: u64, flush: Lsn) -> Lsn {
+    /// `connection`, which had been sent up to `forwarded`, confirmed `flush`: judged,
+    /// recorded, and the position the upstream hears now returned (held back to the last
+    /// checkpoint's with a persistence interval).
+    pub(super) fn status_update(
+        &self,
+        slot: &str,
+        connection: u64,
+        write: Lsn,
+        flush: Lsn,
+        forwarded: Lsn,
+    ) -> Lsn {
         let heard = self.with(slot, |s| {
-            s.verdicts.status_update(connection, flush, s.sent);
+            s.judge.reached(forwarded);
+            s.judge.status_update(connection, write, flush);
             s.confirmed = s.confirmed.max(flush);
             if self.holding {
                 flush.min(s.persisted)
@@ -171,9 +189,14 @@ impl Slots {
         heard
     }
 
-    /// `connection`'s stream of `slot` ended (`timed_out`: the upstream dropped it without
-    /// an error): the slot is free, and a hold waiting for that starts now.
-    pub(super) fn ended(&self, slot: &str, connection: u64, timed_out: bool) {
+    /// A probe held a transaction of `slot`; `answered`: a status update ended the hold.
+    pub(super) fn probed(&self, slot: &str, answered: bool) {
+        self.with(slot, |s| s.judge.probed(answered));
+    }
+
+    /// `connection`'s stream of `slot` ended, `how`, having been sent up to `forwarded`:
+    /// the slot is free, and a hold waiting for that starts now.
+    pub(super) fn ended(&self, slot: &str, connection: u64, how: Ending, forwarded: Lsn) {
         self.with(slot, |s| {
             if s.active.is_some_and(|(c, _)| c == connection) {
                 s.active = None;
@@ -181,7 +204,11 @@ impl Slots {
             if let Some(hold) = &mut s.hold {
                 hold.until.get_or_insert(Instant::now() + hold.duration);
             }
-            s.verdicts.ended(connection, timed_out);
+            s.judge.reached(forwarded);
+            if how == Ending::Timeout {
+                s.judge.reply_overdue(connection);
+            }
+            s.judge.ended(connection, how);
         });
     }
 
@@ -227,7 +254,7 @@ impl Slots {
     /// re-send.
     pub(super) fn crash(&self) {
         for slot in self.lock().values_mut() {
-            slot.verdicts.crash(slot.confirmed);
+            slot.judge.crash();
         }
     }
 
@@ -236,7 +263,9 @@ impl Slots {
         let mut infos: Vec<SlotInfo> = self
             .lock()
             .iter()
-            .filter(|(_, s)| s.sent.0 != 0 || s.confirmed.0 != 0 || s.active.is_some())
+            .filter(|(_, s)| {
+                s.judge.positions().sent_lsn.0 != 0 || s.confirmed.0 != 0 || s.active.is_some()
+            })
             .map(|(name, s)| SlotInfo {
                 name: name.clone(),
                 confirmed_flush_lsn: s.confirmed,
@@ -245,9 +274,10 @@ impl Slots {
                 } else {
                     s.confirmed
                 },
-                sent_lsn: s.sent,
+                sent_lsn: s.judge.positions().sent_lsn,
+                transaction_end_lsn: s.judge.positions().transaction_end_lsn,
                 active_connection: s.active.map(|(c, _)| c),
-                resent: s.verdicts.resent(),
+                resent: s.judge.resent(),
             })
             .collect();
         infos.sort_by(|a, b| a.name.cmp(&b.name));
@@ -256,19 +286,33 @@ impl Slots {
 
     /// What the consumers did wrong, by slot.
     pub(super) fn findings(&self) -> Vec<(String, Finding)> {
+        self.by_slot(Judge::findings)
+    }
+
+    /// What happened on each slot, by slot.
+    pub(super) fn facts(&self) -> Vec<(String, Fact)> {
+        self.by_slot(Judge::facts)
+    }
+
+    fn by_slot<T>(&self, f: impl Fn(&Judge) -> Vec<T>) -> Vec<(String, T)> {
         let slots = self.lock();
         let mut names: Vec<&String> = slots.keys().collect();
         names.sort();
         names
             .into_iter()
             .flat_map(|name| {
-                let s = &slots[name];
-                s.verdicts
-                    .findings(s.active.is_some(), s.sent, s.confirmed)
+                f(&slots[name.as_str()].judge)
                     .into_iter()
-                    .map(|finding| (name.clone(), finding))
+                    .map(|t| (name.clone(), t))
             })
             .collect()
+    }
+
+    /// The highest position sent to `slot`'s clients.
+    pub(super) fn sent_lsn(&self, slot: &str) -> Lsn {
+        self.lock()
+            .get(slot)
+            .map_or(Lsn(0), |s| s.judge.positions().sent_lsn)
     }
 
     /// Waits until a client confirmed `lsn` (or past it) for `slot` through the proxy.
@@ -292,7 +336,7 @@ mod tests {
     fn states_answer_start_replication_in_postgresql_words() {
         let slots = Slots::new(false);
         assert!(slots.refusal("s", 18).is_none());
-        slots.started("s", 1, 4242);
+        slots.started("s", 1, 4242, Lsn(0));
         slots.hold("s", Duration::from_secs(3600));
         // Held from the moment its client leaves.
         let held = slots.refusal("s", 18).unwrap();
@@ -300,7 +344,7 @@ mod tests {
             (&*held.code, held.message.as_str()),
             ("55006", "replication slot \"s\" is active for PID 4242")
         );
-        slots.ended("s", 1, false);
+        slots.ended("s", 1, Ending::Client, Lsn(0));
         assert!(slots.refusal("s", 18).is_some());
         slots.hold("t", Duration::ZERO);
         assert!(slots.refusal("t", 18).is_none());
@@ -317,41 +361,56 @@ mod tests {
     #[test]
     fn with_a_persistence_interval_the_upstream_hears_checkpoints_only() {
         let slots = Slots::new(true);
-        slots.started("s", 1, 10);
-        slots.transaction_sent("s", Lsn(0x200));
-        assert_eq!(slots.status_update("s", 1, Lsn(0x100)), Lsn(0));
+        slots.started("s", 1, 10, Lsn(0));
+        slots.frame("s", 1, Lsn(0x200), false, Some(Lsn(0x200)));
+        assert_eq!(
+            slots.status_update("s", 1, Lsn(0x100), Lsn(0x100), Lsn(0x200)),
+            Lsn(0)
+        );
         assert_eq!(slots.checkpoint(), [("s".to_owned(), Lsn(0x100), Some(1))]);
-        assert_eq!(slots.status_update("s", 1, Lsn(0x200)), Lsn(0x100));
+        assert_eq!(
+            slots.status_update("s", 1, Lsn(0x200), Lsn(0x200), Lsn(0x200)),
+            Lsn(0x100)
+        );
         let info = &slots.infos()[0];
         assert_eq!(
             (info.confirmed_flush_lsn, info.heard_lsn, info.sent_lsn),
             (Lsn(0x200), Lsn(0x100), Lsn(0x200))
         );
         let free = Slots::new(false);
-        assert_eq!(free.status_update("s", 1, Lsn(0x100)), Lsn(0x100));
+        assert_eq!(
+            free.status_update("s", 1, Lsn(0x100), Lsn(0x100), Lsn(0x100)),
+            Lsn(0x100)
+        );
     }
 
     #[test]
     fn a_slot_is_judged_across_its_connections() {
         let slots = Slots::new(false);
         // Connection 1 is cut before its first status update; connection 2 confirms all.
-        slots.started("s", 1, 10);
-        slots.transaction_sent("s", Lsn(200));
-        slots.ended("s", 1, false);
-        slots.started("s", 2, 11);
-        slots.transaction_sent("s", Lsn(200));
-        slots.transaction_sent("s", Lsn(300));
-        slots.status_update("s", 2, Lsn(300));
-        slots.ended("s", 2, false);
+        slots.started("s", 1, 10, Lsn(0));
+        slots.frame("s", 1, Lsn(110), true, None);
+        slots.frame("s", 1, Lsn(200), false, Some(Lsn(200)));
+        slots.ended("s", 1, Ending::Fault, Lsn(200));
+        slots.started("s", 2, 11, Lsn(0));
+        slots.frame("s", 2, Lsn(200), false, Some(Lsn(200)));
+        slots.frame("s", 2, Lsn(300), false, Some(Lsn(300)));
+        slots.status_update("s", 2, Lsn(300), Lsn(300), Lsn(300));
+        slots.ended("s", 2, Ending::Client, Lsn(300));
         assert_eq!(slots.findings(), []);
+        assert_eq!(slots.facts().len(), 4);
         // Never confirmed, once nothing streams it.
-        slots.started("u", 3, 12);
-        slots.transaction_sent("u", Lsn(200));
+        slots.started("u", 3, 12, Lsn(0));
+        slots.frame("u", 3, Lsn(200), false, Some(Lsn(200)));
         assert_eq!(slots.findings(), []);
-        slots.ended("u", 3, false);
+        slots.ended("u", 3, Ending::Client, Lsn(200));
         assert_eq!(
             slots.findings(),
             [("u".to_owned(), Finding::NeverConfirmed { sent: Lsn(200) })]
         );
+        // A position the client was forwarded, though not yet told the judge, is no news.
+        slots.started("v", 4, 13, Lsn(0));
+        slots.status_update("v", 4, Lsn(150), Lsn(150), Lsn(150));
+        assert_eq!(slots.findings().len(), 1);
     }
 }

@@ -29,7 +29,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{ClientInfo, Fault, FaultError, Script, SlotInfo, TestServer, Timeout};
+use super::{
+    ClientInfo, Fact, Fault, FaultError, Finding, Probe, Script, SlotInfo, TestServer, Timeout,
+};
 use crate::control::{bad, Answer, Api, Control, Request};
 use crate::Lsn;
 
@@ -54,8 +56,8 @@ impl Api for Serve {
     fn endpoints(&self) -> &'static [(&'static str, &'static str)] {
         &[
             ("POST /events", "append events (JSON lines, as --script); answers the WAL end"),
-            ("GET /slots", "each slot's positions and state"),
-            ("GET /clients", "each client: options, status updates, reply delays, findings, how it ended"),
+            ("GET /slots", "each slot: confirmed and persisted positions, the WAL end, what its clients were sent, its state"),
+            ("GET /clients", "each client: commands, options, status updates, messages sent, reply delays, how it ended"),
             ("POST /checkpoint", "persist every slot's position now"),
             ("POST /crash", "drop every connection; slots back to their last checkpoint"),
             ("POST /shutdown", "PostgreSQL's fast shutdown; the server stops"),
@@ -94,13 +96,40 @@ impl Api for Serve {
     ) -> Result<Lsn, Timeout> {
         self.0.wait_for_confirmed_flush(slot, lsn, timeout)
     }
+
+    fn default_wait_lsn(&self, _slot: &str) -> Lsn {
+        self.0.wal_end()
+    }
+
+    fn findings(&self) -> Vec<(String, Finding)> {
+        self.0.findings()
+    }
+
+    fn facts(&self) -> Vec<(String, Fact)> {
+        self.0.facts()
+    }
+
+    fn probe(&self) -> Option<Probe> {
+        self.0.probe()
+    }
+
+    fn set_probe(&self, probe: Option<Probe>) {
+        self.0.set_probe(probe);
+    }
 }
 
 fn route(server: &TestServer, request: &Request) -> Option<Answer> {
     Some(
         match (request.method.as_str(), request.segments().as_slice()) {
             ("POST", ["events"]) => events(server, &request.body),
-            ("GET", ["slots"]) => Answer(200, server.slots().iter().map(slot).collect()),
+            ("GET", ["slots"]) => Answer(
+                200,
+                server
+                    .slots()
+                    .iter()
+                    .map(|s| slot(s, server.wal_end(), server.positions(&s.name)))
+                    .collect(),
+            ),
             ("GET", ["clients"]) => Answer(200, server.clients().iter().map(client).collect()),
             ("POST", ["checkpoint"]) => {
                 server.checkpoint();
@@ -154,9 +183,15 @@ fn events(server: &TestServer, body: &[u8]) -> Answer {
     }
 }
 
-fn slot(slot: &SlotInfo) -> Value {
+fn slot(slot: &SlotInfo, wal_end: Lsn, positions: Option<super::Positions>) -> Value {
+    let positions = positions.unwrap_or_default();
     json!({
         "name": slot.name,
+        "wal_end": wal_end,
+        "sent_lsn": positions.sent_lsn,
+        "transaction_end_lsn": positions.transaction_end_lsn,
+        "probes": positions.probes,
+        "probes_answered": positions.probes_answered,
         "confirmed_flush_lsn": slot.confirmed_flush_lsn,
         "persisted_lsn": slot.persisted_lsn,
         "active": slot.active_client.is_some(),
@@ -191,6 +226,5 @@ fn client(client: &ClientInfo) -> Value {
         })).collect::<Vec<_>>(),
         "sent": client.sent,
         "reply_delays_ms": client.replies.iter().map(Duration::as_millis).collect::<Vec<_>>(),
-        "findings": client.findings,
     })
 }

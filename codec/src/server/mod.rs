@@ -45,13 +45,13 @@ mod catalog;
 pub(crate) mod command;
 mod connection;
 mod control;
-mod findings;
 mod inbox;
 pub(crate) mod options;
 mod queries;
 mod render;
 mod schema_cache;
 mod script;
+mod sent;
 mod state;
 
 use std::fmt;
@@ -65,10 +65,11 @@ pub use crate::client::StreamOptions;
 pub use crate::confirmed::Timeout;
 pub use crate::control::Control;
 pub use crate::faults::{Action, Fault, FaultError, MessageKind, Trigger};
+pub use crate::judge::{Ending, Fact, Finding, Positions, Probe, Resent};
 pub use catalog::{Column, Publication, Table};
-pub use findings::{Finding, SentMessage};
 pub use render::{RenderError, RenderedMessage};
 pub use script::{End, Event, Script, ScriptError, Step, Transaction, MAX_LINE_LEN};
+pub use sent::SentMessage;
 
 use crate::wire::scram::Verifier;
 use crate::{Lsn, StandbyStatusUpdate};
@@ -179,6 +180,7 @@ pub struct Builder {
     max_replication_slots: usize,
     checkpoint_interval: Duration,
     faults: Vec<Fault>,
+    probe: Option<Probe>,
     logger: Option<Logger>,
 }
 
@@ -323,6 +325,17 @@ impl Builder {
         self
     }
 
+    /// Arms the judge's probe (see [`Probe`]): one transaction in `every` is held after
+    /// its first change with a keepalive asking for a reply, so a consumer that confirms
+    /// a transaction before it has it is caught for certain
+    /// ([`Finding::ConfirmedUnsent`]); and each time the stream catches up, the client is
+    /// asked for a reply, so a slot left behind while idle shows.
+    #[must_use]
+    pub fn probe(mut self, probe: Probe) -> Builder {
+        self.probe = Some(probe);
+        self
+    }
+
     /// Where log lines go (each client, its options, the positions it confirms, errors).
     #[must_use]
     pub fn logger(mut self, log: impl Fn(&str) + Send + Sync + 'static) -> Builder {
@@ -405,6 +418,7 @@ impl Builder {
         for fault in self.faults {
             shared.faults.add(fault);
         }
+        shared.probe.set(self.probe);
         let checkpointer = {
             let shared = Arc::clone(&shared);
             std::thread::Builder::new()
@@ -472,9 +486,6 @@ pub struct SlotInfo {
     held: Option<state::Hold>,
     /// How many START_REPLICATIONs the slot has had (the fault rules' `connection`).
     starts: u64,
-    /// The highest position confirmed before a crash took the slot back (what is sent
-    /// again up to it is a [`Finding::Resent`]).
-    confirmed_before_crash: Lsn,
 }
 
 /// What the server saw of one client.
@@ -500,8 +511,6 @@ pub struct ClientInfo {
     pub sent: Vec<SentMessage>,
     /// How long each of its replies to a reply request took.
     pub replies: Vec<Duration>,
-    /// What it did that a correct consumer does not (see [`Finding`]).
-    pub findings: Vec<Finding>,
     /// How its connection ended (`None` while it is connected).
     pub ended: Option<String>,
 }
@@ -635,6 +644,7 @@ impl TestServer {
             max_replication_slots: 100,
             checkpoint_interval: Duration::from_secs(300),
             faults: Vec::new(),
+            probe: None,
             logger: None,
         }
     }
@@ -813,40 +823,64 @@ impl TestServer {
         self.shared.faults.faults()
     }
 
-    /// Every client's findings, with the client's number, in order of connection.
+    /// What each slot's consumer did wrong, judged across all its connections, by slot
+    /// (each finding names the client that showed it, where one did).
     #[must_use]
-    pub fn findings(&self) -> Vec<(usize, Finding)> {
+    pub fn findings(&self) -> Vec<(String, Finding)> {
+        self.shared.lock().judges().findings()
+    }
+
+    /// What happened on each slot (streams started, how they ended, crashes, transactions
+    /// sent again), by slot, oldest first.
+    #[must_use]
+    pub fn facts(&self) -> Vec<(String, Fact)> {
+        self.shared.lock().judges().facts()
+    }
+
+    /// The positions the judge saw on `slot` (what its clients were sent, what they
+    /// confirmed, the probe's holds).
+    #[must_use]
+    pub fn positions(&self, slot: &str) -> Option<Positions> {
         self.shared
             .lock()
-            .clients
-            .iter()
-            .flat_map(|c| c.findings.iter().map(|f| (c.id, f.clone())))
-            .collect()
+            .judges()
+            .get(slot)
+            .map(crate::judge::Judge::positions)
+    }
+
+    /// Arms the judge's probe (see [`Builder::probe`]), changes it, or disarms it.
+    pub fn set_probe(&self, probe: Option<Probe>) {
+        self.shared.log(format!("probe: {probe:?}"));
+        self.shared.probe.set(probe);
+    }
+
+    /// The judge's probe, if armed.
+    #[must_use]
+    pub fn probe(&self) -> Option<Probe> {
+        self.shared.probe.get()
     }
 
     /// Fails the test with a readable account of every finding, if there is any.
     ///
     /// # Panics
     ///
-    /// When a client did what a correct consumer does not.
+    /// When a consumer did what a correct one does not.
     #[track_caller]
     pub fn assert_no_findings(&self) {
-        let state = self.shared.lock();
-        let mut account = Vec::new();
-        for client in &state.clients {
-            for finding in &client.findings {
-                account.push(format!(
-                    "client {} (user {:?}, application_name {:?}) {finding}",
-                    client.id, client.user, client.application_name
-                ));
+        let findings = self.findings();
+        let clients = self.clients();
+        crate::judge::assert_none(&findings, |slot, finding| {
+            let client = finding
+                .connection()
+                .and_then(|id| clients.iter().find(|c| c.id as u64 == id));
+            match client {
+                Some(c) => format!(
+                    "slot {slot}, client {} (user {:?}, application_name {:?})",
+                    c.id, c.user, c.application_name
+                ),
+                None => format!("slot {slot}"),
             }
-        }
-        drop(state);
-        assert!(
-            account.is_empty(),
-            "the consumer under test misbehaved:\n  {}",
-            account.join("\n  ")
-        );
+        });
     }
 
     /// PostgreSQL's fast shutdown: sessions waiting for a command end with FATAL 57P01,

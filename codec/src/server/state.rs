@@ -9,11 +9,12 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::catalog::Catalog;
-use super::findings::{Finding, Judge};
 use super::inbox::Inbox;
 use super::script::{Clock, End, Event};
+use super::sent::{SentMessage, Unrecorded};
 use super::{Auth, ClientInfo, Logger, SlotInfo};
 use crate::faults::Plan;
+use crate::judge::{Judge, Judges, ProbeSwitch};
 use crate::wire::error::{error, sqlstate, SqlError};
 use crate::wire::Socket;
 use crate::{Lsn, StandbyStatusUpdate, Xid};
@@ -173,6 +174,8 @@ pub(crate) struct State {
     /// How many crashes the server has had: a status update read before a crash must not
     /// move a slot after it.
     pub epoch: u64,
+    /// What each slot's consumer did, judged across its connections.
+    judges: Judges,
 }
 
 /// How many log lines, disconnected clients' records, and commands and status updates
@@ -199,6 +202,7 @@ impl State {
             connections: Vec::new(),
             walsenders: 0,
             epoch: 0,
+            judges: Judges::default(),
         }
     }
 
@@ -223,33 +227,56 @@ impl State {
         }
     }
 
-    /// Writes what a streaming connection's judge found into client `id`'s record.
-    pub(crate) fn add_findings(&mut self, id: usize, judge: &mut Judge) {
-        let findings = std::mem::take(&mut judge.new);
-        let replies = std::mem::take(&mut judge.replies);
-        let sent = std::mem::take(&mut judge.sent_messages);
-        let resent = judge.resent();
-        if let Some(client) = self.client(id) {
-            for message in sent {
+    /// Tells `slot`'s judge and client `id`'s record of the frames sent since they last
+    /// heard, then gives the judge for what comes next.
+    pub(crate) fn record_frames(
+        &mut self,
+        id: usize,
+        slot: &str,
+        frames: &mut Vec<Unrecorded>,
+    ) -> &mut Judge {
+        if let Some(client) = self.clients.iter_mut().find(|c| c.id == id) {
+            for frame in frames.iter() {
+                let message = SentMessage {
+                    tag: frame.tag,
+                    lsn: frame.lsn,
+                };
                 push_bounded(&mut client.sent, message, MAX_PER_CLIENT);
             }
-            for finding in findings {
-                push_bounded(&mut client.findings, finding, MAX_PER_CLIENT);
-            }
-            // One Resent finding per connection, brought up to date.
-            if let Some(resent @ Finding::Resent { first, .. }) = resent {
-                let same = client.findings.iter_mut().find(
-                    |f| matches!(f, Finding::Resent { first: earlier, .. } if *earlier == first),
-                );
-                match same {
-                    Some(existing) => *existing = resent,
-                    None => push_bounded(&mut client.findings, resent, MAX_PER_CLIENT),
-                }
-            }
-            for reply in replies {
-                push_bounded(&mut client.replies, reply, MAX_PER_CLIENT);
-            }
         }
+        let judge = self.judge(slot);
+        for frame in frames.drain(..) {
+            judge.frame_sent(id as u64, frame.lsn, frame.opens, frame.end);
+        }
+        judge
+    }
+
+    /// Records a keepalive client `id` was sent.
+    pub(crate) fn add_keepalive(&mut self, id: usize, wal_end: Lsn) {
+        if let Some(client) = self.client(id) {
+            let message = SentMessage {
+                tag: b'k',
+                lsn: wal_end,
+            };
+            push_bounded(&mut client.sent, message, MAX_PER_CLIENT);
+        }
+    }
+
+    /// Records how long client `id` took to answer a reply request.
+    pub(crate) fn add_reply(&mut self, id: usize, waited: Duration) {
+        if let Some(client) = self.client(id) {
+            push_bounded(&mut client.replies, waited, MAX_PER_CLIENT);
+        }
+    }
+
+    /// The judge of `slot`.
+    pub(crate) fn judge(&mut self, slot: &str) -> &mut Judge {
+        self.judges.slot(slot)
+    }
+
+    /// Every slot's judge.
+    pub(crate) fn judges(&self) -> &Judges {
+        &self.judges
     }
 
     /// Records a standby status update of client `id`.
@@ -343,9 +370,9 @@ impl State {
     /// slots are gone, and every connection is cut.
     pub(crate) fn crash(&mut self) {
         self.epoch += 1;
+        self.judges.crash();
         self.slots.retain(|s| s.temporary_owner.is_none());
         for slot in &mut self.slots {
-            slot.confirmed_before_crash = slot.confirmed_before_crash.max(slot.confirmed_flush_lsn);
             slot.confirmed_flush_lsn = slot.persisted_lsn;
             slot.active_client = None;
             slot.held = None;
@@ -465,6 +492,8 @@ pub(crate) struct Shared {
     next_client: AtomicUsize,
     /// The fault rules.
     pub faults: Plan,
+    /// The judge's probe, when armed.
+    pub probe: ProbeSwitch,
     /// Connections accepted so far (the `connect` trigger's attempts).
     attempts: AtomicU64,
     /// START_REPLICATIONs so far, on any slot.
@@ -491,6 +520,7 @@ impl Shared {
             finishing: AtomicBool::new(false),
             next_client: AtomicUsize::new(1),
             faults: Plan::default(),
+            probe: ProbeSwitch::default(),
             attempts: AtomicU64::new(0),
             starts: AtomicU64::new(0),
             threads: Mutex::new(Vec::new()),
@@ -580,7 +610,6 @@ mod tests {
             connected,
             sent: Vec::new(),
             replies: Vec::new(),
-            findings: Vec::new(),
             ended: None,
         }
     }

@@ -1335,11 +1335,11 @@ conn.close()
 "#;
 
 /// Findings through the proxy: a psycopg2 consumer that confirms a transaction's end at
-/// its Begin is caught while a rule holds the rest of the transaction back; one that
+/// its Begin is caught while the judge's probe holds the rest of the transaction back; one that
 /// reads and never confirms is caught once it has left; the correct consumers of the
 /// other checks have none.
 pub fn check_findings(server: &Server) -> Result<String, String> {
-    use pgoutput_codec::server::Finding;
+    use pgoutput_codec::server::{Finding, Probe};
     use std::io::BufRead;
     let (early, silent) = ("proxy_early", "proxy_silent");
     for slot in [early, silent] {
@@ -1349,19 +1349,9 @@ pub fn check_findings(server: &Server) -> Result<String, String> {
         write(server, sql)?;
     }
     let proxy = start_proxy(server)?;
-    // The first transaction's rest waits, for good, after its first change.
-    proxy
-        .add_fault(
-            Fault::new(
-                Trigger::Change {
-                    transaction: 1,
-                    after: 1,
-                },
-                Action::Stall { ms: None },
-            )
-            .slot(early),
-        )
-        .map_err(|e| e.to_string())?;
+    // The judge's probe: each transaction held after its first change until the client
+    // answers a reply request.
+    proxy.set_probe(Some(Probe::every(1).wait(Duration::from_secs(30))));
     let mut child = Command::new("python3")
         .args(["-c", CONFIRM_AT_BEGIN, &through(&proxy, TAIL_USER), early])
         .stdin(Stdio::null())
@@ -1397,6 +1387,7 @@ pub fn check_findings(server: &Server) -> Result<String, String> {
         Finding::ConfirmedUnsent { flush, .. } if flush == final_lsn => {}
         other => return Err(format!("caught {other:?}, not the flush of {final_lsn}")),
     }
+    proxy.set_probe(None);
     run(Command::new("python3").args([
         "-c",
         NEVER_CONFIRMS,
@@ -1419,6 +1410,7 @@ pub fn check_findings(server: &Server) -> Result<String, String> {
     Ok(format!(
         "a consumer confirming at Begin caught (\"{}\"); one that never confirmed caught",
         Finding::ConfirmedUnsent {
+            connection: 0,
             flush: final_lsn,
             sent: Lsn(0)
         }

@@ -150,7 +150,7 @@ fn tables_end_as_scripted(pg: &Server) -> bool {
 /// time: it resumes from its replication origin, so nothing is applied twice.
 #[test]
 fn postgres_18_subscriber_survives_faults() {
-    use pgoutput_codec::server::{Action, Fault, Finding, Trigger};
+    use pgoutput_codec::server::{Action, Fact, Fault, Trigger};
     let Some(binaries) = binaries("18") else {
         return;
     };
@@ -244,11 +244,11 @@ fn postgres_18_subscriber_survives_faults() {
             );
             assert!(
                 !server
-                    .findings()
+                    .facts()
                     .iter()
-                    .any(|(_, f)| matches!(f, Finding::Resent { .. })),
+                    .any(|(_, f)| matches!(f, Fact::Resent(_))),
                 "{:?}",
-                server.findings()
+                server.facts()
             );
         } else {
             for (rule, fired) in server.faults() {

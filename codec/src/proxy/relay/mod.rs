@@ -30,11 +30,12 @@ use super::Shared;
 use crate::client::tokio::Io;
 use crate::client::{attempts, ClientError};
 use crate::faults::{error_for, Scope};
+use crate::judge::Ending;
 use crate::server::command::Options;
 use crate::server::{Action, Trigger};
 use crate::wire::backend;
 use crate::wire::error::{error, sqlstate, SqlError};
-use crate::{Ctx, ProtocolVersion};
+use crate::{Ctx, Lsn, ProtocolVersion};
 use to_client::Down;
 use to_upstream::FromDown;
 
@@ -254,16 +255,21 @@ struct Who {
 /// What the two directions of a pair share.
 #[derive(Debug, Default)]
 struct Link {
-    /// A START_REPLICATION the client sent that the upstream has not answered yet.
-    start: Mutex<Option<(String, Options)>>,
+    /// A START_REPLICATION the client sent that the upstream has not answered yet: its
+    /// slot, the position it asked for, its options.
+    start: Mutex<Option<(String, Lsn, Options)>>,
     /// Copy-both is under way: the client's CopyData are standby messages.
     streaming: AtomicBool,
     /// The stream's scope, for the `flush` rules the client's status updates meet.
     scope: Mutex<Option<Scope>>,
     /// The flush position of the client's last status update.
     client_flush: AtomicU64,
-    /// A status update came.
+    /// A status update came; how many have.
     replied: Notify,
+    status_updates: AtomicU64,
+    /// The highest position the client was forwarded in this stream (XLogData
+    /// `walEnd`, keepalive WAL end): the judge hears of each frame's only in bulk.
+    forwarded: AtomicU64,
     /// The upstream's major version, once its `server_version` came.
     major: AtomicU32,
 }
@@ -310,8 +316,15 @@ async fn relay<W: AsyncWrite + Unpin>(
     // A stream still under way ends with the connection; a walsender that dropped it
     // without an error timed out.
     if let Some((slot, upstream_error)) = down.open_stream() {
-        let timed_out = end == End::UpstreamClosed && !upstream_error;
-        shared.slots.ended(slot, who.attempt, timed_out);
+        let how = match end {
+            End::ClientLeft => Ending::Client,
+            End::UpstreamClosed if !upstream_error => Ending::Timeout,
+            End::UpstreamClosed => Ending::Server,
+            End::Closed | End::Reset => Ending::Fault,
+            End::Crashed => Ending::Crash,
+        };
+        let forwarded = Lsn(link.forwarded.load(Ordering::SeqCst));
+        shared.slots.ended(slot, who.attempt, how, forwarded);
     }
     // Both directions' futures are dropped by now (the client's read half with them),
     // and the upstream connection with them: its walsender exits and releases its slot.

@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, watch};
 use super::{envelope, whole_message, End, Link, Who, READ_AT_LEAST};
 use crate::client::StreamOptions;
 use crate::faults::{error_for, frame_matches, Facts, Point, Scope, Tracker};
+use crate::judge::{Ending, Probe};
 use crate::proxy::Shared;
 use crate::server::{Action, Trigger};
 use crate::wire::backend;
@@ -63,6 +64,8 @@ pub(super) struct Down<'a, W> {
     sent: Lsn,
     /// A `shutdown` action under way.
     shutting_down: Option<Shutdown>,
+    /// The WAL end the probe last asked about while idle.
+    probed_idle: Option<Lsn>,
     inject: mpsc::UnboundedSender<Vec<u8>>,
     stall: watch::Sender<bool>,
 }
@@ -102,6 +105,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
             slow: None,
             sent: Lsn(0),
             shutting_down: None,
+            probed_idle: None,
             inject,
             stall,
         }
@@ -205,8 +209,42 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
         self.keepalive(true).await
     }
 
+    /// The probe holds the transaction here: the frame goes (up to `end`), a keepalive
+    /// asks for a reply, and nothing more of the upstream's is forwarded until the
+    /// client's next status update (or the probe's wait).
+    async fn probe_hold(&mut self, probe: Probe, end: usize) -> Result<(), End> {
+        let before = self.link.status_updates.load(Ordering::SeqCst);
+        self.write_upto(end).await?;
+        self.keepalive(true).await?;
+        let until = tokio::time::Instant::now() + probe.wait_time();
+        let answered = loop {
+            if self.link.status_updates.load(Ordering::SeqCst) > before {
+                break true;
+            }
+            tokio::select! {
+                () = self.link.replied.notified() => {}
+                () = tokio::time::sleep_until(until) => break false,
+            }
+        };
+        if let Some(slot) = self.session.as_ref().and_then(|s| s.scope.slot.as_deref()) {
+            self.shared.slots.probed(slot, answered);
+        }
+        Ok(())
+    }
+
     /// A keepalive reporting what the client was sent.
     async fn keepalive(&mut self, reply_requested: bool) -> Result<(), End> {
+        if let Some(session) = &self.session {
+            if let Some(slot) = &session.scope.slot {
+                self.shared.slots.keepalive(
+                    slot,
+                    self.who.attempt,
+                    self.sent,
+                    session.tracker.idle(),
+                    reply_requested,
+                );
+            }
+        }
         let keepalive = ServerMessage::PrimaryKeepalive(PrimaryKeepalive {
             wal_end: self.sent,
             send_time: PgTimestamp::now(),
@@ -296,7 +334,12 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
             // The copy ends (CopyDone, or an ERROR inside it).
             b'c' | b'E' if self.session.is_some() => {
                 self.upstream_error |= tag == b'E';
-                self.end_session();
+                // The upstream's CopyDone answers the client's.
+                self.end_session(if tag == b'c' {
+                    Ending::Client
+                } else {
+                    Ending::Server
+                });
             }
             b'E' => self.upstream_error = true,
             _ => {}
@@ -305,9 +348,12 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
     }
 
     /// The stream is over (the connection may go on): its slot is free.
-    fn end_session(&mut self) {
+    fn end_session(&mut self, how: Ending) {
         if let Some(slot) = self.session.take().and_then(|s| s.scope.slot) {
-            self.shared.slots.ended(&slot, self.who.attempt, false);
+            let forwarded = Lsn(self.link.forwarded.load(Ordering::SeqCst));
+            self.shared
+                .slots
+                .ended(&slot, self.who.attempt, how, forwarded);
         }
         self.link.streaming.store(false, Ordering::Relaxed);
     }
@@ -339,7 +385,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        let Some((slot, options)) = start else {
+        let Some((slot, requested, options)) = start else {
             // Physical replication: passed through without a meaning.
             return;
         };
@@ -357,7 +403,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
         self.shared.records.streaming(&self.who.record, &slot);
         self.shared
             .slots
-            .started(&slot, self.who.attempt, self.backend_pid);
+            .started(&slot, self.who.attempt, self.backend_pid, requested);
         self.shared.log(format!(
             "connection {}: streaming from slot {slot} (START_REPLICATION {of_slot} of the slot)",
             self.who.attempt
@@ -370,6 +416,8 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
         };
         *self.link.scope.lock().unwrap_or_else(|e| e.into_inner()) = Some(scope.clone());
         self.link.client_flush.store(0, Ordering::SeqCst);
+        self.link.forwarded.store(0, Ordering::SeqCst);
+        self.probed_idle = None;
         self.session = Some(Session {
             decoder,
             tracker: Tracker::default(),
@@ -394,13 +442,25 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                     if idle {
                         self.sent = self.sent.max(k.wal_end);
                     }
+                    self.link.forwarded.fetch_max(k.wal_end.0, Ordering::SeqCst);
                     if let Some(slot) = &session.scope.slot {
                         self.shared.slots.keepalive(
                             slot,
                             self.who.attempt,
-                            idle.then_some(k.wal_end),
+                            k.wal_end,
+                            idle,
                             k.reply_requested,
                         );
+                    }
+                    // The probe asks once at each WAL end the stream is idle at.
+                    if idle
+                        && !k.reply_requested
+                        && self.shared.probe.armed()
+                        && self.probed_idle != Some(k.wal_end)
+                    {
+                        self.probed_idle = Some(k.wal_end);
+                        self.write_upto(at + len).await?;
+                        self.keepalive(true).await?;
                     }
                 }
                 Ok(())
@@ -410,15 +470,29 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                     return Ok(());
                 };
                 self.who.record.frame();
+                let wal_end = Lsn(u64::from_be_bytes(
+                    payload[9..17].try_into().expect("8 bytes"),
+                ));
+                self.link.forwarded.fetch_max(wal_end.0, Ordering::Relaxed);
                 let facts = match decoder.decode(&payload[25..]) {
                     Ok(message) => {
-                        if let Some(end) = message.transaction_end_lsn() {
+                        let facts = session.tracker.frame(&message);
+                        let end = message.transaction_end_lsn();
+                        if let Some(end) = end {
                             self.sent = self.sent.max(end);
+                        }
+                        if facts.place.opens || end.is_some() {
                             if let Some(slot) = &session.scope.slot {
-                                self.shared.slots.transaction_sent(slot, end);
+                                self.shared.slots.frame(
+                                    slot,
+                                    self.who.attempt,
+                                    wal_end,
+                                    facts.place.opens,
+                                    end,
+                                );
                             }
                         }
-                        session.tracker.frame(&message)
+                        facts
                     }
                     Err(err) => {
                         self.who.record.undecodable();
@@ -432,8 +506,9 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                         return Ok(());
                     }
                 };
-                if !self.shared.faults.armed() && self.slow.is_none() {
-                    // Nothing to ask (one atomic load): the frame goes as it came.
+                let probe = self.shared.probe.get();
+                if !self.shared.faults.armed() && self.slow.is_none() && probe.is_none() {
+                    // Nothing to ask (two atomic loads): the frame goes as it came.
                     return self.finish_shutdown(at + len).await;
                 }
                 // An ERROR a rule sent ends the stream (and the session) at any point.
@@ -447,6 +522,12 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                     return Ok(());
                 }
                 self.rules(Point::After, &facts, at, len).await?;
+                if self.session.is_none() {
+                    return Ok(());
+                }
+                if let Some(probe) = probe.filter(|p| p.holds(&facts.place)) {
+                    self.probe_hold(probe, at + len).await?;
+                }
                 self.finish_shutdown(at + len).await
             }
             _ => Ok(()),
@@ -533,7 +614,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                 let mut copy_done = Vec::new();
                 backend::copy_done(&mut copy_done);
                 let _ = self.inject.send(copy_done);
-                self.end_session();
+                self.end_session(Ending::Fault);
                 self.draining = true;
                 Ok(())
             }

@@ -15,6 +15,7 @@ use crate::proxy::Shared;
 use crate::server::command::{self, Command};
 use crate::server::{Action, Trigger};
 use crate::wire::backend;
+use crate::Lsn;
 use crate::{decode, ClientMessage};
 
 /// Client to upstream: forwarded as read, with the START_REPLICATION and status updates
@@ -139,7 +140,7 @@ fn note_client_message(
     let text = &message[5..];
     let text = text.strip_suffix(b"\0").unwrap_or(text);
     let text = std::str::from_utf8(text).ok()?;
-    let Some(Ok(Command::StartLogical { slot, options, .. })) = command::parse(text) else {
+    let Some(Ok(Command::StartLogical { slot, lsn, options })) = command::parse(text) else {
         return None;
     };
     let major = link.major.load(Ordering::Relaxed);
@@ -153,7 +154,7 @@ fn note_client_message(
         backend::ready_for_query(&mut out, b'I');
         return Some(out);
     }
-    *link.start.lock().unwrap_or_else(|e| e.into_inner()) = Some((slot, options));
+    *link.start.lock().unwrap_or_else(|e| e.into_inner()) = Some((slot, lsn, options));
     None
 }
 
@@ -176,9 +177,14 @@ fn status_update(
     let scope = link.scope.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(slot) = scope.as_ref().and_then(|s| s.slot.as_deref()) {
         shared.records.status_update(&who.record, update.flush_lsn);
-        let heard = shared
-            .slots
-            .status_update(slot, who.attempt, update.flush_lsn);
+        let forwarded = Lsn(link.forwarded.load(Ordering::SeqCst));
+        let heard = shared.slots.status_update(
+            slot,
+            who.attempt,
+            update.write_lsn,
+            update.flush_lsn,
+            forwarded,
+        );
         if heard != update.flush_lsn {
             // 'd', Int32 length, 'r', write position, then the flush position.
             message[14..22].copy_from_slice(&heard.0.to_be_bytes());
@@ -191,5 +197,6 @@ fn status_update(
     for rule in met {
         let _ = flush_rules.send(rule);
     }
+    link.status_updates.fetch_add(1, Ordering::SeqCst);
     link.replied.notify_one();
 }

@@ -123,6 +123,16 @@ impl<W: Write> Connection<'_, W> {
 
     /// Does `action` to this connection. Actions that end it return the failure.
     fn apply(&mut self, action: Action) -> Result<(), Failure> {
+        let ends = match action {
+            Action::Crash => Some(crate::judge::Ending::Crash),
+            Action::Close | Action::Reset | Action::Error { .. } => {
+                Some(crate::judge::Ending::Fault)
+            }
+            _ => None,
+        };
+        if let (Some(how), Some(walsnd)) = (ends, &mut self.walsnd) {
+            walsnd.ending.get_or_insert(how);
+        }
         match action {
             Action::Close => {
                 self.out.clear();

@@ -104,7 +104,6 @@ impl<W: Write> Connection<'_, W> {
             temporary_owner: temporary.then_some(self.id),
             held: None,
             starts: 0,
-            confirmed_before_crash: crate::Lsn(0),
         });
         drop(state);
         self.shared.log(format!(

@@ -58,7 +58,6 @@ impl<W: Write> Connection<'_, W> {
             connected: true,
             sent: Vec::new(),
             replies: Vec::new(),
-            findings: Vec::new(),
             ended: None,
         });
         self.shared.log(format!(

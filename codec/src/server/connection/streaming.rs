@@ -12,10 +12,12 @@ use std::time::Instant;
 use super::faults::Slow;
 use super::{envelope, Closed, Connection, Failure};
 use crate::faults::{Action, Point, Scope, Tracker, Trigger};
+use crate::judge::{Ending, Probe};
 use crate::server::command;
-use crate::server::findings::Judge;
 use crate::server::inbox::{Incoming, Wait};
 use crate::server::render::{Failed, Renderer, Sink, Stopped};
+use crate::server::sent::Unrecorded;
+use crate::server::state::State;
 use crate::server::{Event, StreamOptions};
 use crate::wire::backend;
 use crate::wire::error::{error, sqlstate, SqlError};
@@ -76,8 +78,16 @@ pub(super) struct WalSnd {
     pub(super) slow: Option<Slow>,
     /// A `shutdown` action: `WalSndDone`'s sequence is under way.
     pub(super) shutting_down: bool,
-    /// What the client does that a correct consumer does not.
-    judge: Judge,
+    /// Frames sent that the judge and the client's record have not heard of yet.
+    unrecorded: Vec<Unrecorded>,
+    /// A transaction is open on the connection (its Begin went, its end not yet).
+    open: bool,
+    /// How many status updates the client sent (a probe's hold waits for the next).
+    status_updates: u64,
+    /// How the stream ended, where its cause said so (a fault rule, the timeout).
+    pub(super) ending: Option<Ending>,
+    /// The WAL end the probe last asked about while idle.
+    probed_idle: Option<Lsn>,
 }
 
 impl<W: Write> Connection<'_, W> {
@@ -96,11 +106,10 @@ impl<W: Write> Connection<'_, W> {
             .into());
         }
         let major = self.shared.config.major;
-        let (confirmed, options, scope, epoch, resend_below) = {
+        let (confirmed, options, scope, epoch) = {
             let mut state = self.shared.lock();
             let info = state.acquire(slot, self.id, major)?;
             let confirmed = info.confirmed_flush_lsn;
-            let resend_below = info.confirmed_before_crash;
             let two_phase = info.two_phase;
             let of_slot = info.starts;
             let epoch = state.epoch;
@@ -123,7 +132,10 @@ impl<W: Write> Connection<'_, W> {
                     if let Some(client) = state.client(self.id) {
                         client.stream_options.push(options.clone());
                     }
-                    (confirmed, options, scope, epoch, resend_below)
+                    state
+                        .judge(slot)
+                        .started(self.id as u64, lsn, Some(confirmed));
+                    (confirmed, options, scope, epoch)
                 }
                 Err(err) => {
                     state.release(slot, self.id);
@@ -160,11 +172,11 @@ impl<W: Write> Connection<'_, W> {
             pending_faults: Vec::new(),
             slow: None,
             shutting_down: false,
-            judge: Judge::new(
-                self.shared.config.wal_sender_timeout,
-                confirmed,
-                resend_below,
-            ),
+            unrecorded: Vec::new(),
+            open: false,
+            status_updates: 0,
+            ending: None,
+            probed_idle: None,
         };
         let result = self.stream(walsnd, &options);
         self.shared.lock().release(slot, self.id);
@@ -183,11 +195,36 @@ impl<W: Write> Connection<'_, W> {
             .keepalive(false)
             .map_err(Failure::from)
             .and_then(|()| self.stream_loop(&mut renderer));
-        if let Some(mut walsnd) = self.walsnd.take() {
-            walsnd.judge.ended();
-            self.shared.lock().add_findings(self.id, &mut walsnd.judge);
-        }
+        let how = self.ending(&result);
+        self.record(|state, slot, id| state.judge(slot).ended(id, how));
+        self.walsnd = None;
         result
+    }
+
+    /// How the stream ended, for the judge.
+    fn ending(&mut self, result: &Result<(), Failure>) -> Ending {
+        let epoch = self.shared.lock().epoch;
+        let walsnd = self.walsnd();
+        if walsnd.epoch != epoch {
+            return Ending::Crash;
+        }
+        if let Some(how) = walsnd.ending {
+            return how;
+        }
+        match result {
+            Ok(()) | Err(Failure::Closed(Closed::ByClient | Closed::Io(_))) => Ending::Client,
+            Err(_) => Ending::Server,
+        }
+    }
+
+    /// Tells the slot's judge and the client's record of the frames sent since they last
+    /// heard, then does `f` with the state, the slot and the client's number.
+    pub(super) fn record<T>(&mut self, f: impl FnOnce(&mut State, &str, u64) -> T) -> T {
+        let (shared, id) = (self.shared, self.id);
+        let walsnd = self.walsnd.as_mut().expect("streaming");
+        let mut state = shared.lock();
+        state.record_frames(id, &walsnd.slot, &mut walsnd.unrecorded);
+        f(&mut state, &walsnd.slot, id as u64)
     }
 
     pub(super) fn walsnd(&mut self) -> &mut WalSnd {
@@ -254,12 +291,21 @@ impl<W: Write> Connection<'_, W> {
     /// that has not confirmed everything where the WAL stands; then the connection sleeps
     /// until the client sends something, new WAL comes, or a timer is due.
     fn wait_for_wal(&mut self) -> Result<(), Failure> {
+        let probing = self.shared.probe.armed();
         let walsnd = self.walsnd();
-        if walsnd.client_flush < walsnd.sent
+        if probing && walsnd.probed_idle != Some(walsnd.sent) && !walsnd.waiting_for_ping {
+            // The probe asks once at each WAL end the stream catches up with: the
+            // answer shows where a consumer with nothing left to do leaves its slot.
+            walsnd.probed_idle = Some(walsnd.sent);
+            self.keepalive(true)?;
+        } else if walsnd.client_flush < walsnd.sent
             && walsnd.client_write < walsnd.sent
             && !walsnd.waiting_for_ping
         {
             self.keepalive(false)?;
+        }
+        if !self.walsnd().unrecorded.is_empty() {
+            self.record(|_, _, _| ());
         }
         self.flush()?;
         let deadline = self.next_timer();
@@ -330,7 +376,8 @@ impl<W: Write> Connection<'_, W> {
             return Ok(());
         };
         if walsnd.last_reply.elapsed() >= timeout {
-            walsnd.judge.timed_out();
+            walsnd.ending = Some(Ending::Timeout);
+            self.record(|state, slot, id| state.judge(slot).reply_overdue(id));
             return Err(Closed::Silently(
                 "terminating walsender process due to replication timeout".into(),
             ));
@@ -359,9 +406,15 @@ impl<W: Write> Connection<'_, W> {
         if reply_requested {
             walsnd.waiting_for_ping = true;
         }
-        walsnd.judge.keepalive_sent(walsnd.sent, reply_requested);
+        let (wal_end, idle) = (walsnd.sent, !walsnd.open);
+        self.record(|state, slot, id| {
+            state
+                .judge(slot)
+                .keepalive_sent(id, wal_end, reply_requested, idle);
+            state.add_keepalive(id as usize, wal_end);
+        });
         let keepalive = ServerMessage::PrimaryKeepalive(PrimaryKeepalive {
-            wal_end: walsnd.sent,
+            wal_end,
             send_time: PgTimestamp::now(),
             reply_requested,
         });
@@ -452,15 +505,19 @@ impl<W: Write> Connection<'_, W> {
         let walsnd = self.walsnd();
         walsnd.client_write = update.write_lsn;
         walsnd.client_flush = update.flush_lsn;
+        walsnd.status_updates += 1;
         let slot = walsnd.slot.clone();
         let epoch = walsnd.epoch;
-        walsnd.judge.status_update(update.flush_lsn);
-        let advanced = {
-            let mut state = self.shared.lock();
-            state.add_status_update(self.id, update);
-            state.add_findings(self.id, &mut self.walsnd.as_mut().expect("streaming").judge);
-            state.confirm(&slot, update.flush_lsn, epoch)
-        };
+        let advanced = self.record(|state, slot, id| {
+            let waited = state
+                .judge(slot)
+                .status_update(id, update.write_lsn, update.flush_lsn);
+            state.add_status_update(id as usize, update);
+            if let Some(waited) = waited {
+                state.add_reply(id as usize, waited);
+            }
+            state.confirm(slot, update.flush_lsn, epoch)
+        });
         let scope = self.scope();
         let met = self.shared.faults.fire(
             Some(&scope),
@@ -528,7 +585,8 @@ impl<W: Write> Connection<'_, W> {
         message: &PgOutputMessage<'_>,
         payload: &[u8],
     ) -> Result<(), Failure> {
-        if !self.shared.faults.armed() && self.walsnd().slow.is_none() {
+        let probe = self.shared.probe.get();
+        if !self.shared.faults.armed() && self.walsnd().slow.is_none() && probe.is_none() {
             return self.write_frame(lsn, message, payload);
         }
         let facts = self.walsnd().tracker.frame(message);
@@ -539,7 +597,37 @@ impl<W: Write> Connection<'_, W> {
         self.frame_faults(Point::Within(0), &facts, start)?;
         self.frame_faults(Point::After, &facts, start)?;
         self.due_faults()?;
+        if let Some(probe) = probe.filter(|p| p.holds(&facts.place)) {
+            self.probe_hold(probe)?;
+        }
         self.after_frame()
+    }
+
+    /// The probe holds the transaction here: the frame goes, a keepalive asks for a
+    /// reply, and nothing more is sent until the client's next status update (or the
+    /// probe's wait): what it confirms meanwhile, it confirmed without the rest.
+    fn probe_hold(&mut self, probe: Probe) -> Result<(), Failure> {
+        let before = self.walsnd().status_updates;
+        self.keepalive(true)?;
+        self.flush()?;
+        let until = Instant::now() + probe.wait_time();
+        let answered = loop {
+            let walsnd = self.walsnd();
+            if walsnd.status_updates > before {
+                break true;
+            }
+            if walsnd.done || walsnd.stopped.is_some() || Instant::now() >= until {
+                break false;
+            }
+            match self.inbox.wait(Some(until)) {
+                Wait::Incoming(item) => self.receive(item)?,
+                Wait::Woken if self.shared.stopping() => return Err(Closed::Shutdown.into()),
+                Wait::Woken | Wait::TimedOut => {}
+            }
+            self.check_timeout()?;
+        };
+        self.record(|state, slot, _| state.judge(slot).probed(answered));
+        Ok(())
     }
 
     fn write_frame(
@@ -554,13 +642,18 @@ impl<W: Write> Connection<'_, W> {
 
     /// CopyData 'd', its Int32 length, then XLogData 'w': dataStart, walEnd, sendTime.
     fn push_frame(&mut self, lsn: Lsn, message: &PgOutputMessage<'_>, payload: &[u8]) {
-        let judge = &mut self.walsnd().judge;
-        judge.message_sent(message.tag(), lsn);
-        if message.transaction_role() == TransactionRole::End && judge.transaction_sent(lsn) {
-            // A transaction sent again after a crash shows in the record before the
-            // client can have seen it (rare: only after a crash).
-            let (shared, id) = (self.shared, self.id);
-            shared.lock().add_findings(id, &mut self.walsnd().judge);
+        let role = message.transaction_role();
+        let walsnd = self.walsnd();
+        walsnd.unrecorded.push(Unrecorded {
+            tag: message.tag(),
+            lsn,
+            opens: role == TransactionRole::Begin,
+            end: message.transaction_end_lsn(),
+        });
+        match role {
+            TransactionRole::Begin => walsnd.open = true,
+            TransactionRole::End => walsnd.open = false,
+            _ => {}
         }
         let len = 4 + 1 + 8 + 8 + 8 + payload.len();
         self.out.push(b'd');
@@ -580,6 +673,7 @@ impl<W: Write> Connection<'_, W> {
             return Ok(());
         }
         self.flush()?;
+        self.record(|_, _, _| ());
         self.receive_pending()?;
         self.check_timeout()?;
         self.keepalive_if_necessary()?;
