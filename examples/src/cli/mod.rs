@@ -1,5 +1,39 @@
 //! The `pgoutput` command-line tool: the codec without writing Rust.
 
+/// The judge's part of `serve --help` and `proxy --help`: the probe, then every finding
+/// and fact with its fields (a macro, so that `concat!` can join it to each text).
+macro_rules! judge_help {
+    () => {
+        r#"
+
+The judge (GET /findings, GET /facts; per slot, across all its connections):
+  Lead with the probe, so an early confirmation is caught by design, not by luck:
+    --probe 1   (or POST /probe {"every": 1}; "probe": {"every": 1} in --config)
+  holds one transaction in N after its first change ("after": M changes) with a keepalive
+  asking for a reply, until the client's next status update (at most "wait_ms", 1000), and
+  asks for a reply each time the stream catches up with a new WAL end.
+  Findings (each a consumer bug; "connection" names the client that showed it):
+    confirmed_unsent {flush, sent}   a flush position past every position the slot's
+        clients were sent (XLogData walEnd, keepalive WAL end): acknowledged unreceived
+        data, e.g. a commit position taken from its Begin (pglogrepl#40, debezium#7531)
+    not_advanced_while_idle {confirmed, wal_end}   nothing left to send, the WAL end
+        moved, a reply request answered, and the slot left behind: the server keeps that
+        WAL while nothing is published (supabase/etl#429, debezium#6881, epgsql#306)
+    stuck_inside_transaction {confirmed, transaction_end}   idle and asked, the slot left
+        inside a transaction it had whole: sent again after any restart
+    no_timely_reply {waited_ms}   a reply request unanswered until wal_sender_timeout
+    position_went_backwards {position, from, to}   a status update's flush or write
+        position went back on one connection
+    never_confirmed {sent}   sent transactions, none streaming now, none ever confirmed
+  Facts (what happened, no blame): started {requested, confirmed, behind: a request
+  behind what the consumer had confirmed}, ended {how: client, fault, crash, timeout,
+  server}, crash {confirmed}, resent {count, first, last, confirmed_before: transactions
+  sent again that the consumer had confirmed, which it should skip}.
+  An idle finding stands while it lasts and is kept if the consumer ends its stream in
+  it; a stream cut by a fault or a crash is not judged for it."#
+    };
+}
+
 mod convert;
 mod input;
 mod proxy;

@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use clap::Args;
 use pgoutput_codec::proxy::Proxy;
-use pgoutput_codec::server::Fault;
+use pgoutput_codec::server::{Fault, Probe};
 
 use super::serve::{pg_duration, Unit};
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = r#"Every client connection gets its own connection to the upstream PostgreSQL, opened with
+    after_help = concat!(r#"Every client connection gets its own connection to the upstream PostgreSQL, opened with
 the client's own start-up packet (user, database, replication, application_name, options);
 authentication is relayed, so the proxy needs no passwords. Everything passes through byte for
 byte: queries, COPY, notices, errors, cancel requests. An SSLRequest is answered `N`, or
@@ -33,6 +33,7 @@ Control API (--control 127.0.0.1:PORT; loopback only unless --control-remote), J
   GET /   the endpoints          GET|POST|DELETE /faults   (as pgoutput serve's)
   GET /connections   each client: user, upstream, slot, frames, status updates, how it ended
   GET /slots   per slot: the highest position a client confirmed and the highest sent
+  GET /findings   GET /facts   GET|POST|DELETE /probe   (the judge: see below)
   POST /wait {"slot": "s", "lsn": "0/1000360", "timeout_ms": 5000}   (408 on timeout)
   GET /log   streams, rules that fired, frames the codec could not decode
   POST /checkpoint   POST /crash   (with --checkpoint-interval: the upstream hears
@@ -44,7 +45,7 @@ Example:
   pgoutput proxy --listen 127.0.0.1:6432 --upstream 'host=127.0.0.1 port=5432 sslmode=disable' \
       --fault '{"when": {"on": "change", "transaction": 2, "after": 1}, "then": {"do": "reset"}}'
   pg_recvlogical -d 'host=127.0.0.1 port=6432 user=me dbname=app' --slot s --start \
-      -o proto_version=1 -o publication_names=p -f -"#
+      -o proto_version=1 -o publication_names=p -f -"#, judge_help!())
 )]
 pub struct ProxyArgs {
     /// The address to listen on.
@@ -57,6 +58,10 @@ pub struct ProxyArgs {
     /// A fault rule as JSON (repeatable).
     #[arg(long, value_name = "JSON")]
     fault: Vec<String>,
+    /// Arm the judge's probe: hold one transaction in N after its first change and ask
+    /// for a reply (see below).
+    #[arg(long, value_name = "N")]
+    probe: Option<u64>,
     /// Serve the control API (HTTP/JSON) here: rules, connections, slots, waits.
     #[arg(long, value_name = "ADDR")]
     control: Option<SocketAddr>,
@@ -98,6 +103,9 @@ pub fn proxy(args: &ProxyArgs) -> Result<ExitCode, String> {
     }
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         builder = builder.tls(cert, key);
+    }
+    if let Some(every) = args.probe {
+        builder = builder.probe(Probe::every(every));
     }
     for (i, text) in args.fault.iter().enumerate() {
         let fault: Fault =

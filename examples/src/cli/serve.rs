@@ -9,14 +9,14 @@ use std::time::Duration;
 
 use clap::Args;
 use pgoutput_codec::server::{
-    Auth, Control, Event, Fault, Publication, Script, Table, TestServer, Transaction,
+    Auth, Control, Event, Fault, Probe, Publication, Script, Table, TestServer, Transaction,
 };
 use pgoutput_codec::{ColumnValue, TruncateOptions};
 use serde::Deserialize;
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = r#"Serves a pgoutput stream to replication clients (pg_recvlogical, psycopg2, a PostgreSQL
+    after_help = concat!(r#"Serves a pgoutput stream to replication clients (pg_recvlogical, psycopg2, a PostgreSQL
 subscriber, pgoutput tail). Without --script it serves a demo: publication `demo` in database
 `postgres` with tables public.accounts and public.events, inserts, updates, deletes, a
 truncate, a streamed transaction with a subtransaction abort, a two-phase transaction, then a
@@ -66,8 +66,11 @@ Fault rules (--fault JSON, repeatable; "faults": [...] in --config; POST /faults
 
 Control API (--control 127.0.0.1:PORT; loopback only unless --control-remote), JSON:
   POST /events (JSON lines, as --script)   GET|POST|DELETE /faults
-  GET /slots   GET /clients (status updates, reply delays, findings, how each ended)
-  POST /wait {"slot": "s", "lsn": "0/1000360", "timeout_ms": 5000}   (408 on timeout)
+  GET /   the endpoints   GET /slots (positions, the WAL end, what was sent)
+  GET /clients (commands, status updates, messages sent, reply delays, how each ended)
+  GET /findings   GET /facts   GET|POST|DELETE /probe   (the judge: see below)
+  POST /wait {"slot": "s", "lsn": "0/1000360", "timeout_ms": 5000}   (408 on timeout;
+      without "lsn", the WAL end)
   POST /checkpoint   POST /crash   POST /shutdown (fast shutdown; serve exits after)
   POST /slots/NAME/invalidate   POST /slots/NAME/hold {"ms": 2000}   DELETE /slots/NAME
   e.g. curl -X POST localhost:PORT/faults -d '{"when":{"on":"commit","transaction":1},
@@ -78,7 +81,7 @@ Example:
   pg_recvlogical -d 'host=127.0.0.1 port=5433 user=me dbname=postgres' --slot s \
       --create-slot --plugin pgoutput
   pg_recvlogical -d 'host=127.0.0.1 port=5433 user=me dbname=postgres' --slot s --start \
-      -o proto_version=1 -o publication_names=demo -f -"#
+      -o proto_version=1 -o publication_names=demo -f -"#, judge_help!())
 )]
 pub struct ServeArgs {
     /// The address to listen on.
@@ -131,6 +134,10 @@ pub struct ServeArgs {
     /// A fault rule, as JSON (repeatable; see below).
     #[arg(long = "fault", value_name = "JSON")]
     faults: Vec<String>,
+    /// Arm the judge's probe: hold one transaction in N after its first change and ask
+    /// for a reply (see below).
+    #[arg(long, value_name = "N")]
+    probe: Option<u64>,
     /// Serve the HTTP/JSON control API here (see below).
     #[arg(long, value_name = "ADDR")]
     control: Option<SocketAddr>,
@@ -155,6 +162,7 @@ struct Config {
     checkpoint_interval: Option<Setting>,
     #[serde(default)]
     faults: Vec<Fault>,
+    probe: Option<Probe>,
     auth: Option<AuthConfig>,
     #[serde(default)]
     publications: Vec<Publication>,
@@ -431,6 +439,9 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode, String> {
     }
     for fault in config.faults {
         builder = builder.fault(fault);
+    }
+    if let Some(probe) = args.probe.map(Probe::every).or(config.probe) {
+        builder = builder.probe(probe);
     }
     for text in &args.faults {
         let fault: Fault =
