@@ -7,6 +7,7 @@ mod async_consumer;
 mod consumer;
 mod faults;
 mod hostile;
+mod judge;
 mod psycopg;
 mod raw;
 mod recvlogical;

@@ -293,9 +293,10 @@ impl<W: Write> Connection<'_, W> {
     fn wait_for_wal(&mut self) -> Result<(), Failure> {
         let probing = self.shared.probe.armed();
         let walsnd = self.walsnd();
-        if probing && walsnd.probed_idle != Some(walsnd.sent) && !walsnd.waiting_for_ping {
-            // The probe asks once at each WAL end the stream catches up with: the
-            // answer shows where a consumer with nothing left to do leaves its slot.
+        if probing && walsnd.probed_idle != Some(walsnd.sent) {
+            // The probe asks once at each WAL end the stream catches up with (a new
+            // question, even with an older one unanswered): the answer shows where a
+            // consumer with nothing left to do leaves its slot.
             walsnd.probed_idle = Some(walsnd.sent);
             self.keepalive(true)?;
         } else if walsnd.client_flush < walsnd.sent
