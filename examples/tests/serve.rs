@@ -272,6 +272,78 @@ fn serve_takes_postgresql_limits_from_flags_and_the_config() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The judge driven from Python (psycopg2 and urllib alone) through the control API:
+/// `examples/tests/judge_api.py`, against `pgoutput serve` at full speed with the probe
+/// armed by `POST /probe`.
+#[test]
+fn the_judge_over_http_catches_a_consumer_confirming_at_begin_in_20_of_20_runs() {
+    if !pgoutput_tests::pg::psycopg2_found() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("pgoutput-judge-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("config.json");
+    std::fs::write(
+        &config,
+        r#"{"wal_sender_timeout": "2s",
+            "publications": [{"name": "p", "tables": [{"oid": 16385, "name": "t",
+              "columns": [{"name": "id", "type_oid": 23, "key": true}, {"name": "v", "type_oid": 25}]}]}]}"#,
+    )
+    .unwrap();
+    let mut script = String::new();
+    for t in 0..3 {
+        script.push_str("{\"type\":\"begin\"}\n");
+        for r in 1..=2 {
+            let id = t * 2 + r;
+            script.push_str(&format!(
+                "{{\"type\":\"insert\",\"relation_oid\":16385,\"new_tuple\":[{{\"text\":\"{id}\"}},{{\"text\":\"v\"}}]}}\n"
+            ));
+        }
+        script.push_str("{\"type\":\"commit\"}\n");
+    }
+    let script_path = dir.join("script.jsonl");
+    std::fs::write(&script_path, script).unwrap();
+    let port = free_port();
+    let control_port = free_port();
+    let conninfo = format!("host=127.0.0.1 port={port} user=py dbname=postgres");
+    let (mut child, conn) = spawn_serve(
+        &[
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--config",
+            config.to_str().unwrap(),
+            "--script",
+            script_path.to_str().unwrap(),
+            "--control",
+            &format!("127.0.0.1:{control_port}"),
+        ],
+        &conninfo,
+    );
+    drop(conn);
+    let python = Command::new("python3")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/judge_api.py"))
+        .arg(&conninfo)
+        .arg(format!("http://127.0.0.1:{control_port}"))
+        .output()
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let stderr = String::from_utf8_lossy(&python.stderr);
+    assert!(python.status.success(), "{stderr}");
+    let summary: serde_json::Value = serde_json::from_slice(&python.stdout).unwrap();
+    assert_eq!(summary["confirm_at_begin_caught"], 20, "{summary}");
+    assert_eq!(summary["correct_clean"], 20, "{summary}");
+    assert_eq!(summary["faulty_clean"], true, "{summary}");
+    assert_eq!(summary["stuck"], "no_timely_reply", "{summary}");
+    assert!(
+        summary["idle"]
+            .as_str()
+            .is_some_and(|t| t.contains("while idle although the WAL end was")),
+        "{summary}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A Python consumer (psycopg2) driven through the control API with urllib alone, as a
 /// test suite in another language would: `examples/tests/control_api.py`.
 #[test]

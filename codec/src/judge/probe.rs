@@ -2,8 +2,9 @@
 //! that sends faster than its consumer answers has sent a transaction whole before any
 //! status update about it arrives, so a consumer that confirms a transaction before it
 //! has it looks correct. Probed, a transaction is held after its first change with a
-//! keepalive asking for a reply, until the consumer's next status update (or `wait_ms`):
-//! what it confirms then, it confirmed without the rest. Each time the stream catches up
+//! keepalive asking for a reply, until the consumer's next status update, twice (the
+//! first update to arrive may have left before the consumer read what was held; each
+//! wait `wait_ms` at most): what it confirms then, it confirmed without the rest. Each time the stream catches up
 //! with the WAL, a probed connection is asked for a reply too, so a consumer that leaves
 //! its slot behind while idle shows it.
 

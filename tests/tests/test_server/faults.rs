@@ -610,11 +610,14 @@ fn a_consumer_that_confirms_a_transaction_at_its_begin_is_caught() {
     };
     let final_lsn = Lsn(u64::from_be_bytes(begin[26..34].try_into().unwrap()));
     raw.send(&status_update(final_lsn, 0));
-    // The hold ends with the status update: the Commit comes only after it, so the
-    // update has been judged by then.
+    // The hold ends with its replies (the client answers each request with what it
+    // confirmed): the Commit comes only after them, so they have been judged by then.
     loop {
         match raw.read(Duration::from_secs(5)) {
             Read1::Msg(b'd', body) if body[0] == b'w' && body[25] == b'C' => break,
+            Read1::Msg(b'd', body) if body[0] == b'k' && body[17] == 1 => {
+                raw.send(&status_update(final_lsn, 0));
+            }
             Read1::Msg(..) => {}
             other => panic!("{other:?}"),
         }

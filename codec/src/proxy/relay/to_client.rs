@@ -211,25 +211,36 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
 
     /// The probe holds the transaction here: the frame goes (up to `end`), a keepalive
     /// asks for a reply, and nothing more of the upstream's is forwarded until the
-    /// client's next status update (or the probe's wait).
+    /// client's next status update; then once more, since the first update to arrive may
+    /// have left before the client read what was held. Each wait lasts the probe's
+    /// `wait_ms` at most.
     async fn probe_hold(&mut self, probe: Probe, end: usize) -> Result<(), End> {
-        let before = self.link.status_updates.load(Ordering::SeqCst);
         self.write_upto(end).await?;
-        self.keepalive(true).await?;
-        let until = tokio::time::Instant::now() + probe.wait_time();
-        let answered = loop {
-            if self.link.status_updates.load(Ordering::SeqCst) > before {
-                break true;
-            }
-            tokio::select! {
-                () = self.link.replied.notified() => {}
-                () = tokio::time::sleep_until(until) => break false,
-            }
-        };
+        let mut answered = true;
+        for _ in 0..2 {
+            answered &= self.ask_and_wait(probe.wait_time()).await?;
+        }
         if let Some(slot) = self.session.as_ref().and_then(|s| s.scope.slot.as_deref()) {
             self.shared.slots.probed(slot, answered);
         }
         Ok(())
+    }
+
+    /// A keepalive asking for a reply, then nothing forwarded until the client's next
+    /// status update or `wait`: whether one came.
+    async fn ask_and_wait(&mut self, wait: Duration) -> Result<bool, End> {
+        let before = self.link.status_updates.load(Ordering::SeqCst);
+        self.keepalive(true).await?;
+        let until = tokio::time::Instant::now() + wait;
+        loop {
+            if self.link.status_updates.load(Ordering::SeqCst) > before {
+                return Ok(true);
+            }
+            tokio::select! {
+                () = self.link.replied.notified() => {}
+                () = tokio::time::sleep_until(until) => return Ok(false),
+            }
+        }
     }
 
     /// A keepalive reporting what the client was sent.

@@ -605,20 +605,33 @@ impl<W: Write> Connection<'_, W> {
     }
 
     /// The probe holds the transaction here: the frame goes, a keepalive asks for a
-    /// reply, and nothing more is sent until the client's next status update (or the
-    /// probe's wait): what it confirms meanwhile, it confirmed without the rest.
+    /// reply, and nothing more is sent until the client's next status update; then once
+    /// more, since the first update to arrive may have left before the client read what
+    /// was held (the second left after it had read the first request, and everything
+    /// before it). What it confirms meanwhile, it confirmed without the rest. Each wait
+    /// lasts the probe's `wait_ms` at most.
     fn probe_hold(&mut self, probe: Probe) -> Result<(), Failure> {
+        let mut answered = true;
+        for _ in 0..2 {
+            answered &= self.ask_and_wait(Instant::now() + probe.wait_time())?;
+        }
+        self.record(|state, slot, _| state.judge(slot).probed(answered));
+        Ok(())
+    }
+
+    /// A keepalive asking for a reply, then nothing sent until the client's next status
+    /// update or `until`: whether one came.
+    fn ask_and_wait(&mut self, until: Instant) -> Result<bool, Failure> {
         let before = self.walsnd().status_updates;
         self.keepalive(true)?;
         self.flush()?;
-        let until = Instant::now() + probe.wait_time();
-        let answered = loop {
+        loop {
             let walsnd = self.walsnd();
             if walsnd.status_updates > before {
-                break true;
+                return Ok(true);
             }
             if walsnd.done || walsnd.stopped.is_some() || Instant::now() >= until {
-                break false;
+                return Ok(false);
             }
             match self.inbox.wait(Some(until)) {
                 Wait::Incoming(item) => self.receive(item)?,
@@ -626,9 +639,7 @@ impl<W: Write> Connection<'_, W> {
                 Wait::Woken | Wait::TimedOut => {}
             }
             self.check_timeout()?;
-        };
-        self.record(|state, slot, _| state.judge(slot).probed(answered));
-        Ok(())
+        }
     }
 
     fn write_frame(

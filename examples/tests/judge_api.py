@@ -1,0 +1,289 @@
+"""The judge of `pgoutput serve`, driven from Python (psycopg2 and urllib alone) through its
+control API: with the probe armed in one line (`POST /probe {"every": 1}`) and the server
+at full speed, a consumer that confirms a transaction's commit position at its Begin is
+caught in each of 20 runs and a correct one has no finding in each of 20; a correct
+consumer recovering from a close before its first status update, a mid-frame reset and a
+crash that sends confirmed transactions again has none either; a consumer that confirms
+only transactions leaves its slot behind while idle, one that stops reading past
+wal_sender_timeout leaves a reply request unanswered; a START_REPLICATION behind what was
+confirmed is a fact. Prints a JSON summary.
+
+    python3 judge_api.py DSN CONTROL_URL
+"""
+
+import json
+import select
+import struct
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import psycopg2
+import psycopg2.extras
+
+DSN, CONTROL = sys.argv[1], sys.argv[2].rstrip("/")
+TRANSACTIONS = 3
+
+
+def api(method, path, body=None, lines=None):
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+    elif lines is not None:
+        data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    request = urllib.request.Request(CONTROL + path, data=data, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+def lsn_text(lsn):
+    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
+
+
+def findings(slot):
+    status, all_findings = api("GET", "/findings")
+    assert status == 200, all_findings
+    return [f for f in all_findings if f["slot"] == slot]
+
+
+def facts(slot):
+    status, all_facts = api("GET", "/facts")
+    assert status == 200, all_facts
+    return [f for f in all_facts if f["slot"] == slot]
+
+
+def wait_until(check, what, seconds=20):
+    deadline = time.monotonic() + seconds
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+class Consumer:
+    """Applies each transaction at its Commit and confirms its end; skips one sent again
+    (by its end LSN); while nothing is open, confirms the WAL end the server reports
+    (`cursor.wal_end`). The subclasses each do one thing wrong."""
+
+    def __init__(self, slot, start_lsn=0):
+        self.slot = slot
+        self.start_lsn = start_lsn
+        self.applied = []
+        self.skipped = []
+        self.open = False
+        self.confirmed = 0
+        self.disconnects = 0
+        self.conn = None
+        self.cur = None
+
+    def connect(self, create=False):
+        self.conn = psycopg2.connect(DSN, connection_factory=psycopg2.extras.LogicalReplicationConnection)
+        self.cur = self.conn.cursor()
+        if create:
+            self.cur.create_replication_slot(self.slot, output_plugin="pgoutput")
+        self.cur.start_replication(slot_name=self.slot, decode=False, start_lsn=self.start_lsn,
+                                   options={"proto_version": "1", "publication_names": "p"})
+        self.open = False
+        return self
+
+    def close(self):
+        self.conn.close()
+
+    def confirm(self, lsn):
+        self.confirmed = max(self.confirmed, lsn)
+        self.cur.send_feedback(write_lsn=self.confirmed, flush_lsn=self.confirmed, force=True)
+
+    def begin(self, final_lsn):
+        pass
+
+    def commit(self, end):
+        self.confirm(end)
+
+    def idle(self):
+        if self.cur.wal_end > self.confirmed:
+            self.confirm(self.cur.wal_end)
+
+    def handle(self, msg):
+        tag = msg.payload[:1]
+        if tag == b"B":
+            self.open = True
+            (final_lsn,) = struct.unpack(">Q", msg.payload[1:9])
+            self.begin(final_lsn)
+        elif tag == b"C":
+            self.open = False
+            (end,) = struct.unpack(">Q", msg.payload[10:18])
+            if self.applied and end <= self.applied[-1]:
+                self.skipped.append(end)
+            else:
+                self.applied.append(end)
+            self.commit(end)
+
+    def run_until(self, done, seconds=30, reconnect=False):
+        """Reads until done(); reconnects when the server drops it, or (without
+        `reconnect`) returns True then."""
+        deadline = time.monotonic() + seconds
+        while not done():
+            assert time.monotonic() < deadline, f"{self.slot}: timed out, applied {self.applied}"
+            try:
+                msg = self.cur.read_message()
+                if msg is not None:
+                    self.handle(msg)
+                    continue
+                if not self.open:
+                    self.idle()
+                select.select([self.cur], [], [], 0.02)
+            except psycopg2.Error:
+                if not reconnect:
+                    return True
+                self.disconnects += 1
+                self.reconnect(deadline)
+        return False
+
+    def reconnect(self, deadline):
+        while True:
+            time.sleep(0.05)
+            try:
+                self.connect()
+                return
+            except psycopg2.OperationalError:
+                assert time.monotonic() < deadline, f"{self.slot}: cannot reconnect"
+
+
+class ConfirmsAtBegin(Consumer):
+    """The bug of pglogrepl#40 and debezium#7531: a transaction's commit position,
+    confirmed as soon as its Begin says where it will commit, before the rest came."""
+
+    def begin(self, final_lsn):
+        self.confirm(final_lsn)
+
+
+class ConfirmsOnlyTransactions(Consumer):
+    """The bug of supabase/etl#429, debezium#6881, epgsql#306: keepalives are never
+    confirmed, so the slot stays at the last transaction while the WAL end moves."""
+
+    def idle(self):
+        pass
+
+
+class StopsReading(Consumer):
+    """Busy in its own work for longer than wal_sender_timeout, reading nothing."""
+
+    def begin(self, final_lsn):
+        time.sleep(4)
+
+
+def commits_of(consumer, n):
+    return lambda: len(consumer.applied) >= n
+
+
+def main():
+    summary = {}
+    status, index = api("GET", "/")
+    assert status == 200 and {"GET /findings", "GET /facts", "POST /probe"} <= set(index["endpoints"]), index
+
+    # The one line the docs lead with.
+    status, probe = api("POST", "/probe", {"every": 1})
+    assert status == 200 and probe == {"every": 1, "after": 1, "wait_ms": 1000}, probe
+
+    caught = 0
+    for run in range(20):
+        consumer = ConfirmsAtBegin(f"early_{run}").connect(create=True)
+        consumer.run_until(commits_of(consumer, TRANSACTIONS))
+        consumer.close()
+        kinds = [f["finding"] for f in findings(consumer.slot)]
+        caught += "confirmed_unsent" in kinds
+    summary["confirm_at_begin_caught"] = caught
+
+    clean = 0
+    for run in range(20):
+        consumer = Consumer(f"good_{run}").connect(create=True)
+        consumer.run_until(commits_of(consumer, TRANSACTIONS))
+        # Without an lsn, /wait waits for the WAL end.
+        status, waited = api("POST", "/wait", {"slot": consumer.slot, "timeout_ms": 10000})
+        assert status == 200, waited
+        consumer.close()
+        clean += findings(consumer.slot) == []
+    summary["correct_clean"] = clean
+    status, slots = api("GET", "/slots")
+    good = next(s for s in slots if s["name"] == "good_0")
+    assert good["wal_end"] == good["confirmed_flush_lsn"] == good["sent_lsn"], good
+    assert good["probes"] >= TRANSACTIONS and good["probes_answered"] >= TRANSACTIONS, good
+
+    # A START_REPLICATION behind what the consumer confirmed: a fact, no finding.
+    first_start = next(f for f in facts("good_0") if f["fact"] == "started")
+    behind = Consumer("good_0", start_lsn=0x10).connect()
+    behind.run_until(lambda: behind.cur.wal_end >= 1 and behind.confirmed >= behind.cur.wal_end)
+    behind.close()
+    wait_until(lambda: [f for f in facts("good_0") if f["fact"] == "started" and f["behind"]], "the start behind")
+    assert findings("good_0") == [], findings("good_0")
+    assert first_start["behind"] is False
+
+    # A correct consumer through a close before its first status update, a reset in the
+    # middle of a frame, and a crash that sends again what it had confirmed.
+    for rule in [
+        {"when": {"on": "message", "n": 2}, "then": {"do": "close"}, "slot": "faulty", "connection": 1},
+        {"when": {"on": "message", "n": 5, "byte": 7}, "then": {"do": "reset"}, "slot": "faulty", "connection": 2},
+    ]:
+        assert api("POST", "/faults", rule)[0] == 201
+    consumer = Consumer("faulty").connect(create=True)
+    consumer.run_until(commits_of(consumer, TRANSACTIONS), reconnect=True)
+    assert api("POST", "/wait", {"slot": "faulty", "timeout_ms": 10000})[0] == 200
+    assert api("POST", "/crash")[0] == 200
+    consumer.run_until(lambda: len(consumer.skipped) >= TRANSACTIONS, reconnect=True)
+    assert api("POST", "/wait", {"slot": "faulty", "timeout_ms": 10000})[0] == 200
+    consumer.close()
+    assert consumer.disconnects == 3, consumer.disconnects
+    wait_until(lambda: any(f["fact"] == "ended" and f["how"] == "client" for f in facts("faulty")), "the end")
+    assert findings("faulty") == [], findings("faulty")
+    endings = [f["how"] for f in facts("faulty") if f["fact"] == "ended"]
+    assert endings == ["fault", "fault", "crash", "client"], endings
+    resent = [f for f in facts("faulty") if f["fact"] == "resent"]
+    assert len(resent) == 1 and resent[0]["count"] == TRANSACTIONS, resent
+    summary["faulty_clean"] = True
+
+    # Idle: the WAL end moves with nothing to send (a keepalive line, as a recording
+    # holds one); the probe asks at the new end.
+    lazy = ConfirmsOnlyTransactions("lazy").connect(create=True)
+    lazy.run_until(commits_of(lazy, TRANSACTIONS))
+    status, slots = api("GET", "/slots")
+    wal_end = next(s for s in slots if s["name"] == "lazy")["wal_end"]
+    high, low = wal_end.split("/")
+    moved = lsn_text(((int(high, 16) << 32) | int(low, 16)) + 0x1000)
+    status, appended = api("POST", "/events", lines=[{"type": "keepalive", "wal_end": moved}])
+    assert status == 200 and appended["wal_end"] == moved, appended
+    lazy.run_until(lambda: findings("lazy"))
+    lazy.close()
+    wait_until(lambda: any(f["fact"] == "ended" for f in facts("lazy")), "the end")
+    held = findings("lazy")
+    assert [f["finding"] for f in held] == ["not_advanced_while_idle"] and held[0]["wal_end"] == moved, held
+    keeper = Consumer("keeper").connect(create=True)
+    keeper.run_until(lambda: keeper.confirmed >= lsn_value(moved))
+    keeper.close()
+    assert api("POST", "/wait", {"slot": "keeper", "lsn": moved, "timeout_ms": 10000})[0] == 200
+    assert findings("keeper") == [], findings("keeper")
+    summary["idle"] = held[0]["text"]
+
+    # Reading nothing past wal_sender_timeout: the reply request goes unanswered.
+    stuck = StopsReading("stuck").connect(create=True)
+    assert stuck.run_until(lambda: False, seconds=30), "the server dropped it"
+    stuck.close()
+    late = wait_until(lambda: [f for f in findings("stuck") if f["finding"] == "no_timely_reply"], "no_timely_reply")
+    assert late[0]["waited_ms"] >= 1000, late
+    assert any(f["fact"] == "ended" and f["how"] == "timeout" for f in facts("stuck")), facts("stuck")
+    summary["stuck"] = late[0]["finding"]
+
+    print(json.dumps(summary))
+
+
+def lsn_value(text):
+    high, low = text.split("/")
+    return (int(high, 16) << 32) | int(low, 16)
+
+
+main()
