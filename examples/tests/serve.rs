@@ -335,12 +335,21 @@ fn the_judge_over_http_catches_a_consumer_confirming_at_begin_in_20_of_20_runs()
     assert_eq!(summary["correct_clean"], 20, "{summary}");
     assert_eq!(summary["faulty_clean"], true, "{summary}");
     assert_eq!(summary["stuck"], "no_timely_reply", "{summary}");
+    let idle = &summary["idle"];
     assert!(
-        summary["idle"]
+        idle["ConfirmsOnNextBegin"]
             .as_str()
             .is_some_and(|t| t.contains("while idle although the WAL end was")),
         "{summary}"
     );
+    assert!(
+        idle["ConfirmsCommitLsn"]
+            .as_str()
+            .is_some_and(|t| t.contains("inside a transaction it had been sent whole")),
+        "{summary}"
+    );
+    assert_eq!(idle["ConfirmsOnlyTransactions"], "clean", "{summary}");
+    assert_eq!(idle["Consumer"], "clean", "{summary}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

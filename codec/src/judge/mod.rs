@@ -51,11 +51,18 @@ pub struct Positions {
 #[derive(Debug, Clone, Copy)]
 struct Idle {
     wal_end: Lsn,
-    /// The WAL end when a reply was requested in this period, and the flush position of
-    /// the status update that answered it.
+    /// The WAL end the last reply requests of this period were made at, how many were
+    /// made there, and how many of them a status update has answered since.
     asked_at: Option<Lsn>,
-    answer: Option<Lsn>,
+    asks: u32,
+    answered: u32,
 }
+
+/// How many reply requests at one idle WAL end a consumer must have answered before
+/// where it leaves its slot counts: the answer to the first may be what it had before
+/// it read the keepalive (psycopg2 answers with its old position, then moves it to the
+/// keepalive's WAL end); the second comes after it had.
+pub(crate) const IDLE_ASKS: u32 = 2;
 
 /// One streaming connection of the slot.
 #[derive(Debug, Default)]
@@ -213,12 +220,18 @@ impl Judge {
         let period = stream.idle.get_or_insert(Idle {
             wal_end,
             asked_at: None,
-            answer: None,
+            asks: 0,
+            answered: 0,
         });
         period.wal_end = period.wal_end.max(wal_end);
         if reply_requested {
-            period.asked_at = Some(period.wal_end);
-            period.answer = None;
+            if period.asked_at == Some(period.wal_end) {
+                period.asks += 1;
+            } else {
+                period.asked_at = Some(period.wal_end);
+                period.asks = 1;
+                period.answered = 0;
+            }
         }
     }
 
@@ -272,9 +285,7 @@ impl Judge {
             stream.write = write;
         }
         if let Some(period) = &mut stream.idle {
-            if period.asked_at.is_some() && period.answer.is_none() {
-                period.answer = Some(flush);
-            }
+            period.answered = period.asks;
         }
         stream.asked.take().map(|asked| asked.elapsed())
     }
@@ -327,12 +338,14 @@ impl Judge {
         self.positions.probes_answered += u64::from(answered);
     }
 
-    /// What an idle period shows: the consumer answered a reply request made at the WAL
-    /// end `w`, and the slot is still short of it.
+    /// What an idle period shows: the consumer answered [`IDLE_ASKS`] reply requests
+    /// made at the WAL end `w`, and the slot is still short of it.
     fn idle_finding(&self, connection: u64, stream: &Stream) -> Option<Finding> {
         let period = stream.idle?;
         let asked_at = period.asked_at?;
-        period.answer?;
+        if period.answered < IDLE_ASKS {
+            return None;
+        }
         let confirmed = self.positions.confirmed_flush_lsn;
         if confirmed >= asked_at {
             return None;

@@ -988,15 +988,19 @@ pub fn check_control(server: &Server) -> Result<String, String> {
         "endpoints",
         json!([
             "DELETE /faults",
+            "DELETE /probe",
             "DELETE /slots/:name",
             "GET /connections",
+            "GET /facts",
             "GET /faults",
             "GET /findings",
             "GET /log",
+            "GET /probe",
             "GET /slots",
             "POST /checkpoint",
             "POST /crash",
             "POST /faults",
+            "POST /probe",
             "POST /slots/:name/hold",
             "POST /slots/:name/invalidate",
             "POST /wait"
@@ -1334,6 +1338,40 @@ except psycopg2.extras.StopReplication:
 conn.close()
 "#;
 
+/// A psycopg2 consumer that confirms each transaction's end (`keeps`: and the WAL end the
+/// server reports while nothing is open, `cursor.wal_end`), or (`lags`) each transaction
+/// only when the next one begins, which leaves its slot behind while nothing more is
+/// published. Prints `ready` after `count` transactions and reads on.
+const CONFIRMS_COMMITS: &str = r#"
+import select, struct, sys, psycopg2, psycopg2.extras
+dsn, slot, count, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+keeps = mode == "keeps"
+conn = psycopg2.connect(dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection)
+cur = conn.cursor()
+cur.start_replication(slot_name=slot, decode=False, options={"proto_version": "1", "publication_names": "pub"})
+commits, open_, confirmed, last = 0, False, 0, 0
+while True:
+    msg = cur.read_message()
+    if msg is None:
+        if keeps and not open_ and cur.wal_end > confirmed:
+            confirmed = cur.wal_end
+            cur.send_feedback(flush_lsn=confirmed, write_lsn=confirmed, force=True)
+        select.select([cur], [], [], 0.02)
+        continue
+    tag = msg.payload[:1]
+    open_ = tag != b"C" and (open_ or tag == b"B")
+    if tag == b"B" and mode == "lags" and last:
+        cur.send_feedback(flush_lsn=last, write_lsn=last, force=True)
+    if tag == b"C":
+        last = struct.unpack(">Q", msg.payload[10:18])[0]
+        if mode != "lags":
+            confirmed = max(confirmed, last)
+            cur.send_feedback(flush_lsn=confirmed, write_lsn=confirmed, force=True)
+        commits += 1
+        if commits == count:
+            print("ready", flush=True)
+"#;
+
 /// Findings through the proxy: a psycopg2 consumer that confirms a transaction's end at
 /// its Begin is caught while the judge's probe holds the rest of the transaction back; one that
 /// reads and never confirms is caught once it has left; the correct consumers of the
@@ -1342,7 +1380,7 @@ pub fn check_findings(server: &Server) -> Result<String, String> {
     use pgoutput_codec::server::{Finding, Probe};
     use std::io::BufRead;
     let (early, silent) = ("proxy_early", "proxy_silent");
-    for slot in [early, silent] {
+    for slot in [early, silent, "proxy_lazy", "proxy_keeper"] {
         create_slot(server, slot)?;
     }
     for sql in &workload(94_000)[..3] {
@@ -1387,6 +1425,7 @@ pub fn check_findings(server: &Server) -> Result<String, String> {
         Finding::ConfirmedUnsent { flush, .. } if flush == final_lsn => {}
         other => return Err(format!("caught {other:?}, not the flush of {final_lsn}")),
     }
+    check_idle(server, &proxy)?;
     proxy.set_probe(None);
     run(Command::new("python3").args([
         "-c",
@@ -1404,11 +1443,11 @@ pub fn check_findings(server: &Server) -> Result<String, String> {
     if !matches!(never, Some(Finding::NeverConfirmed { .. })) {
         return Err(format!("the consumer that never confirmed: {findings:?}"));
     }
-    for slot in [early, silent] {
+    for slot in [early, silent, "proxy_lazy", "proxy_keeper"] {
         drop_slot(server, slot);
     }
     Ok(format!(
-        "a consumer confirming at Begin caught (\"{}\"); one that never confirmed caught",
+        "a consumer confirming at Begin caught (probe armed) and one leaving its slot behind while idle caught, one confirming the WAL end clean; caught (\"{}\"); one that never confirmed caught",
         Finding::ConfirmedUnsent {
             connection: 0,
             flush: final_lsn,
@@ -1419,6 +1458,94 @@ pub fn check_findings(server: &Server) -> Result<String, String> {
         .next()
         .unwrap_or_default()
     ))
+}
+
+/// Idle through the proxy, the probe armed: after three transactions, WAL that nothing
+/// publishes (a non-transactional message, with `messages` off) moves the upstream's WAL
+/// end; a consumer that confirms each transaction when the next begins is caught leaving
+/// its slot behind once it answered the proxy's reply requests, one that confirms the
+/// keepalive's WAL end is clean.
+fn check_idle(server: &Server, proxy: &Proxy) -> Result<(), String> {
+    use pgoutput_codec::server::Finding;
+    use std::io::BufRead;
+    let mut children = Vec::new();
+    for (slot, mode) in [("proxy_lazy", "lags"), ("proxy_keeper", "keeps")] {
+        let mut child = Command::new("python3")
+            .args([
+                "-c",
+                CONFIRMS_COMMITS,
+                &through(proxy, TAIL_USER),
+                slot,
+                "3",
+                mode,
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        let mut lines = std::io::BufReader::new(child.stdout.take().ok_or("no stdout")?).lines();
+        children.push(child);
+        match lines.next() {
+            Some(Ok(line)) if line == "ready" => {}
+            other => {
+                for child in &mut children {
+                    let _ = child.kill();
+                }
+                return Err(format!("{slot}: psycopg2 said {other:?}"));
+            }
+        }
+    }
+    let result = (|| {
+        let moved: Lsn = server
+            .query_one("SELECT pg_logical_emit_message(false, 'idle', 'unpublished');")
+            .map_err(|e| e.to_string())?
+            .trim()
+            .parse()
+            .map_err(|e| format!("{e:?}"))?;
+        proxy
+            .wait_for_confirmed_flush("proxy_keeper", moved, Duration::from_secs(30))
+            .map_err(|e| format!("the consumer confirming the WAL end: {e}"))?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let findings = proxy.findings();
+            let lazy: Vec<&Finding> = findings
+                .iter()
+                .filter(|(slot, _)| slot == "proxy_lazy")
+                .map(|(_, f)| f)
+                .collect();
+            if let [Finding::NotAdvancedWhileIdle { wal_end, .. }] = lazy[..] {
+                if *wal_end < moved {
+                    return Err(format!(
+                        "the idle finding's WAL end {wal_end} is before {moved}"
+                    ));
+                }
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "no idle finding in 30 s: {findings:?}; slots {:?}; log {:?}",
+                    proxy.slots(),
+                    proxy.log().iter().rev().take(8).collect::<Vec<_>>()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let keeper: Vec<_> = proxy
+            .findings()
+            .into_iter()
+            .filter(|(slot, _)| slot == "proxy_keeper")
+            .collect();
+        if !keeper.is_empty() {
+            return Err(format!("the consumer confirming the WAL end: {keeper:?}"));
+        }
+        Ok(())
+    })();
+    for child in &mut children {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    result
 }
 
 /// pg_recvlogical through the proxy's faults: closed inside a transaction, reset

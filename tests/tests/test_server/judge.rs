@@ -169,11 +169,17 @@ fn a_consumer_that_confirms_only_transactions_leaves_its_slot_behind_while_idle(
         .wait_for_confirmed_flush("s", end, Duration::from_secs(5))
         .unwrap();
     let idle = idle_wal(&server);
-    // The probe asks at the new WAL end; the consumer answers with what it had.
-    read_until(&mut raw, |k| {
-        k[0] == b'k' && Lsn(u64::from_be_bytes(k[1..9].try_into().unwrap())) == idle && k[17] == 1
-    });
-    raw.send(&status_update(end, 0));
+    // The probe asks at the new WAL end, and again once answered; the consumer answers
+    // each time with what it had.
+    for _ in 0..2 {
+        read_until(&mut raw, |k| {
+            k[0] == b'k'
+                && Lsn(u64::from_be_bytes(k[1..9].try_into().unwrap())) == idle
+                && k[17] == 1
+        });
+        assert_eq!(findings(&server, "s"), [], "not before it answered twice");
+        raw.send(&status_update(end, 0));
+    }
     let deadline = Instant::now() + Duration::from_secs(5);
     while findings(&server, "s").is_empty() {
         assert!(Instant::now() < deadline);
@@ -227,8 +233,10 @@ fn a_consumer_that_confirms_changes_and_not_their_commit_is_stuck_inside_a_trans
     server
         .wait_for_confirmed_flush("s", last_change, Duration::from_secs(5))
         .unwrap();
-    read_until(&mut raw, |k| k[0] == b'k' && k[17] == 1);
-    raw.send(&status_update(last_change, 0));
+    for _ in 0..2 {
+        read_until(&mut raw, |k| k[0] == b'k' && k[17] == 1);
+        raw.send(&status_update(last_change, 0));
+    }
     let deadline = Instant::now() + Duration::from_secs(5);
     while findings(&server, "s").is_empty() {
         assert!(Instant::now() < deadline, "{:?}", server.positions("s"));

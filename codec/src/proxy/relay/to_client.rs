@@ -64,8 +64,9 @@ pub(super) struct Down<'a, W> {
     sent: Lsn,
     /// A `shutdown` action under way.
     shutting_down: Option<Shutdown>,
-    /// The WAL end the probe last asked about while idle.
-    probed_idle: Option<Lsn>,
+    /// The WAL end the probe last asked about while idle, how many times, and how many
+    /// status updates had come when it last asked.
+    probed_idle: Option<(Lsn, u32, u64)>,
     inject: mpsc::UnboundedSender<Vec<u8>>,
     stall: watch::Sender<bool>,
 }
@@ -130,6 +131,9 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                 self.buf.reserve(READ_AT_LEAST);
             }
             let waiting = self.shutting_down == Some(Shutdown::Waiting);
+            let asking = self
+                .probed_idle
+                .is_some_and(|(_, asks, _)| asks < crate::judge::IDLE_ASKS);
             let next_time = self.next_time();
             let outcome = tokio::select! {
                 read = server.read_buf(&mut self.buf), if !waiting => match read {
@@ -143,7 +147,13 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                 },
                 Some((trigger, action)) = due.recv() => self.fire(trigger, action).await,
                 () = sleep_until(next_time), if next_time.is_some() => self.time_rules().await,
-                () = self.link.replied.notified(), if waiting => self.shutdown_step().await,
+                () = self.link.replied.notified(), if waiting || asking => {
+                    if waiting {
+                        self.shutdown_step().await
+                    } else {
+                        self.ask_idle_again().await
+                    }
+                }
                 Some(answer) = answered.recv() => {
                     let at = self.written;
                     self.write_own(at, &answer).await
@@ -241,6 +251,26 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                 () = tokio::time::sleep_until(until) => return Ok(false),
             }
         }
+    }
+
+    /// A status update came while the probe waits for an idle answer: once it answers the
+    /// last request, the next one goes, while the stream is still idle at that WAL end.
+    async fn ask_idle_again(&mut self) -> Result<(), End> {
+        let Some((at, asks, before)) = self.probed_idle else {
+            return Ok(());
+        };
+        let updates = self.link.status_updates.load(Ordering::SeqCst);
+        let idle = self.session.as_ref().is_some_and(|s| s.tracker.idle());
+        if updates == before {
+            return Ok(());
+        }
+        if !idle || self.sent != at {
+            // The stream moved on: nothing more to ask there.
+            self.probed_idle = Some((at, crate::judge::IDLE_ASKS, updates));
+            return Ok(());
+        }
+        self.probed_idle = Some((at, asks + 1, updates));
+        self.keepalive(true).await
     }
 
     /// A keepalive reporting what the client was sent.
@@ -463,13 +493,15 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                             k.reply_requested,
                         );
                     }
-                    // The probe asks once at each WAL end the stream is idle at.
+                    // The probe asks at each WAL end the stream is idle at, and again once
+                    // answered (the second answer is the consumer's word).
                     if idle
                         && !k.reply_requested
                         && self.shared.probe.armed()
-                        && self.probed_idle != Some(k.wal_end)
+                        && self.probed_idle.map(|(at, ..)| at) != Some(k.wal_end)
                     {
-                        self.probed_idle = Some(k.wal_end);
+                        let updates = self.link.status_updates.load(Ordering::SeqCst);
+                        self.probed_idle = Some((k.wal_end, 1, updates));
                         self.write_upto(at + len).await?;
                         self.keepalive(true).await?;
                     }

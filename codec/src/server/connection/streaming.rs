@@ -86,8 +86,8 @@ pub(super) struct WalSnd {
     status_updates: u64,
     /// How the stream ended, where its cause said so (a fault rule, the timeout).
     pub(super) ending: Option<Ending>,
-    /// The WAL end the probe last asked about while idle.
-    probed_idle: Option<Lsn>,
+    /// The WAL end the probe last asked about while idle, and how many times.
+    probed_idle: Option<(Lsn, u32)>,
 }
 
 impl<W: Write> Connection<'_, W> {
@@ -293,11 +293,11 @@ impl<W: Write> Connection<'_, W> {
     fn wait_for_wal(&mut self) -> Result<(), Failure> {
         let probing = self.shared.probe.armed();
         let walsnd = self.walsnd();
-        if probing && walsnd.probed_idle != Some(walsnd.sent) {
-            // The probe asks once at each WAL end the stream catches up with (a new
-            // question, even with an older one unanswered): the answer shows where a
-            // consumer with nothing left to do leaves its slot.
-            walsnd.probed_idle = Some(walsnd.sent);
+        if probing && walsnd.probed_idle.map(|(at, _)| at) != Some(walsnd.sent) {
+            // The probe asks at each WAL end the stream catches up with (a new question,
+            // even with an older one unanswered), and again once answered: the second
+            // answer shows where a consumer with nothing left to do leaves its slot.
+            walsnd.probed_idle = Some((walsnd.sent, 1));
             self.keepalive(true)?;
         } else if walsnd.client_flush < walsnd.sent
             && walsnd.client_write < walsnd.sent
@@ -534,6 +534,13 @@ impl<W: Write> Connection<'_, W> {
         }
         if update.reply_requested {
             self.keepalive(false)?;
+        }
+        let walsnd = self.walsnd();
+        if let Some((at, asks)) = walsnd.probed_idle {
+            if asks < crate::judge::IDLE_ASKS && at == walsnd.sent && !walsnd.open {
+                walsnd.probed_idle = Some((at, asks + 1));
+                self.keepalive(true)?;
+            }
         }
         Ok(())
     }
