@@ -39,8 +39,8 @@ pub enum Finding {
         /// The end of the last transaction sent.
         sent: Lsn,
     },
-    /// While nothing was left to send and the WAL end stood at `wal_end`, it answered a
-    /// reply request and still left the slot at `confirmed`: a consumer that confirms only
+    /// While nothing was left to send and the WAL end stood at `wal_end`, it answered
+    /// two reply requests there and still left the slot at `confirmed`: a consumer that confirms only
     /// the transactions it gets keeps the server's WAL for good while nothing is
     /// published (supabase/etl#429, debezium/debezium#6881, epgsql/epgsql#306). A consumer
     /// confirms the WAL end of a keepalive that comes between transactions.
@@ -124,7 +124,7 @@ impl fmt::Display for Finding {
                 confirmed, wal_end, ..
             } => write!(
                 f,
-                "left its slot at {confirmed} while idle although the WAL end was {wal_end} and it answered a reply request: the server keeps the WAL in between for as long as nothing is published"
+                "left its slot at {confirmed} while idle although the WAL end was {wal_end} and it answered reply requests there: the server keeps the WAL in between for as long as nothing is published"
             ),
             Finding::StuckInsideTransaction {
                 confirmed,
@@ -132,7 +132,7 @@ impl fmt::Display for Finding {
                 ..
             } => write!(
                 f,
-                "left its slot at {confirmed}, inside a transaction it had been sent whole (ending at {transaction_end}), while idle and after answering a reply request: that transaction is sent again after any restart"
+                "left its slot at {confirmed}, inside a transaction it had been sent whole (ending at {transaction_end}), while idle and after answering reply requests: that transaction is sent again after any restart"
             ),
             Finding::PositionWentBackwards {
                 position, from, to, ..

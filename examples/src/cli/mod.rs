@@ -11,13 +11,13 @@ The judge (GET /findings, GET /facts; per slot, across all its connections):
     --probe 1   (or POST /probe {"every": 1}; "probe": {"every": 1} in --config)
   holds one transaction in N after its first change ("after": M changes) with a keepalive
   asking for a reply, until the client's next status update (at most "wait_ms", 1000), and
-  asks for a reply each time the stream catches up with a new WAL end.
+  asks for a reply (twice) each time the stream catches up with a new WAL end.
   Findings (each a consumer bug; "connection" names the client that showed it):
     confirmed_unsent {flush, sent}   a flush position past every position the slot's
         clients were sent (XLogData walEnd, keepalive WAL end): acknowledged unreceived
         data, e.g. a commit position taken from its Begin (pglogrepl#40, debezium#7531)
     not_advanced_while_idle {confirmed, wal_end}   nothing left to send, the WAL end
-        moved, a reply request answered, and the slot left behind: the server keeps that
+        moved, two reply requests answered, the slot left behind: the server keeps that
         WAL while nothing is published (supabase/etl#429, debezium#6881, epgsql#306)
     stuck_inside_transaction {confirmed, transaction_end}   idle and asked, the slot left
         inside a transaction it had whole: sent again after any restart

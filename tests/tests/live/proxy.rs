@@ -440,6 +440,8 @@ pub fn check_faults(server: &Server) -> Result<String, String> {
     for rule in rules {
         proxy.add_fault(rule).map_err(|e| e.to_string())?;
     }
+    // The judge's probe holds every transaction too: a correct consumer is not accused.
+    proxy.set_probe(Some(pgoutput_codec::server::Probe::every(1)));
     let resumes = consume_through(&proxy, &options, &want)?;
     no_findings(&proxy)?;
     let fired: Vec<u64> = proxy.faults().iter().map(|(_, n)| *n).collect();
@@ -456,7 +458,7 @@ pub fn check_faults(server: &Server) -> Result<String, String> {
         drop_slot(server, slot);
     }
     Ok(format!(
-        "{} transactions exactly once through a close, a reset mid-frame, 57P01 and a stall ({} resumes); the real slot confirmed {flushed}; psycopg2 got \"{fatal}\"",
+        "{} transactions exactly once through a close, a reset mid-frame, 57P01 and a stall ({} resumes), the probe armed and no finding; the real slot confirmed {flushed}; psycopg2 got \"{fatal}\"",
         want.len(),
         resumes
     ))
