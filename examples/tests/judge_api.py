@@ -16,32 +16,14 @@ import select
 import struct
 import sys
 import time
-import urllib.error
-import urllib.request
 
 import psycopg2
 import psycopg2.extras
 
-DSN, CONTROL = sys.argv[1], sys.argv[2].rstrip("/")
+from control_client import Control, lsn_text, lsn_value
+
+DSN, api = sys.argv[1], Control(sys.argv[2])
 TRANSACTIONS = 3
-
-
-def api(method, path, body=None, lines=None):
-    data = None
-    if body is not None:
-        data = json.dumps(body).encode()
-    elif lines is not None:
-        data = "".join(json.dumps(line) + "\n" for line in lines).encode()
-    request = urllib.request.Request(CONTROL + path, data=data, method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, json.loads(response.read() or b"{}")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"{}")
-
-
-def lsn_text(lsn):
-    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
 
 
 def findings(slot):
@@ -312,11 +294,6 @@ def main():
     summary["stuck"] = late[0]["finding"]
 
     print(json.dumps(summary))
-
-
-def lsn_value(text):
-    high, low = text.split("/")
-    return (int(high, 16) << 32) | int(low, 16)
 
 
 main()

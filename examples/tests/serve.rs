@@ -272,26 +272,29 @@ fn serve_takes_postgresql_limits_from_flags_and_the_config() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The judge driven from Python (psycopg2 and urllib alone) through the control API:
-/// `examples/tests/judge_api.py`, against `pgoutput serve` at full speed with the probe
-/// armed by `POST /probe`.
-#[test]
-fn the_judge_over_http_catches_a_consumer_confirming_at_begin_in_20_of_20_runs() {
-    if !pgoutput_tests::pg::psycopg2_found() {
-        return;
-    }
-    let dir = std::env::temp_dir().join(format!("pgoutput-judge-{}", std::process::id()));
+/// `pgoutput serve` with table `t (id int4 key, v text)` in publication `p` (and the
+/// config's `settings`, JSON members with a trailing comma), `transactions` scripted
+/// transactions of two inserts each (ids from 1), and its control API; then
+/// `examples/tests/{name}.py DSN CONTROL_URL` run against it to its end. The server
+/// still runs.
+fn python_against_serve(
+    name: &str,
+    settings: &str,
+    transactions: usize,
+) -> (std::process::Child, std::process::Output) {
+    let dir = std::env::temp_dir().join(format!("pgoutput-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("config.json");
     std::fs::write(
         &config,
-        r#"{"wal_sender_timeout": "2s",
-            "publications": [{"name": "p", "tables": [{"oid": 16385, "name": "t",
-              "columns": [{"name": "id", "type_oid": 23, "key": true}, {"name": "v", "type_oid": 25}]}]}]}"#,
+        format!(
+            r#"{{{settings} "publications": [{{"name": "p", "tables": [{{"oid": 16385, "name": "t",
+              "columns": [{{"name": "id", "type_oid": 23, "key": true}}, {{"name": "v", "type_oid": 25}}]}}]}}]}}"#
+        ),
     )
     .unwrap();
     let mut script = String::new();
-    for t in 0..3 {
+    for t in 0..transactions {
         script.push_str("{\"type\":\"begin\"}\n");
         for r in 1..=2 {
             let id = t * 2 + r;
@@ -306,7 +309,7 @@ fn the_judge_over_http_catches_a_consumer_confirming_at_begin_in_20_of_20_runs()
     let port = free_port();
     let control_port = free_port();
     let conninfo = format!("host=127.0.0.1 port={port} user=py dbname=postgres");
-    let (mut child, conn) = spawn_serve(
+    let (child, conn) = spawn_serve(
         &[
             "--listen",
             &format!("127.0.0.1:{port}"),
@@ -321,11 +324,24 @@ fn the_judge_over_http_catches_a_consumer_confirming_at_begin_in_20_of_20_runs()
     );
     drop(conn);
     let python = Command::new("python3")
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/judge_api.py"))
+        .arg(format!("{}/tests/{name}.py", env!("CARGO_MANIFEST_DIR")))
         .arg(&conninfo)
         .arg(format!("http://127.0.0.1:{control_port}"))
         .output()
         .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    (child, python)
+}
+
+/// The judge driven from Python (psycopg2 and urllib alone) through the control API:
+/// `examples/tests/judge_api.py`, against `pgoutput serve` at full speed with the probe
+/// armed by `POST /probe`.
+#[test]
+fn the_judge_over_http_catches_a_consumer_confirming_at_begin_in_20_of_20_runs() {
+    if !pgoutput_tests::pg::psycopg2_found() {
+        return;
+    }
+    let (mut child, python) = python_against_serve("judge_api", r#""wal_sender_timeout": "2s","#, 3);
     let _ = child.kill();
     let _ = child.wait();
     let stderr = String::from_utf8_lossy(&python.stderr);
@@ -350,7 +366,6 @@ fn the_judge_over_http_catches_a_consumer_confirming_at_begin_in_20_of_20_runs()
     );
     assert_eq!(idle["ConfirmsOnlyTransactions"], "clean", "{summary}");
     assert_eq!(idle["Consumer"], "clean", "{summary}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A Python consumer (psycopg2) driven through the control API with urllib alone, as a
@@ -360,51 +375,7 @@ fn the_control_api_drives_a_python_consumer_through_faults() {
     if !pgoutput_tests::pg::psycopg2_found() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("pgoutput-control-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("config.json");
-    std::fs::write(
-        &config,
-        r#"{"publications": [{"name": "p", "tables": [{"oid": 16385, "name": "t",
-              "columns": [{"name": "id", "type_oid": 23, "key": true}, {"name": "v", "type_oid": 25}]}]}]}"#,
-    )
-    .unwrap();
-    let mut script = String::new();
-    for t in 0..4 {
-        script.push_str("{\"type\":\"begin\"}\n");
-        for r in 1..=2 {
-            let id = t * 2 + r;
-            script.push_str(&format!(
-                "{{\"type\":\"insert\",\"relation_oid\":16385,\"new_tuple\":[{{\"text\":\"{id}\"}},{{\"text\":\"v\"}}]}}\n"
-            ));
-        }
-        script.push_str("{\"type\":\"commit\"}\n");
-    }
-    let script_path = dir.join("script.jsonl");
-    std::fs::write(&script_path, script).unwrap();
-    let port = free_port();
-    let control_port = free_port();
-    let conninfo = format!("host=127.0.0.1 port={port} user=py dbname=postgres");
-    let (mut child, conn) = spawn_serve(
-        &[
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--config",
-            config.to_str().unwrap(),
-            "--script",
-            script_path.to_str().unwrap(),
-            "--control",
-            &format!("127.0.0.1:{control_port}"),
-        ],
-        &conninfo,
-    );
-    drop(conn);
-    let python = Command::new("python3")
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/control_api.py"))
-        .arg(&conninfo)
-        .arg(format!("http://127.0.0.1:{control_port}"))
-        .output()
-        .unwrap();
+    let (mut child, python) = python_against_serve("control_api", "", 4);
     let stderr = String::from_utf8_lossy(&python.stderr);
     if !python.status.success() {
         let _ = child.kill();
@@ -427,7 +398,6 @@ fn the_control_api_drives_a_python_consumer_through_faults() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(status.success());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A parsed connection string.
