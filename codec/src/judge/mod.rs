@@ -3,7 +3,7 @@
 //! again) and what its consumer did wrong ([`Finding`]s), judged per slot across all
 //! its connections, so a consumer that recovers correctly from every fault has none.
 //!
-//! Both owners tell a slot's [`Judge`] the same things: a stream started, a frame or a
+//! Both owners tell a slot's judge the same things: a stream started, a frame or a
 //! keepalive went out, a status update came, a stream ended, a crash. What a finding
 //! rests on is a position the consumer had been sent (every XLogData `walEnd` and
 //! keepalive WAL end: everything that commits before it has been sent whole, as
