@@ -429,23 +429,33 @@ impl Judges {
         }
     }
 
-    /// `f` of every slot's judge, by slot name.
-    pub(crate) fn by_slot<T>(&self, f: impl Fn(&Judge) -> Vec<T>) -> Vec<(String, T)> {
-        let mut names: Vec<&String> = self.0.keys().collect();
-        names.sort();
-        names
-            .into_iter()
-            .flat_map(|name| f(&self.0[name]).into_iter().map(|t| (name.clone(), t)))
-            .collect()
-    }
-
     pub(crate) fn findings(&self) -> Vec<(String, Finding)> {
-        self.by_slot(Judge::findings)
+        by_slot(&self.0, |judge| judge, Judge::findings)
     }
 
     pub(crate) fn facts(&self) -> Vec<(String, Fact)> {
-        self.by_slot(Judge::facts)
+        by_slot(&self.0, |judge| judge, Judge::facts)
     }
+}
+
+/// `what` of the judge (`judge` finds it in each slot's entry) of every slot, each with
+/// the slot's name, in the order of the names: findings and facts, for the server's
+/// judges and the proxy's slots alike.
+pub(crate) fn by_slot<S, T>(
+    slots: &HashMap<String, S>,
+    judge: impl Fn(&S) -> &Judge,
+    what: impl Fn(&Judge) -> Vec<T>,
+) -> Vec<(String, T)> {
+    let mut names: Vec<&String> = slots.keys().collect();
+    names.sort();
+    names
+        .into_iter()
+        .flat_map(|name| {
+            what(judge(&slots[name]))
+                .into_iter()
+                .map(|t| (name.clone(), t))
+        })
+        .collect()
 }
 
 /// Fails with a readable account of `findings`, if there is any.

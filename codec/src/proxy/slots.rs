@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::confirmed::Timeout;
-use crate::judge::{Ending, Fact, Finding, Judge, Resent};
+use crate::judge::{by_slot, Ending, Fact, Finding, Judge, Resent};
 use crate::wire::error::{error, slot_in_use, slot_invalidated, sqlstate, SqlError};
 use crate::Lsn;
 
@@ -133,8 +133,9 @@ impl Slots {
     }
 
     /// A frame of a transaction went to `connection` (told for the frames that open or
-    /// end one; the others only move the position it was sent, which the status updates
-    /// bring along).
+    /// end one: an opening frame ends an idle period, which the judge must know before
+    /// the transaction's status updates come; the other frames only move the position it
+    /// was sent, which the status updates bring along).
     pub(super) fn frame(
         &self,
         slot: &str,
@@ -144,7 +145,7 @@ impl Slots {
         end: Option<Lsn>,
     ) {
         self.with(slot, |s| {
-            s.judge.frame_sent(connection, position, opens, end)
+            s.judge.frame_sent(connection, position, opens, end);
         });
     }
 
@@ -286,26 +287,12 @@ impl Slots {
 
     /// What the consumers did wrong, by slot.
     pub(super) fn findings(&self) -> Vec<(String, Finding)> {
-        self.by_slot(Judge::findings)
+        by_slot(&self.lock(), |s: &Slot| &s.judge, Judge::findings)
     }
 
     /// What happened on each slot, by slot.
     pub(super) fn facts(&self) -> Vec<(String, Fact)> {
-        self.by_slot(Judge::facts)
-    }
-
-    fn by_slot<T>(&self, f: impl Fn(&Judge) -> Vec<T>) -> Vec<(String, T)> {
-        let slots = self.lock();
-        let mut names: Vec<&String> = slots.keys().collect();
-        names.sort();
-        names
-            .into_iter()
-            .flat_map(|name| {
-                f(&slots[name.as_str()].judge)
-                    .into_iter()
-                    .map(|t| (name.clone(), t))
-            })
-            .collect()
+        by_slot(&self.lock(), |s: &Slot| &s.judge, Judge::facts)
     }
 
     /// The highest position sent to `slot`'s clients.
