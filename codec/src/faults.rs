@@ -446,6 +446,7 @@ pub(crate) fn error_for(
                 code: code.to_owned().into(),
                 message,
                 detail: None,
+                hint: None,
             }
         }
         (None, Some(wording)) => wording,

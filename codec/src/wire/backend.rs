@@ -187,7 +187,7 @@ pub(crate) fn error_response(out: &mut Vec<u8>, severity: &str, err: &SqlError) 
         &err.code,
         &err.message,
         err.detail.as_deref(),
-        None,
+        err.hint.as_deref(),
     );
 }
 

@@ -12,6 +12,8 @@ pub(crate) struct SqlError {
     pub message: String,
     /// The DETAIL field, where PostgreSQL sends one.
     pub detail: Option<String>,
+    /// The HINT field, where PostgreSQL sends one.
+    pub hint: Option<String>,
 }
 
 /// An [`SqlError`] with `code` and `message`.
@@ -20,6 +22,7 @@ pub(crate) fn error(code: &'static str, message: impl Into<String>) -> SqlError 
         code: Cow::Borrowed(code),
         message: message.into(),
         detail: None,
+        hint: None,
     }
 }
 
@@ -27,6 +30,12 @@ impl SqlError {
     /// The error with a DETAIL field.
     pub(crate) fn with_detail(mut self, detail: impl Into<String>) -> SqlError {
         self.detail = Some(detail.into());
+        self
+    }
+
+    /// The error with a HINT field.
+    pub(crate) fn with_hint(mut self, hint: impl Into<String>) -> SqlError {
+        self.hint = Some(hint.into());
         self
     }
 }

@@ -8,7 +8,7 @@ use subtle::ConstantTimeEq;
 
 use super::startup::Login;
 use super::{Closed, Connection};
-use crate::server::AuthKind;
+use crate::server::credentials::AuthKind;
 use crate::wire::backend;
 use crate::wire::error::sqlstate;
 use crate::wire::frontend::{sasl_initial_response, Frontend};

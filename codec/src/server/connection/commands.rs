@@ -56,7 +56,7 @@ impl<W: Write> Connection<'_, W> {
     }
 
     fn query(&mut self, text: &str) -> Result<(), Closed> {
-        self.shared.lock().add_command(self.id, text);
+        self.shared.lock().records_mut().add_command(self.id, text);
         let result = match command::parse(text) {
             Some(Ok(command)) => self.replication_command(command),
             Some(Err(err)) => Err(Failure::Error(err)),

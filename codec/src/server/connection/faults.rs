@@ -176,12 +176,12 @@ impl<W: Write> Connection<'_, W> {
     /// or until the server stops or crashes.
     fn stall(&mut self, duration: Option<Duration>) -> Result<(), Failure> {
         let until = duration.map(|d| Instant::now() + d);
-        let epoch = self.shared.lock().epoch;
+        let epoch = self.shared.lock().epoch();
         loop {
             if self.shared.stopping() {
                 return Err(Closed::Shutdown.into());
             }
-            if self.shared.lock().epoch != epoch {
+            if self.shared.lock().epoch() != epoch {
                 return Err(Closed::Silently("crashed while stalled".into()).into());
             }
             let tick = match until {

@@ -357,6 +357,7 @@ impl<W: Write> Connection<'_, W> {
             code: code.to_owned().into(),
             message: text.to_owned(),
             detail: None,
+            hint: None,
         })
     }
 

@@ -6,8 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::Connection;
 use crate::server::command;
-use crate::server::state::in_use;
-use crate::server::SlotInfo;
+use crate::server::state::NewSlot;
 use crate::wire::backend::{self, Column};
 use crate::wire::error::{error, sqlstate, SqlError};
 
@@ -54,36 +53,10 @@ impl<W: Write> Connection<'_, W> {
                 }
             }
         }
-        let valid = !name.is_empty()
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-        if !valid {
-            return Err(error(
-                sqlstate::INVALID_NAME,
-                format!("replication slot name \"{name}\" contains invalid character"),
-            ));
-        }
-        if name.len() > 63 {
-            return Err(error(
-                sqlstate::NAME_TOO_LONG,
-                format!("replication slot name \"{name}\" is too long"),
-            ));
-        }
         let consistent_point = self.shared.wal().start_lsn();
+        let max = self.shared.config.max_replication_slots;
         let mut state = self.shared.lock();
-        if state.slots.iter().any(|s| s.name == name) {
-            return Err(error(
-                sqlstate::DUPLICATE_OBJECT,
-                format!("replication slot \"{name}\" already exists"),
-            ));
-        }
-        if state.slots.len() >= self.shared.config.max_replication_slots {
-            return Err(error(
-                sqlstate::CONFIGURATION_LIMIT_EXCEEDED,
-                "all replication slots are in use",
-            ));
-        }
+        state.slots().check_new(&name, max)?;
         match snapshot.as_str() {
             "use" if !self.in_transaction => {
                 return Err(error(sqlstate::INTERNAL_ERROR, "CREATE_REPLICATION_SLOT ... (SNAPSHOT 'use') must be called inside a transaction"))
@@ -93,18 +66,15 @@ impl<W: Write> Connection<'_, W> {
             }
             _ => {}
         }
-        state.slots.push(SlotInfo {
-            name: name.clone(),
-            confirmed_flush_lsn: consistent_point,
-            two_phase,
-            active_client: None,
-            // CREATE_REPLICATION_SLOT writes the slot to disk (`ReplicationSlotPersist`).
-            persisted_lsn: consistent_point,
-            invalidated: false,
-            temporary_owner: temporary.then_some(self.id),
-            held: None,
-            starts: 0,
-        });
+        state.slots_mut().create(
+            NewSlot {
+                name: name.clone(),
+                two_phase,
+                temporary_owner: temporary.then_some(self.id),
+                at: consistent_point,
+            },
+            max,
+        )?;
         drop(state);
         self.shared.log(format!(
             "client {}: created slot {name} at {consistent_point}{}",
@@ -134,19 +104,13 @@ impl<W: Write> Connection<'_, W> {
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut state = self.shared.lock();
         loop {
-            let Some(index) = state.slots.iter().position(|s| s.name == name) else {
-                return Err(error(
-                    sqlstate::UNDEFINED_OBJECT,
-                    format!("replication slot \"{name}\" does not exist"),
-                ));
-            };
-            // A TEMPORARY slot is its creator's for as long as it is connected.
-            let holder = state.holder(name).flatten();
-            match holder {
-                Some(client) if client != self.id => {
-                    if !wait || Instant::now() >= deadline || self.shared.stopping() {
-                        return Err(in_use(name, client));
-                    }
+            match state.slots_mut().drop_slot(name, self.id) {
+                Err(err)
+                    if err.code == sqlstate::OBJECT_IN_USE
+                        && wait
+                        && Instant::now() < deadline
+                        && !self.shared.stopping() =>
+                {
                     state = self
                         .shared
                         .changed
@@ -154,10 +118,7 @@ impl<W: Write> Connection<'_, W> {
                         .unwrap_or_else(|e| e.into_inner())
                         .0;
                 }
-                _ => {
-                    state.slots.remove(index);
-                    break;
-                }
+                result => break result?,
             }
         }
         drop(state);

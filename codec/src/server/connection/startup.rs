@@ -8,7 +8,6 @@ use std::time::Instant;
 
 use super::{Closed, Connection};
 use crate::server::state::pid;
-use crate::server::ClientInfo;
 use crate::wire::backend;
 use crate::wire::error::sqlstate;
 use crate::wire::frontend::Startup;
@@ -48,18 +47,10 @@ impl<W: Write> Connection<'_, W> {
         };
         let user = param("user").unwrap_or_default();
         let application_name = param("application_name").unwrap_or_default();
-        self.shared.lock().add_client(ClientInfo {
-            id: self.id,
-            user: user.clone(),
-            application_name: application_name.clone(),
-            commands: Vec::new(),
-            stream_options: Vec::new(),
-            status_updates: Vec::new(),
-            connected: true,
-            sent: Vec::new(),
-            replies: Vec::new(),
-            ended: None,
-        });
+        self.shared
+            .lock()
+            .records_mut()
+            .add_client(self.id, &user, &application_name);
         self.shared.log(format!(
             "client {}: connected from {peer} as {user:?}, application_name {application_name:?}",
             self.id

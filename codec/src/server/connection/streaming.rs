@@ -108,17 +108,14 @@ impl<W: Write> Connection<'_, W> {
         let major = self.shared.config.major;
         let (confirmed, options, scope, epoch) = {
             let mut state = self.shared.lock();
-            let info = state.acquire(slot, self.id, major)?;
+            let info = state.slots_mut().acquire(slot, self.id, major)?;
             let confirmed = info.confirmed_flush_lsn;
             let two_phase = info.two_phase;
-            let of_slot = info.starts;
-            let epoch = state.epoch;
+            let of_slot = info.starts();
+            let epoch = state.epoch();
             let scope = Scope {
                 slot: Some(slot.to_owned()),
-                application_name: state
-                    .client(self.id)
-                    .map(|c| c.application_name.clone())
-                    .unwrap_or_default(),
+                application_name: state.records().application_name(self.id),
                 of_slot,
                 of_server: self.shared.next_start(),
             };
@@ -129,16 +126,16 @@ impl<W: Write> Connection<'_, W> {
                     // whose two-phase state is already enabled gets them without
                     // sending `two_phase`.
                     options.two_phase |= two_phase;
-                    if let Some(client) = state.client(self.id) {
-                        client.stream_options.push(options.clone());
-                    }
+                    state
+                        .records_mut()
+                        .add_stream_options(self.id, options.clone());
                     state
                         .judge(slot)
                         .started(self.id as u64, lsn, Some(confirmed));
                     (confirmed, options, scope, epoch)
                 }
                 Err(err) => {
-                    state.release(slot, self.id);
+                    state.slots_mut().release(slot, self.id);
                     return Err(err.into());
                 }
             }
@@ -179,7 +176,7 @@ impl<W: Write> Connection<'_, W> {
             probed_idle: None,
         };
         let result = self.stream(walsnd, &options);
-        self.shared.lock().release(slot, self.id);
+        self.shared.lock().slots_mut().release(slot, self.id);
         self.shared.notify();
         result?;
         backend::command_complete(&mut self.out, "START_REPLICATION");
@@ -203,7 +200,7 @@ impl<W: Write> Connection<'_, W> {
 
     /// How the stream ended, for the judge.
     fn ending(&mut self, result: &Result<(), Failure>) -> Ending {
-        let epoch = self.shared.lock().epoch;
+        let epoch = self.shared.lock().epoch();
         let walsnd = self.walsnd();
         if walsnd.epoch != epoch {
             return Ending::Crash;
@@ -412,7 +409,7 @@ impl<W: Write> Connection<'_, W> {
             state
                 .judge(slot)
                 .keepalive_sent(id, wal_end, reply_requested, idle);
-            state.add_keepalive(id as usize, wal_end);
+            state.records_mut().add_keepalive(id as usize, wal_end);
         });
         let keepalive = ServerMessage::PrimaryKeepalive(PrimaryKeepalive {
             wal_end,
@@ -513,11 +510,10 @@ impl<W: Write> Connection<'_, W> {
             let waited = state
                 .judge(slot)
                 .status_update(id, update.write_lsn, update.flush_lsn);
-            state.add_status_update(id as usize, update);
             if let Some(waited) = waited {
-                state.add_reply(id as usize, waited);
+                state.records_mut().add_reply(id as usize, waited);
             }
-            state.confirm(slot, update.flush_lsn, epoch)
+            state.status_update(id as usize, slot, update, epoch)
         });
         let scope = self.scope();
         let met = self.shared.faults.fire(
