@@ -406,11 +406,11 @@ impl Fault {
 /// Which default wording an [`Action::Error`] gets (`None`: a message must be given).
 pub(crate) fn default_message(code: &str) -> Option<ErrorWording> {
     Some(match code {
-        "57P01" => ErrorWording::AdminShutdown,
-        "55000" => ErrorWording::SlotInvalidated,
-        "55006" => ErrorWording::SlotActive,
-        "53100" => ErrorWording::DiskFull,
-        "XX000" => ErrorWording::Internal,
+        sqlstate::ADMIN_SHUTDOWN => ErrorWording::AdminShutdown,
+        sqlstate::OBJECT_NOT_IN_PREREQUISITE_STATE => ErrorWording::SlotInvalidated,
+        sqlstate::OBJECT_IN_USE => ErrorWording::SlotActive,
+        sqlstate::DISK_FULL => ErrorWording::DiskFull,
+        sqlstate::INTERNAL_ERROR => ErrorWording::Internal,
         _ => return None,
     })
 }

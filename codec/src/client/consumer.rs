@@ -378,7 +378,7 @@ pub(crate) fn create_slot_command(slot: &str, two_phase: bool) -> String {
 
 /// Whether creating a slot failed only because it exists (42710).
 pub(crate) fn slot_exists(err: &ClientError) -> bool {
-    matches!(err, ClientError::Server(e) if e.code == "42710")
+    matches!(err, ClientError::Server(e) if e.code == crate::wire::sqlstate::DUPLICATE_OBJECT)
 }
 
 /// `SHOW wal_sender_timeout`'s answer as a duration; `None` for 0 (no timeout) or a form

@@ -82,7 +82,7 @@ impl ClientError {
                 err.code.starts_with("57")
                     || err.code.starts_with("08")
                     || err.code.starts_with("53")
-                    || err.code == "55006"
+                    || err.code == crate::wire::sqlstate::OBJECT_IN_USE
             }
             _ => false,
         }

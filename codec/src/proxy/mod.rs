@@ -320,11 +320,11 @@ impl Proxy {
     }
 
     /// Stops the proxy and waits for its thread: every connection is closed.
-    pub fn shutdown(mut self) {
-        self.stop();
+    pub fn stop(mut self) {
+        self.halt();
     }
 
-    fn stop(&mut self) {
+    fn halt(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -336,7 +336,7 @@ impl Proxy {
 
 impl Drop for Proxy {
     fn drop(&mut self) {
-        self.stop();
+        self.halt();
     }
 }
 

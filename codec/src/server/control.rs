@@ -140,7 +140,7 @@ fn route(server: &TestServer, request: &Request) -> Option<Answer> {
                 Answer(200, json!({}))
             }
             ("POST", ["shutdown"]) => {
-                server.begin_shutdown();
+                server.fast_shutdown();
                 Answer(202, json!({}))
             }
             ("POST", ["slots", name, "invalidate"]) => found(server.invalidate_slot(name), name),

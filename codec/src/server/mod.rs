@@ -43,10 +43,10 @@
 
 mod builder;
 mod catalog;
-pub(crate) mod command;
 mod connection;
 mod control;
 mod credentials;
+pub(crate) mod grammar;
 mod inbox;
 mod listener;
 pub(crate) mod options;

@@ -2,7 +2,7 @@
 //! (`parse_output_parameters` and `pgoutput_startup`), with the same messages and
 //! SQLSTATEs for the server version the test server announces.
 
-use super::command::{boolean, Options};
+use super::grammar::{boolean, Options};
 use crate::client::{parse_identifier_list, StreamOptions};
 use crate::wire::error::{error, sqlstate, SqlError};
 use crate::{ProtocolVersion, Streaming};

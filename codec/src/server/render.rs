@@ -37,28 +37,35 @@ pub struct RenderedMessage {
 /// Where a renderer puts each message as soon as it is made: a connection's socket, or
 /// a list of frames.
 pub(crate) trait Sink {
+    /// Why the sink may stop the rendering (the client said CopyDone, the connection is
+    /// over), handed back to whoever rendered in [`Halt::Sink`].
+    type Stop;
+
     /// One XLogData payload (`message`, encoded), with the WAL position its frame header
-    /// carries. `Err(Stopped)` ends the rendering (the connection is over, or the client
-    /// said CopyDone); the sink knows why.
+    /// carries. An error ends the rendering.
     fn frame(
         &mut self,
         lsn: Lsn,
         message: &PgOutputMessage<'_>,
         payload: &[u8],
-    ) -> Result<(), Stopped>;
+    ) -> Result<(), Self::Stop>;
 
     /// A WARNING for the client (a NoticeResponse on a connection).
     fn warning(&mut self, code: &'static str, text: &str, detail: &str, hint: &str);
 }
 
-/// The sink ended the rendering.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Stopped;
-
 /// Frames collected in a list (what [`TestServer::render`](super::TestServer::render)
 /// returns).
 impl Sink for Vec<RenderedMessage> {
-    fn frame(&mut self, lsn: Lsn, _: &PgOutputMessage<'_>, payload: &[u8]) -> Result<(), Stopped> {
+    /// A list takes every frame.
+    type Stop = std::convert::Infallible;
+
+    fn frame(
+        &mut self,
+        lsn: Lsn,
+        _: &PgOutputMessage<'_>,
+        payload: &[u8],
+    ) -> Result<(), Self::Stop> {
         self.push(RenderedMessage {
             lsn,
             payload: payload.to_vec(),
@@ -71,24 +78,18 @@ impl Sink for Vec<RenderedMessage> {
 
 /// Why rendering stopped before the event's end.
 #[derive(Debug)]
-pub(crate) enum Failed {
+pub(crate) enum Halt<S> {
     /// The event cannot be sent with this client's options.
     Render(RenderError),
     /// An ERROR PostgreSQL's pgoutput raises here (a publication that does not exist).
     Sql(SqlError),
-    /// The sink stopped it.
-    Stopped,
+    /// The sink stopped it, for its reason.
+    Sink(S),
 }
 
-impl From<RenderError> for Failed {
-    fn from(err: RenderError) -> Failed {
-        Failed::Render(err)
-    }
-}
-
-impl From<Stopped> for Failed {
-    fn from(_: Stopped) -> Failed {
-        Failed::Stopped
+impl<S> From<RenderError> for Halt<S> {
+    fn from(err: RenderError) -> Halt<S> {
+        Halt::Render(err)
     }
 }
 
@@ -216,14 +217,14 @@ impl<'a> Renderer<'a> {
     /// pgoutput looks the client's publications up at the first change it decodes
     /// (`get_rel_sync_entry`): one that does not exist is an ERROR before PostgreSQL 18
     /// and a WARNING (then skipped) from 18 on.
-    fn load_publications(&mut self, sink: &mut dyn Sink) -> Result<(), Failed> {
+    fn load_publications<S>(&mut self, sink: &mut dyn Sink<Stop = S>) -> Result<(), Halt<S>> {
         if self.publications_loaded {
             return Ok(());
         }
         self.publications_loaded = true;
         for name in &self.missing_publications {
             if self.major < 18 {
-                return Err(Failed::Sql(error(
+                return Err(Halt::Sql(error(
                     sqlstate::UNDEFINED_OBJECT,
                     format!("publication \"{name}\" does not exist"),
                 )));
@@ -242,12 +243,12 @@ impl<'a> Renderer<'a> {
     /// the event needs: for stream progress the streamed transaction (`None` while it has
     /// not ended: nothing is sent yet), for `COMMIT` / `ROLLBACK PREPARED` the prepared
     /// one.
-    pub(crate) fn event(
+    pub(crate) fn event<S>(
         &mut self,
         event: &Event,
         partner: Option<&Event>,
-        sink: &mut dyn Sink,
-    ) -> Result<(), Failed> {
+        sink: &mut dyn Sink<Stop = S>,
+    ) -> Result<(), Halt<S>> {
         let partner = match partner {
             Some(Event::Transaction(t)) => Some(t),
             _ => None,
@@ -358,7 +359,11 @@ impl<'a> Renderer<'a> {
         Ok(())
     }
 
-    fn transaction(&mut self, t: &Transaction, sink: &mut dyn Sink) -> Result<(), Failed> {
+    fn transaction<S>(
+        &mut self,
+        t: &Transaction,
+        sink: &mut dyn Sink<Stop = S>,
+    ) -> Result<(), Halt<S>> {
         if t.origin.is_some() && self.options.origin_none {
             return Ok(());
         }
@@ -379,12 +384,12 @@ impl<'a> Renderer<'a> {
     /// A transaction sent whole: Begin (or Begin Prepare), its changes that this client
     /// gets, then Commit (or Prepare). Its changes are looked at twice (is there any, and
     /// where is the first) rather than collected, so memory does not grow with it.
-    fn whole(
+    fn whole<S>(
         &mut self,
         t: &Transaction,
         ending: Ending<'_>,
-        sink: &mut dyn Sink,
-    ) -> Result<(), Failed> {
+        sink: &mut dyn Sink<Stop = S>,
+    ) -> Result<(), Halt<S>> {
         // Changes of aborted subtransactions never reach a client that gets the
         // transaction whole.
         let aborted: HashSet<usize> = t
@@ -484,13 +489,13 @@ impl<'a> Renderer<'a> {
     /// A [`Step::Schema`] where this client gets it: the table's definition from here
     /// on, sent now (with the xid `xid` in a block of `stream`) if the table is
     /// published, and again in every other context before its next change there.
-    fn schema_step(
+    fn schema_step<S>(
         &mut self,
         step: &Step,
-        sink: &mut dyn Sink,
+        sink: &mut dyn Sink<Stop = S>,
         xid: Option<Xid>,
         stream: Option<Xid>,
-    ) -> Result<(), Failed> {
+    ) -> Result<(), Halt<S>> {
         let Some(oid) = self.schema_changed(step) else {
             return Ok(());
         };
@@ -556,12 +561,12 @@ impl<'a> Renderer<'a> {
     /// The blocks of `t` up to step `upto` that this client has not had yet. Each block
     /// goes out, also one with nothing for this client, as PostgreSQL sends it; each call
     /// ends with its block closed.
-    fn stream_steps(
+    fn stream_steps<S>(
         &mut self,
         t: &Transaction,
         upto: usize,
-        sink: &mut dyn Sink,
-    ) -> Result<(), Failed> {
+        sink: &mut dyn Sink<Stop = S>,
+    ) -> Result<(), Halt<S>> {
         let parallel = self.options.streaming == Streaming::Parallel;
         let mut state = self.streams.remove(&t.xid).unwrap_or_default();
         let mut block: Option<OpenBlock> = None;
@@ -666,21 +671,25 @@ impl<'a> Renderer<'a> {
 
     /// The blocks of `t` not sent yet, its stream state done with; whether any block of
     /// it went out.
-    fn stream_rest(&mut self, t: &Transaction, sink: &mut dyn Sink) -> Result<bool, Failed> {
+    fn stream_rest<S>(
+        &mut self,
+        t: &Transaction,
+        sink: &mut dyn Sink<Stop = S>,
+    ) -> Result<bool, Halt<S>> {
         self.stream_steps(t, t.steps.len(), sink)?;
         let state = self.streams.remove(&t.xid).unwrap_or_default();
         Ok(state.block_sent)
     }
 
     /// Stream Start (with the Origin after the transaction's first one).
-    fn start_block(
+    fn start_block<S>(
         &mut self,
         t: &Transaction,
         state: &mut StreamState,
         start_lsn: Lsn,
         stop_lsn: Lsn,
-        sink: &mut dyn Sink,
-    ) -> Result<OpenBlock, Failed> {
+        sink: &mut dyn Sink<Stop = S>,
+    ) -> Result<OpenBlock, Halt<S>> {
         let first_block = !state.block_sent;
         let with_origin = first_block && t.origin.is_some();
         self.emit(
@@ -701,7 +710,11 @@ impl<'a> Renderer<'a> {
         })
     }
 
-    fn stop_block(&mut self, sink: &mut dyn Sink, block: OpenBlock) -> Result<(), Failed> {
+    fn stop_block<S>(
+        &mut self,
+        sink: &mut dyn Sink<Stop = S>,
+        block: OpenBlock,
+    ) -> Result<(), Halt<S>> {
         let lsn = match block.stop_lsn.0 {
             0 => block.last_lsn,
             _ => block.stop_lsn,
@@ -711,7 +724,11 @@ impl<'a> Renderer<'a> {
 
     /// A transaction as Stream Start/Stop blocks (those not sent at an earlier
     /// [`Event::StreamProgress`]), then its Stream Commit, Abort or Prepare.
-    fn streamed(&mut self, t: &Transaction, sink: &mut dyn Sink) -> Result<(), Failed> {
+    fn streamed<S>(
+        &mut self,
+        t: &Transaction,
+        sink: &mut dyn Sink<Stop = S>,
+    ) -> Result<(), Halt<S>> {
         let parallel = self.options.streaming == Streaming::Parallel;
         if !self.stream_rest(t, sink)? {
             // Nothing of it was streamed (it has no steps): it ends like a whole one.
@@ -760,7 +777,12 @@ impl<'a> Renderer<'a> {
 
     /// The Origin message after Begin or the first Stream Start, at `lsn` (the position
     /// the Begin's frame would have carried).
-    fn origin(&mut self, t: &Transaction, lsn: Lsn, sink: &mut dyn Sink) -> Result<(), Failed> {
+    fn origin<S>(
+        &mut self,
+        t: &Transaction,
+        lsn: Lsn,
+        sink: &mut dyn Sink<Stop = S>,
+    ) -> Result<(), Halt<S>> {
         match &t.origin {
             Some((name, origin_lsn)) => self.emit(
                 sink,
@@ -775,12 +797,12 @@ impl<'a> Renderer<'a> {
     }
 
     /// The table's Type messages and Relation, as its latest definition has them.
-    fn send_schema(
+    fn send_schema<S>(
         &mut self,
-        sink: &mut dyn Sink,
+        sink: &mut dyn Sink<Stop = S>,
         oid: Oid,
         xid: Option<Xid>,
-    ) -> Result<(), Failed> {
+    ) -> Result<(), Halt<S>> {
         let (types, mut relation) = match self.definitions.get(&oid) {
             Some(definition) => (definition.types.clone(), definition.relation.clone()),
             None => match self.catalog.table(oid) {
@@ -818,14 +840,14 @@ impl<'a> Renderer<'a> {
     /// block of the streamed transaction `stream`, and its values in the client's form.
     /// The message is a view of the script's (its values borrowed), so a change costs one
     /// small allocation, not a copy of the row.
-    fn change(
+    fn change<S>(
         &mut self,
-        sink: &mut dyn Sink,
+        sink: &mut dyn Sink<Stop = S>,
         lsn: Lsn,
         message: &PgOutputMessage<'_>,
         xid: Option<Xid>,
         stream: Option<Xid>,
-    ) -> Result<(), Failed> {
+    ) -> Result<(), Halt<S>> {
         if is_table_change(message) {
             self.load_publications(sink)?;
         }
@@ -949,7 +971,7 @@ impl<'a> Renderer<'a> {
 
     /// A view of `tuple` of table `oid` with every value in the form the client asked
     /// for (borrowed where it is already in that form).
-    fn tuple<'t>(&self, oid: Oid, tuple: &'t TupleData<'_>) -> Result<TupleData<'t>, Failed> {
+    fn tuple<'t>(&self, oid: Oid, tuple: &'t TupleData<'_>) -> Result<TupleData<'t>, RenderError> {
         let table = self.table(oid);
         let column = |index: usize| table.and_then(|t| t.columns.get(index));
         let values = match tuple.columns.as_slice() {
@@ -981,7 +1003,7 @@ impl<'a> Renderer<'a> {
         value: &'v ColumnValue<'_>,
         column: Option<&Column>,
         table: Option<&Table>,
-    ) -> Result<ColumnValue<'v>, Failed> {
+    ) -> Result<ColumnValue<'v>, RenderError> {
         // A value of a known column in the other form than the client asked for.
         let other_form = match (value, column) {
             (ColumnValue::Text(text), Some(column)) if self.options.binary => {
@@ -1031,17 +1053,18 @@ impl<'a> Renderer<'a> {
     }
 
     /// Encodes `message` with this client's session state and hands it to the sink.
-    fn emit(
+    fn emit<S>(
         &mut self,
-        sink: &mut dyn Sink,
+        sink: &mut dyn Sink<Stop = S>,
         lsn: Lsn,
         message: &PgOutputMessage<'_>,
-    ) -> Result<(), Failed> {
+    ) -> Result<(), Halt<S>> {
         self.scratch.clear();
         self.encoder
             .encode_into(message, &mut self.scratch)
             .map_err(|e| RenderError(format!("cannot encode {message:?} for this client: {e}")))?;
-        sink.frame(lsn, message, &self.scratch)?;
+        sink.frame(lsn, message, &self.scratch)
+            .map_err(Halt::Sink)?;
         Ok(())
     }
 }
@@ -1084,10 +1107,13 @@ fn block_start(t: &Transaction, index: usize) -> Lsn {
 }
 
 /// The prepared transaction a `COMMIT` / `ROLLBACK PREPARED` finishes.
-fn prepared<'e>(partner: Option<&'e Transaction>, gid: &str) -> Result<&'e Transaction, Failed> {
+fn prepared<'e>(
+    partner: Option<&'e Transaction>,
+    gid: &str,
+) -> Result<&'e Transaction, RenderError> {
     partner.ok_or_else(|| {
-        Failed::Render(RenderError(format!(
+        RenderError(format!(
             "no prepared transaction with gid {gid:?} before its COMMIT/ROLLBACK PREPARED"
-        )))
+        ))
     })
 }

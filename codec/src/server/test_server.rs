@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::connection;
 use super::credentials::AuthKind;
-use super::render::{Failed, Renderer};
+use super::render::{Halt, Renderer};
 use super::state::Shared;
 use super::{
     Builder, ClientInfo, Event, Fact, Fault, FaultError, Finding, Positions, Probe, RenderError,
@@ -146,9 +146,9 @@ impl TestServer {
         for entry in entries {
             match renderer.event(&entry.event, entry.partner.as_deref(), &mut frames) {
                 Ok(()) => {}
-                Err(Failed::Render(err)) => return Err(err),
-                Err(Failed::Sql(err)) => return Err(RenderError(err.message)),
-                Err(Failed::Stopped) => unreachable!("a list of frames takes every frame"),
+                Err(Halt::Render(err)) => return Err(err),
+                Err(Halt::Sql(err)) => return Err(RenderError(err.message)),
+                Err(Halt::Sink(never)) => match never {},
             }
         }
         Ok(frames)
@@ -278,16 +278,16 @@ impl TestServer {
     /// PostgreSQL's fast shutdown: sessions waiting for a command end with FATAL 57P01,
     /// streaming walsenders send what is left and wait for their client to confirm it
     /// (`WalSndDone`), and new connections are refused with 57P03. The server keeps
-    /// running until dropped; [`TestServer::shut_down`] says when every connection is
+    /// running until dropped; [`TestServer::is_shut_down`] says when every connection is
     /// gone.
-    pub fn begin_shutdown(&self) {
+    pub fn fast_shutdown(&self) {
         self.shared.log("fast shutdown requested".into());
         self.shared.finish();
     }
 
-    /// After [`TestServer::begin_shutdown`]: whether every connection has ended.
+    /// After [`TestServer::fast_shutdown`]: whether every connection has ended.
     #[must_use]
-    pub fn shut_down(&self) -> bool {
+    pub fn is_shut_down(&self) -> bool {
         self.shared.finishing() && self.shared.lock().connection_count() == 0
     }
 
@@ -368,11 +368,11 @@ impl TestServer {
     }
 
     /// Stops accepting, closes every connection and waits for the listener thread.
-    pub fn shutdown(mut self) {
-        self.stop();
+    pub fn stop(mut self) {
+        self.halt();
     }
 
-    fn stop(&mut self) {
+    fn halt(&mut self) {
         self.shared.stop();
         // Wake the accept loop, which blocks in accept().
         let mut wake = self.addr;
@@ -403,7 +403,7 @@ impl TestServer {
 
 impl Drop for TestServer {
     fn drop(&mut self) {
-        self.stop();
+        self.halt();
     }
 }
 

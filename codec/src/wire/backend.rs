@@ -208,6 +208,18 @@ pub(crate) fn copy_data(out: &mut Vec<u8>, data: &[u8]) {
     message(out, b'd', |b| b.extend_from_slice(data));
 }
 
+/// An XLogData `w` in its CopyData: the WAL positions of its header (`dataStart`,
+/// `walEnd`), the send time, then the payload.
+pub(crate) fn xlog_data(out: &mut Vec<u8>, start: u64, end: u64, send_time: i64, payload: &[u8]) {
+    message(out, b'd', |b| {
+        b.push(b'w');
+        b.extend_from_slice(&start.to_be_bytes());
+        b.extend_from_slice(&end.to_be_bytes());
+        b.extend_from_slice(&send_time.to_be_bytes());
+        b.extend_from_slice(payload);
+    });
+}
+
 /// CopyDone `c`.
 pub(crate) fn copy_done(out: &mut Vec<u8>) {
     message(out, b'c', |_| {});

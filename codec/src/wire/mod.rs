@@ -16,6 +16,9 @@ pub(crate) mod frontend;
 #[cfg(feature = "server")]
 pub(crate) mod scram;
 pub(crate) mod socket;
+// Each build uses the codes of the features it has.
+#[allow(dead_code)]
+pub(crate) mod sqlstate;
 
 pub(crate) use socket::is_timeout as socket_timeout;
 pub(crate) use socket::Socket;

@@ -146,6 +146,6 @@ pub fn proxy(args: &ProxyArgs) -> Result<ExitCode, String> {
         next = after;
     }
     eprintln!("pgoutput proxy: stopping");
-    proxy.shutdown();
+    proxy.stop();
     Ok(ExitCode::SUCCESS)
 }

@@ -519,7 +519,7 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode, String> {
     let mut last_tick = std::time::Instant::now();
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(50));
-        if server.shut_down() {
+        if server.is_shut_down() {
             eprintln!("pgoutput serve: shut down (every connection has ended)");
             return Ok(ExitCode::SUCCESS);
         }

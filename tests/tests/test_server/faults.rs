@@ -85,7 +85,10 @@ impl Received {
         let mut messages = Vec::new();
         let mut payloads = 0;
         while payloads < count {
-            assert!(Instant::now() < deadline, "{payloads} of {count} frames came");
+            assert!(
+                Instant::now() < deadline,
+                "{payloads} of {count} frames came"
+            );
             match raw.read(Duration::from_secs(1)) {
                 Read1::Msg(tag, body) => {
                     payloads += usize::from(tag == b'd' && body.first() == Some(&b'w'));

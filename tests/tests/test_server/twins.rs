@@ -129,7 +129,7 @@ impl Twin {
     fn shut_down(&self, target: &Target) {
         match target {
             Target::Postgres(_) => self.pg.as_ref().unwrap().restart().unwrap(),
-            Target::Ours(_) => self.ours.as_ref().unwrap().begin_shutdown(),
+            Target::Ours(_) => self.ours.as_ref().unwrap().fast_shutdown(),
         }
     }
 

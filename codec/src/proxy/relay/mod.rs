@@ -31,7 +31,7 @@ use crate::client::tokio::Io;
 use crate::client::{attempts, ClientError};
 use crate::faults::{error_for, Scope};
 use crate::judge::Ending;
-use crate::server::command::Options;
+use crate::server::grammar::Options;
 use crate::server::{Action, Trigger};
 use crate::wire::backend;
 use crate::wire::error::{error, sqlstate, SqlError};

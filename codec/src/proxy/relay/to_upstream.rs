@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, watch};
 use super::{envelope, whole_message, End, Link, Who, STALLED_AT_MOST};
 use crate::client::tokio::Io;
 use crate::proxy::Shared;
-use crate::server::command::{self, Command};
+use crate::server::grammar::{self, Command};
 use crate::server::{Action, Trigger};
 use crate::wire::backend;
 use crate::Lsn;
@@ -140,7 +140,7 @@ fn note_client_message(
     let text = &message[5..];
     let text = text.strip_suffix(b"\0").unwrap_or(text);
     let text = std::str::from_utf8(text).ok()?;
-    let Some(Ok(Command::StartLogical { slot, lsn, options })) = command::parse(text) else {
+    let Some(Ok(Command::StartLogical { slot, lsn, options })) = grammar::parse(text) else {
         return None;
     };
     let major = link.major.load(Ordering::Relaxed);

@@ -5,7 +5,7 @@
 use std::io::Write;
 
 use super::{Closed, Connection, Failure};
-use crate::server::command::{self, Command};
+use crate::server::grammar::{self, Command};
 use crate::server::queries::{self, Reply};
 use crate::wire::backend::{self, Column};
 use crate::wire::error::{error, sqlstate, SqlError};
@@ -57,7 +57,7 @@ impl<W: Write> Connection<'_, W> {
 
     fn query(&mut self, text: &str) -> Result<(), Closed> {
         self.shared.lock().records_mut().add_command(self.id, text);
-        let result = match command::parse(text) {
+        let result = match grammar::parse(text) {
             Some(Ok(command)) => self.replication_command(command),
             Some(Err(err)) => Err(Failure::Error(err)),
             None => self.sql(text).map_err(Failure::Error),

@@ -12,7 +12,7 @@
 
 mod auth;
 mod commands;
-mod faults;
+mod injector;
 mod slots;
 mod startup;
 mod streaming;
@@ -108,7 +108,7 @@ pub(crate) fn serve_tcp(
     peer: SocketAddr,
     on_connect: Vec<crate::faults::Action>,
 ) {
-    if !faults::on_connect(shared, &stream, on_connect) {
+    if !injector::on_connect(shared, &stream, on_connect) {
         return;
     }
     let _ = stream.set_nodelay(true);
@@ -137,7 +137,7 @@ pub(crate) fn serve_tcp(
         // The reader blocks in read until the socket is shut down.
         inbox.close();
         if reset {
-            faults::reset(&stream);
+            injector::reset(&stream);
         } else {
             let _ = stream.shutdown(Shutdown::Both);
         }
@@ -292,7 +292,7 @@ impl<W: Write> Connection<'_, W> {
                 // An ERROR ends the streaming once the write is done.
                 Err(failure) => {
                     if let Some(walsnd) = &mut self.walsnd {
-                        walsnd.stopped.get_or_insert(failure);
+                        walsnd.pending_failure.get_or_insert(failure);
                     }
                 }
             }

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use super::Connection;
-use crate::server::command;
+use crate::server::grammar;
 use crate::server::state::NewSlot;
 use crate::wire::backend::{self, Column};
 use crate::wire::error::{error, sqlstate, SqlError};
@@ -16,7 +16,7 @@ impl<W: Write> Connection<'_, W> {
         name: String,
         temporary: bool,
         plugin: &str,
-        options: &command::Options,
+        options: &grammar::Options,
     ) -> Result<(), SqlError> {
         if plugin != "pgoutput" {
             return Err(error(
@@ -41,9 +41,9 @@ impl<W: Write> Connection<'_, W> {
                     }
                     snapshot = value;
                 }
-                "two_phase" => two_phase = command::boolean(option, value.as_deref())?,
+                "two_phase" => two_phase = grammar::boolean(option, value.as_deref())?,
                 "failover" if self.shared.config.major >= 17 => {
-                    command::boolean(option, value.as_deref())?;
+                    grammar::boolean(option, value.as_deref())?;
                 }
                 other => {
                     return Err(error(

@@ -9,13 +9,13 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::faults::Slow;
+use super::injector::Slow;
 use super::{envelope, Closed, Connection, Failure};
 use crate::faults::{Action, Point, Scope, Tracker, Trigger};
 use crate::judge::{Ending, Probe};
-use crate::server::command;
+use crate::server::grammar;
 use crate::server::inbox::{Incoming, Wait};
-use crate::server::render::{Failed, Renderer, Sink, Stopped};
+use crate::server::render::{Halt, Renderer, Sink};
 use crate::server::sent::Unrecorded;
 use crate::server::state::State;
 use crate::server::{Event, StreamOptions};
@@ -38,6 +38,14 @@ const STATUS_UPDATE_LEN: usize = 1 + 8 * 4 + 1;
 /// Hot standby feedback's: type, a time, xmin and epoch, catalog xmin and epoch.
 const HOT_STANDBY_FEEDBACK_LEN: usize = 1 + 8 + 4 * 4;
 
+/// Why the connection stopped a rendering half way: the client's CopyDone, or what ends
+/// the stream.
+#[derive(Debug)]
+pub(super) enum Stop {
+    CopyDone,
+    Failed(Failure),
+}
+
 /// A streaming connection's walsender state (walsender.c's statics of the same names).
 #[derive(Debug)]
 pub(super) struct WalSnd {
@@ -58,9 +66,9 @@ pub(super) struct WalSnd {
     pub(super) last_sent: Instant,
     /// The client sent CopyDone.
     pub(super) done: bool,
-    /// Why streaming must stop, found where it could not stop at once (inside the
-    /// sink, or while a write waited).
-    pub(super) stopped: Option<Failure>,
+    /// An ERROR read while a write waited: it ends the stream once the write is done
+    /// (a write cannot stop half way).
+    pub(super) pending_failure: Option<Failure>,
     /// The crash epoch streaming began in: after a crash its updates move no slot.
     epoch: u64,
     /// Who this connection is for the fault rules, and what it has sent.
@@ -96,7 +104,7 @@ impl<W: Write> Connection<'_, W> {
         &mut self,
         slot: &str,
         lsn: Lsn,
-        options: &command::Options,
+        options: &grammar::Options,
     ) -> Result<(), Failure> {
         if self.in_transaction {
             return Err(error(
@@ -159,7 +167,7 @@ impl<W: Write> Connection<'_, W> {
             waiting_for_ping: false,
             last_sent: now,
             done: false,
-            stopped: None,
+            pending_failure: None,
             epoch,
             next_fault_ms: self.shared.faults.next_time(&scope, None),
             scope: Arc::new(scope),
@@ -232,7 +240,7 @@ impl<W: Write> Connection<'_, W> {
         let mut cursor = 0;
         loop {
             self.receive_pending()?;
-            if let Some(failure) = self.walsnd().stopped.take() {
+            if let Some(failure) = self.walsnd().pending_failure.take() {
                 return Err(failure);
             }
             if self.walsnd().done {
@@ -258,18 +266,14 @@ impl<W: Write> Connection<'_, W> {
                 if end > self.walsnd().from {
                     match renderer.event(&entry.event, entry.partner.as_deref(), self) {
                         Ok(()) => {}
-                        Err(Failed::Stopped) => {
-                            return match self.walsnd().stopped.take() {
-                                Some(failure) => Err(failure),
-                                None => self.end_copy(),
-                            };
-                        }
-                        Err(Failed::Render(err)) => {
+                        Err(Halt::Sink(Stop::CopyDone)) => return self.end_copy(),
+                        Err(Halt::Sink(Stop::Failed(failure))) => return Err(failure),
+                        Err(Halt::Render(err)) => {
                             self.shared
                                 .log(format!("client {}: cannot stream: {err}", self.id));
                             return Err(error(sqlstate::FEATURE_NOT_SUPPORTED, err.0).into());
                         }
-                        Err(Failed::Sql(err)) => return Err(err.into()),
+                        Err(Halt::Sql(err)) => return Err(err.into()),
                     }
                 }
                 // Blocks of a transaction still in progress move no position.
@@ -551,20 +555,24 @@ fn short(text: &str) -> SqlError {
 /// client's replies are read, so a long transaction neither waits for its end nor
 /// starves the client's feedback.
 impl<W: Write> Sink for Connection<'_, W> {
+    type Stop = Stop;
+
     fn frame(
         &mut self,
         lsn: Lsn,
         message: &PgOutputMessage<'_>,
         payload: &[u8],
-    ) -> Result<(), Stopped> {
-        match self.faulty_frame(lsn, message, payload) {
-            Ok(()) if self.walsnd().done || self.walsnd().stopped.is_some() => Err(Stopped),
-            Ok(()) => Ok(()),
-            Err(failure) => {
-                self.walsnd().stopped = Some(failure);
-                Err(Stopped)
-            }
+    ) -> Result<(), Stop> {
+        self.faulty_frame(lsn, message, payload)
+            .map_err(Stop::Failed)?;
+        let walsnd = self.walsnd();
+        if let Some(failure) = walsnd.pending_failure.take() {
+            return Err(Stop::Failed(failure));
         }
+        if walsnd.done {
+            return Err(Stop::CopyDone);
+        }
+        Ok(())
     }
 
     fn warning(&mut self, code: &'static str, text: &str, detail: &str, hint: &str) {
@@ -633,7 +641,7 @@ impl<W: Write> Connection<'_, W> {
             if walsnd.status_updates > before {
                 return Ok(true);
             }
-            if walsnd.done || walsnd.stopped.is_some() || Instant::now() >= until {
+            if walsnd.done || walsnd.pending_failure.is_some() || Instant::now() >= until {
                 return Ok(false);
             }
             match self.inbox.wait(Some(until)) {
@@ -670,15 +678,7 @@ impl<W: Write> Connection<'_, W> {
             TransactionRole::End => walsnd.open = false,
             _ => {}
         }
-        let len = 4 + 1 + 8 + 8 + 8 + payload.len();
-        self.out.push(b'd');
-        self.out.extend_from_slice(&(len as u32).to_be_bytes());
-        self.out.push(b'w');
-        self.out.extend_from_slice(&lsn.0.to_be_bytes());
-        self.out.extend_from_slice(&lsn.0.to_be_bytes());
-        self.out
-            .extend_from_slice(&PgTimestamp::now().0.to_be_bytes());
-        self.out.extend_from_slice(payload);
+        backend::xlog_data(&mut self.out, lsn.0, lsn.0, PgTimestamp::now().0, payload);
     }
 
     /// Every [`FLUSH_AT`] bytes: out to the socket, then the client's replies and the

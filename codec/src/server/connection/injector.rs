@@ -1,6 +1,6 @@
-//! The fault rules on one connection: asked before, within and after each frame it
-//! sends, at its timers and at the client's status updates; and what each action does to
-//! the connection.
+//! The fault injector of one connection: the rules (`crate::faults`) asked before, within
+//! and after each frame it sends, at its timers and at the client's status updates; and what
+//! each action does to the connection.
 
 use std::io::Write;
 use std::net::{Shutdown, TcpStream};
