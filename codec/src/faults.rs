@@ -62,6 +62,7 @@ fn once() -> u64 {
 /// (keepalives are not counted).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "on", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
 pub enum Trigger {
     /// The n-th message (of `kind`, when given): after it is sent, or `before` it, or
     /// after the first `byte` bytes of its CopyData frame (mid-frame; the frame's 5-byte
@@ -225,6 +226,7 @@ impl<'de> Deserialize<'de> for MessageKind {
 /// What goes wrong.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "do", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
 pub enum Action {
     /// Close the connection (FIN), with nothing more sent.
     Close,

@@ -63,7 +63,7 @@ impl Builder {
             wal_sender_timeout: Duration::from_secs(60),
             authentication_timeout: Duration::from_secs(60),
             max_wal_senders: 10,
-            max_replication_slots: 100,
+            max_replication_slots: 10,
             checkpoint_interval: Duration::from_secs(300),
             faults: Vec::new(),
             probe: None,
@@ -174,7 +174,7 @@ impl Builder {
         self
     }
 
-    /// How many replication slots may exist at once (default 100; PostgreSQL's
+    /// How many replication slots may exist at once (default 10, as PostgreSQL's
     /// `max_replication_slots`). Creating one more fails with SQLSTATE 53400, as there.
     #[must_use]
     pub fn max_replication_slots(mut self, max: usize) -> Builder {

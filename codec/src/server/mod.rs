@@ -71,7 +71,7 @@ pub use credentials::Auth;
 pub use render::{RenderError, RenderedMessage};
 pub use script::{End, Event, Script, ScriptError, Step, Transaction, MAX_LINE_LEN};
 pub use sent::SentMessage;
-pub use state::{ClientInfo, SlotInfo};
+pub use state::{ClientInfo, ReceivedStatusUpdate, SlotInfo};
 pub use test_server::TestServer;
 
 /// A log sink: each client, the options it asked for, the positions it confirms.

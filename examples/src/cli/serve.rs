@@ -26,7 +26,7 @@ new transaction every second. Logs each client, its options and confirmed positi
   {"server_version": "15.20", "database": "app", "system_identifier": 7400000000000000001,
    "start_lsn": "0/1000000", "keepalive_interval_ms": 10000,
    "wal_sender_timeout": "60s", "authentication_timeout": "1min", "max_wal_senders": 10,
-   "max_replication_slots": 100,
+   "max_replication_slots": 10,
    "auth": {"method": "scram", "user": "rep", "password": "pw"},
    "publications": [{"name": "p", "tables": [{"oid": 16385, "schema": "public",
      "name": "t", "replica_identity": "default",
@@ -124,7 +124,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N")]
     max_wal_senders: Option<usize>,
     /// PostgreSQL's max_replication_slots: slots that may exist at once; one more
-    /// gets ERROR 53400 [default: 100].
+    /// gets ERROR 53400 [default: 10].
     #[arg(long, value_name = "N")]
     max_replication_slots: Option<usize>,
     /// PostgreSQL's checkpoint_timeout: how often slots' positions are persisted (a

@@ -1214,3 +1214,31 @@ fn the_crates_client_after_a_crash_gets_what_it_confirmed_again() {
     let payloads: Vec<Vec<u8>> = expected.into_iter().map(|(_, p)| p).collect();
     assert_eq!((first, second), (payloads.clone(), payloads));
 }
+
+/// A status update's record says when the server read it, not only the client's
+/// `send_time` (here 0, as a client with a broken clock or one that never fills it in
+/// sends).
+#[test]
+fn status_updates_record_when_they_arrived() {
+    let server = server(&[]);
+    let expected = expected(&server);
+    let mut raw = streaming(&server, "s");
+    Received::until_payloads(&mut raw, expected.len());
+    let end = server.wal_end();
+    let before = pgoutput_codec::PgTimestamp::now();
+    raw.send(&status_update(end, 0));
+    assert_eq!(
+        server.wait_for_confirmed_flush("s", end, Duration::from_secs(60)),
+        Ok(end)
+    );
+    let after = pgoutput_codec::PgTimestamp::now();
+    let client = &server.clients()[0];
+    let update = client.status_updates.last().unwrap();
+    assert_eq!(update.update.flush_lsn, end);
+    assert_eq!(update.update.send_time, pgoutput_codec::PgTimestamp(0));
+    assert!(
+        before <= update.received_at && update.received_at <= after,
+        "{before:?} <= {:?} <= {after:?}",
+        update.received_at
+    );
+}

@@ -74,7 +74,10 @@ fn psycopg2_streams_and_confirms() {
         .into_iter()
         .find(|c| !c.stream_options.is_empty())
         .unwrap();
-    assert!(client.status_updates.iter().any(|u| u.flush_lsn == end));
+    assert!(client
+        .status_updates
+        .iter()
+        .any(|u| u.update.flush_lsn == end));
     assert!(server.slots().is_empty());
     assert!(server
         .commands()

@@ -104,7 +104,7 @@ fn every_option_set_byte_for_byte() {
     assert_eq!(client.commands.len(), 3, "{:?}", client.commands);
     assert_eq!(client.commands[1], "SHOW wal_sender_timeout");
     assert!(client.commands[2].starts_with("START_REPLICATION SLOT \"s0\""));
-    assert_eq!(client.status_updates.last().unwrap().flush_lsn, end);
+    assert_eq!(client.status_updates.last().unwrap().update.flush_lsn, end);
 }
 
 #[test]

@@ -19,6 +19,7 @@ pub(super) const RECORD: u64 = 0x48;
 
 /// How a transaction ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum End {
     /// `COMMIT`.
     Commit,
@@ -35,6 +36,7 @@ pub enum End {
 
 /// One step of a transaction.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Step {
     /// A change: an Insert, Update, Delete, Truncate, transactional Message or Type.
     Change {
@@ -350,6 +352,7 @@ fn values<V: Into<ColumnValue<'static>>>(
 
 /// One event of the WAL, in order.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Event {
     /// A transaction.
     Transaction(Transaction),

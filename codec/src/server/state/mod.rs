@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 pub(crate) use config::Config;
 use connections::Connections;
-pub use records::ClientInfo;
 use records::Records;
+pub use records::{ClientInfo, ReceivedStatusUpdate};
 pub(crate) use shared::Shared;
 pub use slots::SlotInfo;
 pub(crate) use slots::{pid, NewSlot, Slots};

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::super::sent::{SentMessage, Unrecorded};
 use crate::client::StreamOptions;
-use crate::StandbyStatusUpdate;
+use crate::{PgTimestamp, StandbyStatusUpdate};
 
 /// How many log lines, disconnected clients' records, and commands and status updates
 /// per client the server keeps, dropping the oldest.
@@ -28,8 +28,8 @@ pub struct ClientInfo {
     pub commands: Vec<String>,
     /// The options of each START_REPLICATION it ran.
     pub stream_options: Vec<StreamOptions>,
-    /// Every standby status update it sent.
-    pub status_updates: Vec<StandbyStatusUpdate>,
+    /// Every standby status update it sent, with when the server read it.
+    pub status_updates: Vec<ReceivedStatusUpdate>,
     /// Whether it is still connected.
     pub connected: bool,
     /// The messages it was sent while streaming, with their positions (the last
@@ -39,6 +39,18 @@ pub struct ClientInfo {
     pub replies: Vec<Duration>,
     /// How its connection ended (`None` while it is connected).
     pub ended: Option<String>,
+}
+
+/// A standby status update and when the server read it: the client's `send_time` says
+/// when it was written, which a slow or clock-skewed client makes no guide to when it
+/// arrived (PostgreSQL keeps both: `reply_time` and the lags it measures on receipt).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReceivedStatusUpdate {
+    /// What the client sent.
+    pub update: StandbyStatusUpdate,
+    /// The server's clock when it read the update.
+    pub received_at: PgTimestamp,
 }
 
 /// Appends to a record list, dropping the oldest tenth when it is full.
@@ -153,10 +165,14 @@ impl Records {
         }
     }
 
-    /// Records a standby status update of client `id`.
+    /// Records a standby status update of client `id`, read now.
     pub(crate) fn add_status_update(&mut self, id: usize, update: StandbyStatusUpdate) {
         if let Some(client) = self.client(id) {
-            push_bounded(&mut client.status_updates, update, MAX_PER_CLIENT);
+            let received = ReceivedStatusUpdate {
+                update,
+                received_at: PgTimestamp::now(),
+            };
+            push_bounded(&mut client.status_updates, received, MAX_PER_CLIENT);
         }
     }
 
