@@ -69,26 +69,38 @@ impl Msg {
         String::new()
     }
 
-    /// What is compared: the type, and for errors and notices severity, SQLSTATE and
-    /// the message with its numbers (process ids) left out.
+    /// What is compared: the type, and for errors and notices severity, SQLSTATE,
+    /// the message, and the detail and hint where there are any, with their numbers
+    /// (process ids) left out.
     pub(crate) fn summary(&self) -> String {
         match self.tag {
             b'E' | b'N' => {
                 // Each number (a process id's digits vary) as one '#'.
-                let mut message = String::new();
-                for c in self.field(b'M').chars() {
-                    if !c.is_ascii_digit() {
-                        message.push(c);
-                    } else if !message.ends_with('#') {
-                        message.push('#');
+                let without_numbers = |text: String| {
+                    let mut out = String::new();
+                    for c in text.chars() {
+                        if !c.is_ascii_digit() {
+                            out.push(c);
+                        } else if !out.ends_with('#') {
+                            out.push('#');
+                        }
                     }
-                }
-                format!(
-                    "{} {} {} {message}",
+                    out
+                };
+                let mut summary = format!(
+                    "{} {} {} {}",
                     char::from(self.tag),
                     self.field(b'V'),
-                    self.field(b'C')
-                )
+                    self.field(b'C'),
+                    without_numbers(self.field(b'M'))
+                );
+                for (code, name) in [(b'D', "DETAIL"), (b'H', "HINT")] {
+                    let text = self.field(code);
+                    if !text.is_empty() {
+                        summary.push_str(&format!(" {name}: {}", without_numbers(text)));
+                    }
+                }
+                summary
             }
             tag => char::from(tag).to_string(),
         }

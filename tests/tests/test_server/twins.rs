@@ -238,6 +238,52 @@ fn another_sessions_temporary_slot_is_in_use(_: &Twin, target: &Target) -> Vec<S
     out
 }
 
+/// An ERROR in a walsender session drops the session's TEMPORARY slots
+/// (`WalSndErrorCleanup` calls `ReplicationSlotCleanup`), whatever failed; its other
+/// slots stay.
+fn an_error_drops_the_sessions_temporary_slots(_: &Twin, target: &Target) -> Vec<String> {
+    let mut owner = Raw::login(target, "postgres");
+    let mut out =
+        summaries(&owner.query("CREATE_REPLICATION_SLOT tmp_err TEMPORARY LOGICAL pgoutput"));
+    out.extend(create_slot(&mut owner, "kept_err"));
+    out.extend(summaries(&owner.start("no_such_slot", "0/0", "p")));
+    out.extend(summaries(&owner.query(
+        "CREATE_REPLICATION_SLOT tmp_err2 TEMPORARY LOGICAL pgoutput",
+    )));
+    out.extend(create_slot(&mut owner, "kept_err"));
+    let mut other = Raw::login(target, "postgres");
+    for slot in ["tmp_err", "tmp_err2"] {
+        out.extend(summaries(
+            &other.query(&format!("DROP_REPLICATION_SLOT {slot}")),
+        ));
+    }
+    out.extend(summaries(&other.query("DROP_REPLICATION_SLOT kept_err")));
+    out
+}
+
+/// ERRORs that carry a HINT: a slot name with a character PostgreSQL does not allow, and
+/// no slot left under `max_replication_slots` (40 on the real server, 10 on ours: slots
+/// are made until the first ERROR, then dropped).
+fn errors_with_hints(_: &Twin, target: &Target) -> Vec<String> {
+    let mut raw = Raw::login(target, "postgres");
+    let mut out = summaries(&raw.query("CREATE_REPLICATION_SLOT \"Bad-Name\" LOGICAL pgoutput"));
+    let mut made = Vec::new();
+    for n in 0..64 {
+        let slot = format!("full_{n}");
+        let answer = raw.query(&format!("CREATE_REPLICATION_SLOT {slot} LOGICAL pgoutput"));
+        if let Some(err) = answer.iter().find(|m| m.tag == b'E') {
+            out.push(err.summary());
+            break;
+        }
+        made.push(slot);
+    }
+    out.push(format!("made some first: {}", !made.is_empty()));
+    for slot in made {
+        raw.query(&format!("DROP_REPLICATION_SLOT {slot}"));
+    }
+    out
+}
+
 fn a_missing_publication_is_refused_at_the_first_change(
     twin: &Twin,
     target: &Target,
@@ -699,7 +745,7 @@ fn the_test_server_answers_as_postgresql_15_does() {
         ours: None,
         bin: binaries.bin.clone(),
     };
-    let scenarios: [(&str, Scenario, bool); 19] = [
+    let scenarios: [(&str, Scenario, bool); 21] = [
         (
             "copy after copy",
             copy_messages_after_the_copy_are_ignored,
@@ -730,6 +776,12 @@ fn the_test_server_answers_as_postgresql_15_does() {
             another_sessions_temporary_slot_is_in_use,
             false,
         ),
+        (
+            "an ERROR drops temporary slots",
+            an_error_drops_the_sessions_temporary_slots,
+            false,
+        ),
+        ("errors with hints", errors_with_hints, false),
         (
             "missing publication",
             a_missing_publication_is_refused_at_the_first_change,
@@ -790,7 +842,15 @@ fn the_test_server_answers_as_postgresql_15_does() {
         ("fast shutdown", a_fast_shutdown_waits_for_the_client, false),
     ];
     // Beyond being alike: what each real-client scenario is there to show.
-    let required: [(&str, &[&str]); 5] = [
+    let required: [(&str, &[&str]); 7] = [
+        (
+            "an ERROR drops temporary slots",
+            &[
+                "E ERROR 42704 replication slot \"tmp_err\" does not exist",
+                "E ERROR 42704 replication slot \"tmp_err#\" does not exist",
+            ],
+        ),
+        ("errors with hints", &["made some first: true"]),
         (
             "unknown database",
             &[

@@ -72,6 +72,17 @@ impl<W: Write> Connection<'_, W> {
                 self.id, err.message, err.code
             ));
             self.error(&err);
+            if self.walsender {
+                // WalSndErrorCleanup: the slot in use is released and the session's
+                // TEMPORARY slots are dropped (ReplicationSlotCleanup), whatever failed.
+                let dropped = self.shared.lock().slots_mut().clean_up(self.id);
+                if !dropped.is_empty() {
+                    self.shared.log(format!(
+                        "client {}: the ERROR dropped its temporary slots {dropped:?}",
+                        self.id
+                    ));
+                }
+            }
         }
         self.ready()
     }

@@ -55,8 +55,9 @@ impl<W: Write> Connection<'_, W> {
         }
         let consistent_point = self.shared.wal().start_lsn();
         let max = self.shared.config.max_replication_slots;
+        let major = self.shared.config.major;
         let mut state = self.shared.lock();
-        state.slots().check_new(&name, max)?;
+        state.slots().check_new(&name, max, major)?;
         match snapshot.as_str() {
             "use" if !self.in_transaction => {
                 return Err(error(sqlstate::INTERNAL_ERROR, "CREATE_REPLICATION_SLOT ... (SNAPSHOT 'use') must be called inside a transaction"))
@@ -74,6 +75,7 @@ impl<W: Write> Connection<'_, W> {
                 at: consistent_point,
             },
             max,
+            major,
         )?;
         drop(state);
         self.shared.log(format!(

@@ -74,7 +74,13 @@ impl<W: Write> Connection<'_, W> {
             return Err(self.fatal(
                 sqlstate::TOO_MANY_CONNECTIONS,
                 &format!(
-                    "number of requested standby connections exceeds max_wal_senders (currently {max})"
+                    "number of requested standby connections exceeds {} (currently {max})",
+                    // PostgreSQL 17 put GUC names in quotes in its messages.
+                    if self.shared.config.major >= 17 {
+                        "\"max_wal_senders\""
+                    } else {
+                        "max_wal_senders"
+                    }
                 ),
             ));
         }

@@ -130,7 +130,7 @@ impl State {
     /// Forgets connection `id`: its slots are released, its TEMPORARY slots dropped.
     pub(crate) fn disconnect(&mut self, id: usize, walsender: bool, why: String) {
         self.records.end(id, why);
-        self.slots.clean_up(id);
+        let _ = self.slots.clean_up(id);
         self.connections.disconnect(id, walsender);
     }
 

@@ -91,24 +91,32 @@ impl Slots {
         self.slots.iter_mut().find(|s| s.name == name)
     }
 
-    /// What `ReplicationSlotCreate` refuses before it makes a slot named `name`: a name
-    /// with a character other than `[a-z0-9_]` or too long, one that exists, and no room
-    /// left under `max_replication_slots`.
-    pub(crate) fn check_new(&self, name: &str, max: usize) -> Result<(), SqlError> {
-        let valid = !name.is_empty()
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    /// What `ReplicationSlotCreate` refuses before it makes a slot named `name`
+    /// (`ReplicationSlotValidateName`'s order: empty, too long, a character other than
+    /// `[a-z0-9_]`), one that exists, and no room left under `max_replication_slots`.
+    pub(crate) fn check_new(&self, name: &str, max: usize, major: u32) -> Result<(), SqlError> {
+        if name.is_empty() {
+            return Err(error(
+                sqlstate::INVALID_NAME,
+                format!("replication slot name \"{name}\" is too short"),
+            ));
+        }
+        if name.len() >= 64 {
+            return Err(error(
+                sqlstate::NAME_TOO_LONG,
+                format!("replication slot name \"{name}\" is too long"),
+            ));
+        }
+        let valid = name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
         if !valid {
             return Err(error(
                 sqlstate::INVALID_NAME,
                 format!("replication slot name \"{name}\" contains invalid character"),
-            ));
-        }
-        if name.len() > 63 {
-            return Err(error(
-                sqlstate::NAME_TOO_LONG,
-                format!("replication slot name \"{name}\" is too long"),
+            )
+            .with_hint(
+                "Replication slot names may only contain lower case letters, numbers, and the underscore character.",
             ));
         }
         if self.get(name).is_some() {
@@ -121,14 +129,20 @@ impl Slots {
             return Err(error(
                 sqlstate::CONFIGURATION_LIMIT_EXCEEDED,
                 "all replication slots are in use",
-            ));
+            )
+            // PostgreSQL 17 put GUC names in quotes in its messages.
+            .with_hint(if major >= 17 {
+                "Free one or increase \"max_replication_slots\"."
+            } else {
+                "Free one or increase max_replication_slots."
+            }));
         }
         Ok(())
     }
 
     /// Makes a slot, after [`Slots::check_new`].
-    pub(crate) fn create(&mut self, new: NewSlot, max: usize) -> Result<(), SqlError> {
-        self.check_new(&new.name, max)?;
+    pub(crate) fn create(&mut self, new: NewSlot, max: usize, major: u32) -> Result<(), SqlError> {
+        self.check_new(&new.name, max, major)?;
         self.slots.push(SlotInfo {
             name: new.name,
             confirmed_flush_lsn: new.at,
@@ -278,13 +292,18 @@ impl Slots {
     /// What `ReplicationSlotRelease` and `ReplicationSlotCleanup` do for client `id`
     /// when its walsender's command fails with an ERROR (`WalSndErrorCleanup`) or it
     /// leaves: the slot it streams is released, its TEMPORARY slots are dropped.
-    pub(crate) fn clean_up(&mut self, id: usize) {
+    /// Returns the names of the slots dropped.
+    pub(crate) fn clean_up(&mut self, id: usize) -> Vec<String> {
         for slot in &mut self.slots {
             if slot.active_client == Some(id) {
                 slot.let_go();
             }
         }
-        self.slots.retain(|s| s.temporary_owner != Some(id));
+        let (dropped, kept) = std::mem::take(&mut self.slots)
+            .into_iter()
+            .partition(|s| s.temporary_owner == Some(id));
+        self.slots = kept;
+        dropped.into_iter().map(|s: SlotInfo| s.name).collect()
     }
 }
 
