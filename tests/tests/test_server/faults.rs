@@ -1242,3 +1242,61 @@ fn status_updates_record_when_they_arrived() {
         update.received_at
     );
 }
+
+/// The limits' errors carry the words, HINT included, of the version the server
+/// announces: PostgreSQL 17 put GUC names in quotes.
+#[test]
+fn limits_are_worded_as_postgresql_15_and_18_word_them() {
+    use super::raw::startup_packet;
+    use pgoutput_tests::pg::Server;
+    for (major, version) in [("15", "15.15"), ("18", "18.6")] {
+        let Some(binaries) = super::binaries(major) else {
+            return;
+        };
+        let pg = Server::start_with_settings(
+            &binaries,
+            &["max_replication_slots = 1", "max_wal_senders = 1"],
+        )
+        .unwrap();
+        let answer = |target: &Target| -> Vec<String> {
+            let mut raw = Raw::login(target, "postgres");
+            let mut out = Vec::new();
+            for slot in ["one", "two"] {
+                let made = raw.query(&format!("CREATE_REPLICATION_SLOT {slot} LOGICAL pgoutput"));
+                out.extend(made.iter().map(super::raw::Msg::summary));
+            }
+            raw.query("DROP_REPLICATION_SLOT one");
+            // A second walsender while the first is connected.
+            let mut extra = Raw::connect(target);
+            extra.send(&startup_packet("postgres"));
+            out.extend(
+                extra
+                    .until_ready(Duration::from_secs(60))
+                    .iter()
+                    .map(super::raw::Msg::summary),
+            );
+            out
+        };
+        let theirs = answer(&Target::Postgres(
+            pg.socket_dir().join(format!(".s.PGSQL.{}", pg.port())),
+        ));
+        let ours = TestServer::builder()
+            .server_version(version)
+            .max_replication_slots(1)
+            .max_wal_senders(1)
+            .start()
+            .unwrap();
+        assert_eq!(
+            answer(&Target::Ours(ours.addr())),
+            theirs,
+            "PostgreSQL {major}"
+        );
+        assert!(
+            theirs
+                .iter()
+                .any(|l| l.contains("53400") && l.contains("HINT")),
+            "{theirs:?}"
+        );
+        assert!(theirs.iter().any(|l| l.contains("53300")), "{theirs:?}");
+    }
+}
