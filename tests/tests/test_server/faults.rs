@@ -1300,3 +1300,59 @@ fn limits_are_worded_as_postgresql_15_and_18_word_them() {
         assert!(theirs.iter().any(|l| l.contains("53300")), "{theirs:?}");
     }
 }
+
+/// START_REPLICATION again in a session whose stream ended with CopyDone: PostgreSQL
+/// answers CopyBothResponse and ends the copy at once, sending nothing (the walsender's
+/// CopyDone flags, `streamingDoneSending` and `streamingDoneReceiving`, stay set for the
+/// session), on the same slot or another; the session goes on.
+#[test]
+fn a_second_start_after_copy_done_as_postgresql_15_and_18_answer_it() {
+    use pgoutput_tests::pg::Server;
+    for (major, version) in [("15", "15.15"), ("18", "18.6")] {
+        let Some(binaries) = super::binaries(major) else {
+            return;
+        };
+        let pg = Server::start(&binaries).unwrap();
+        pg.psql("CREATE TABLE t1 (id int PRIMARY KEY, v text); CREATE PUBLICATION p FOR TABLE t1;")
+            .unwrap();
+        let answer = |target: &Target, write: &dyn Fn()| -> Vec<String> {
+            let mut raw = Raw::login(target, "postgres");
+            let mut out = Vec::new();
+            for slot in ["again", "again_other"] {
+                let made = raw.query(&format!("CREATE_REPLICATION_SLOT {slot} LOGICAL pgoutput"));
+                out.extend(made.iter().map(Msg::summary));
+            }
+            write();
+            out.extend(raw.start("again", "0/0", "p").iter().map(Msg::summary));
+            raw.send(&message(b'c', &[]));
+            // Whatever data came before the CopyDone, then how the copy ended.
+            let ended = raw.until_ready(Duration::from_secs(60));
+            out.extend(ended.iter().filter(|m| m.tag != b'd').map(Msg::summary));
+            for slot in ["again", "again_other"] {
+                out.extend(raw.start(slot, "0/0", "p").iter().map(Msg::summary));
+                let rest = raw.until_ready(Duration::from_secs(60));
+                out.extend(rest.iter().map(Msg::summary));
+            }
+            out.extend(raw.query("IDENTIFY_SYSTEM").iter().map(Msg::summary));
+            out
+        };
+        let theirs = answer(
+            &Target::Postgres(pg.socket_dir().join(format!(".s.PGSQL.{}", pg.port()))),
+            &|| {
+                pg.psql("INSERT INTO t1 VALUES (1, 'v');").unwrap();
+            },
+        );
+        let ours = TestServer::builder()
+            .server_version(version)
+            .publication(Publication::new("p").table(t1()))
+            .start()
+            .unwrap();
+        let mine = answer(&Target::Ours(ours.addr()), &|| {
+            ours.append(pgoutput_codec::server::Event::Transaction(
+                Transaction::new().insert(&t1(), ["1", "v"]),
+            ))
+            .unwrap();
+        });
+        assert_eq!(mine, theirs, "PostgreSQL {major}");
+    }
+}

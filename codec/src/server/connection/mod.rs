@@ -93,6 +93,10 @@ struct Connection<'s, W> {
     in_transaction: bool,
     /// Counted against `max_wal_senders`.
     walsender: bool,
+    /// A stream of this session ended with the client's CopyDone: walsender.c's
+    /// `streamingDoneReceiving` and `streamingDoneSending` stay set for the session, so
+    /// every later START_REPLICATION ends its copy at once, sending nothing.
+    copy_done: bool,
     /// When the current state must be over (start-up and authentication).
     deadline: Option<Instant>,
     /// While streaming: the walsender's timers and positions.
@@ -190,6 +194,7 @@ fn run<'s, W: Write>(
         id,
         in_transaction: false,
         walsender: false,
+        copy_done: false,
         deadline: None,
         walsnd: None,
     };

@@ -196,10 +196,15 @@ impl<W: Write> Connection<'_, W> {
         let mut renderer = Renderer::new(&catalog, options, self.shared.config.major);
         backend::copy_response(&mut self.out, b'W', 0, false);
         self.walsnd = Some(walsnd);
-        let result = self
-            .keepalive(false)
-            .map_err(Failure::from)
-            .and_then(|()| self.stream_loop(&mut renderer));
+        let result = if self.copy_done {
+            // WalSndLoop leaves at once: both sides' CopyDone were seen already.
+            backend::command_complete(&mut self.out, "COPY 0");
+            Ok(())
+        } else {
+            self.keepalive(false)
+                .map_err(Failure::from)
+                .and_then(|()| self.stream_loop(&mut renderer))
+        };
         let how = self.ending(&result);
         self.record(|state, slot, id| state.judge(slot).ended(id, how));
         self.walsnd = None;
@@ -430,6 +435,7 @@ impl<W: Write> Connection<'_, W> {
 
     /// The client's CopyDone is answered with ours and the copy's CommandComplete.
     fn end_copy(&mut self) -> Result<(), Failure> {
+        self.copy_done = true;
         backend::copy_done(&mut self.out);
         backend::command_complete(&mut self.out, "COPY 0");
         Ok(())
