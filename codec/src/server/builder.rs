@@ -183,7 +183,7 @@ impl Builder {
     }
 
     /// How often a checkpoint persists every slot's confirmed position (default 5 min;
-    /// PostgreSQL's `checkpoint_timeout`): a crash ([`Action::Crash`],
+    /// PostgreSQL's `checkpoint_timeout`): a crash ([`Action::Crash`](super::Action::Crash),
     /// [`TestServer::crash`]) takes each slot back to its last persisted position.
     #[must_use]
     pub fn checkpoint_interval(mut self, interval: Duration) -> Builder {
@@ -203,7 +203,7 @@ impl Builder {
     /// Arms the judge's probe (see [`Probe`]): one transaction in `every` is held after
     /// its first change with a keepalive asking for a reply, so a consumer that confirms
     /// a transaction before it has it is caught for certain
-    /// ([`Finding::ConfirmedUnsent`]); and each time the stream catches up, the client is
+    /// ([`Finding::ConfirmedUnsent`](super::Finding::ConfirmedUnsent)); and each time the stream catches up, the client is
     /// asked for a reply, so a slot left behind while idle shows.
     #[must_use]
     pub fn probe(mut self, probe: Probe) -> Builder {
