@@ -9,9 +9,43 @@ use std::time::{Duration, Instant};
 
 use super::{Closed, Connection, Failure};
 use crate::faults::{error_for, frame_matches, Action, Facts, Point};
-use crate::faults::{Scope, Trigger};
+use crate::faults::{Scope, Tracker, Trigger};
 use crate::server::state::Shared;
 use crate::wire::backend;
+
+/// What the fault rules keep of one stream: who it is for them, what it has sent, the
+/// `time` rules' progress, the rules a status update met, a `slow` action in force.
+#[derive(Debug)]
+pub(super) struct StreamFaults {
+    /// Who this connection is for the fault rules.
+    pub(super) scope: Arc<Scope>,
+    /// Where each frame it sends stands in the stream.
+    pub(super) tracker: Tracker,
+    /// When streaming began (the `time` trigger), the next `time` rule due (ms after),
+    /// and how far the time rules have been looked at.
+    pub(super) started: Instant,
+    pub(super) next_fault_ms: Option<u64>,
+    pub(super) time_checked: Option<u64>,
+    /// Rules a status update met, done at the next point where only whole frames are
+    /// buffered.
+    pub(super) pending: Vec<(Trigger, Action)>,
+    /// A `slow` action in force.
+    pub(super) slow: Option<Slow>,
+}
+
+impl StreamFaults {
+    pub(super) fn new(next_fault_ms: Option<u64>, scope: Scope, started: Instant) -> StreamFaults {
+        StreamFaults {
+            scope: Arc::new(scope),
+            tracker: Tracker::default(),
+            started,
+            next_fault_ms,
+            time_checked: None,
+            pending: Vec::new(),
+            slow: None,
+        }
+    }
+}
 
 /// How often a stall looks at the server's stop (and a crash).
 const STALL_TICK: Duration = Duration::from_millis(50);
@@ -78,18 +112,19 @@ impl<W: Write> Connection<'_, W> {
         let Some(walsnd) = &mut self.walsnd else {
             return Ok(());
         };
-        let mut due = std::mem::take(&mut walsnd.pending_faults);
-        if let Some(ms) = walsnd.next_fault_ms {
-            let elapsed = u64::try_from(walsnd.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let mut due = std::mem::take(&mut walsnd.faults.pending);
+        if let Some(ms) = walsnd.faults.next_fault_ms {
+            let elapsed =
+                u64::try_from(walsnd.faults.started.elapsed().as_millis()).unwrap_or(u64::MAX);
             if elapsed >= ms {
-                let checked = walsnd.time_checked;
-                walsnd.time_checked = Some(elapsed);
+                let checked = walsnd.faults.time_checked;
+                walsnd.faults.time_checked = Some(elapsed);
                 let scope = self.scope();
                 due.extend(self.shared.faults.fire(Some(&scope), |trigger| {
                     matches!(trigger, Trigger::Time { ms } if *ms <= elapsed && checked.is_none_or(|c| *ms > c))
                 }));
                 let next = self.shared.faults.next_time(&scope, Some(elapsed));
-                self.walsnd().next_fault_ms = next;
+                self.walsnd().faults.next_fault_ms = next;
             }
         }
         for (trigger, action) in due {
@@ -103,14 +138,14 @@ impl<W: Write> Connection<'_, W> {
     /// When the next `time` rule is due, for the streaming loop's wait.
     pub(super) fn next_fault_time(&self) -> Option<Instant> {
         let walsnd = self.walsnd.as_ref()?;
-        Some(walsnd.started + Duration::from_millis(walsnd.next_fault_ms?))
+        Some(walsnd.faults.started + Duration::from_millis(walsnd.faults.next_fault_ms?))
     }
 
     /// Who this connection is, for the rules' scopes (shared, not copied per frame).
     pub(super) fn scope(&self) -> Arc<Scope> {
         self.walsnd
             .as_ref()
-            .map(|w| Arc::clone(&w.scope))
+            .map(|w| Arc::clone(&w.faults.scope))
             .unwrap_or_default()
     }
 
@@ -161,7 +196,7 @@ impl<W: Write> Connection<'_, W> {
                     (None, Some(rate)) => Slow::Rate(rate.max(1)),
                     (None, None) => return Ok(()),
                 };
-                self.walsnd().slow = Some(slow);
+                self.walsnd().faults.slow = Some(slow);
                 Ok(())
             }
             Action::Crash => {
@@ -202,7 +237,10 @@ impl<W: Write> Connection<'_, W> {
     /// 57P0x codes, else an ERROR that ends the streaming.
     fn fault_error(&mut self, code: &str, message: Option<String>) -> Failure {
         let (slot, xid) = self.walsnd.as_ref().map_or((String::new(), 0), |w| {
-            (w.scope.slot.clone().unwrap_or_default(), w.tracker.xid().0)
+            (
+                w.faults.scope.slot.clone().unwrap_or_default(),
+                w.faults.tracker.xid().0,
+            )
         });
         let err = error_for(code, message, &slot, self.shared.config.major, xid);
         if code.starts_with("57P0") {
@@ -214,7 +252,7 @@ impl<W: Write> Connection<'_, W> {
     /// Paces the next message for a `slow` action: waits out the delay before it, or,
     /// at a byte rate, writes what is buffered and waits for the rate to allow more.
     pub(super) fn pace(&mut self) -> Result<(), Failure> {
-        let Some(slow) = self.walsnd.as_ref().and_then(|w| w.slow) else {
+        let Some(slow) = self.walsnd.as_ref().and_then(|w| w.faults.slow) else {
             return Ok(());
         };
         match slow {

@@ -9,9 +9,9 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::injector::Slow;
+use super::injector::StreamFaults;
 use super::{envelope, Closed, Connection, Failure};
-use crate::faults::{Action, Point, Scope, Tracker, Trigger};
+use crate::faults::{Point, Scope, Trigger};
 use crate::judge::{Ending, Probe};
 use crate::server::grammar;
 use crate::server::inbox::{Incoming, Wait};
@@ -71,19 +71,8 @@ pub(super) struct WalSnd {
     pub(super) pending_failure: Option<Failure>,
     /// The crash epoch streaming began in: after a crash its updates move no slot.
     epoch: u64,
-    /// Who this connection is for the fault rules, and what it has sent.
-    pub(super) scope: Arc<Scope>,
-    pub(super) tracker: Tracker,
-    /// When streaming began (the `time` trigger), the next `time` rule due (ms after),
-    /// and how far the time rules have been looked at.
-    pub(super) started: Instant,
-    pub(super) next_fault_ms: Option<u64>,
-    pub(super) time_checked: Option<u64>,
-    /// Rules a status update met, done at the next point where only whole frames are
-    /// buffered.
-    pub(super) pending_faults: Vec<(Trigger, Action)>,
-    /// A `slow` action in force.
-    pub(super) slow: Option<Slow>,
+    /// What the fault rules keep of this stream.
+    pub(super) faults: StreamFaults,
     /// A `shutdown` action: `WalSndDone`'s sequence is under way.
     pub(super) shutting_down: bool,
     /// Frames sent that the judge and the client's record have not heard of yet.
@@ -169,13 +158,7 @@ impl<W: Write> Connection<'_, W> {
             done: false,
             pending_failure: None,
             epoch,
-            next_fault_ms: self.shared.faults.next_time(&scope, None),
-            scope: Arc::new(scope),
-            tracker: Tracker::default(),
-            started: now,
-            time_checked: None,
-            pending_faults: Vec::new(),
-            slow: None,
+            faults: StreamFaults::new(self.shared.faults.next_time(&scope, None), scope, now),
             shutting_down: false,
             unrecorded: Vec::new(),
             open: false,
@@ -530,7 +513,7 @@ impl<W: Write> Connection<'_, W> {
             Some(&scope),
             |trigger| matches!(trigger, Trigger::Flush { lsn } if update.flush_lsn >= *lsn),
         );
-        self.walsnd().pending_faults.extend(met);
+        self.walsnd().faults.pending.extend(met);
         self.shared.notify();
         if let Some(lsn) = advanced {
             self.shared.log(format!(
@@ -604,10 +587,10 @@ impl<W: Write> Connection<'_, W> {
         payload: &[u8],
     ) -> Result<(), Failure> {
         let probe = self.shared.probe.get();
-        if !self.shared.faults.armed() && self.walsnd().slow.is_none() && probe.is_none() {
+        if !self.shared.faults.armed() && self.walsnd().faults.slow.is_none() && probe.is_none() {
             return self.write_frame(lsn, message, payload);
         }
-        let facts = self.walsnd().tracker.frame(message);
+        let facts = self.walsnd().faults.tracker.frame(message);
         self.frame_faults(Point::Before, &facts, self.out.len())?;
         self.pace()?;
         let start = self.out.len();
