@@ -341,8 +341,12 @@ fn the_judge_over_http_catches_a_consumer_confirming_at_begin_in_20_of_20_runs()
     if !pgoutput_tests::pg::psycopg2_found() {
         return;
     }
-    let (mut child, python) =
-        python_against_serve("judge_api", r#""wal_sender_timeout": "2s","#, 3);
+    // Each of the 40-odd runs makes a slot of its own: more than PostgreSQL's default 10.
+    let (mut child, python) = python_against_serve(
+        "judge_api",
+        r#""wal_sender_timeout": "2s", "max_replication_slots": 100,"#,
+        3,
+    );
     let _ = child.kill();
     let _ = child.wait();
     let stderr = String::from_utf8_lossy(&python.stderr);

@@ -121,6 +121,7 @@ pub fn peek(server: &Server, options: &Options) -> Result<Vec<Row>, String> {
 
 /// Reads `slot` with the pgoutput options of `options`, without consuming it.
 pub fn peek_slot(server: &Server, slot: &str, options: &Options) -> Result<Vec<Row>, String> {
+    wait_for_flush(server)?;
     let args: Vec<String> = options
         .pairs()
         .iter()
@@ -146,6 +147,32 @@ pub fn peek_slot(server: &Server, slot: &str, options: &Options) -> Result<Vec<R
             })
         })
         .collect()
+}
+
+/// Waits until the WAL is flushed up to where it is inserted now. The SQL interface's
+/// peek reads only flushed WAL, while a walsender client told to read to the insert
+/// position waits for it: with `synchronous_commit` off (as on these servers) the last
+/// transactions committed may not be flushed yet, and the two would read different
+/// streams.
+pub fn wait_for_flush(server: &Server) -> Result<(), String> {
+    let inserted = server
+        .query_one("SELECT pg_current_wal_insert_lsn();")
+        .map_err(|e| e.to_string())?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let flushed = server
+            .query_one(&format!(
+                "SELECT pg_current_wal_flush_lsn() >= '{inserted}'::pg_lsn;"
+            ))
+            .map_err(|e| e.to_string())?;
+        if flushed == "t" {
+            return Ok(());
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(format!("the WAL was not flushed to {inserted} in a minute"));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// Runs `check`, turning a panic into a failure message.
