@@ -147,7 +147,12 @@ impl TestServer {
             match renderer.event(&entry.event, entry.partner.as_deref(), &mut frames) {
                 Ok(()) => {}
                 Err(Halt::Render(err)) => return Err(err),
-                Err(Halt::Sql(err)) => return Err(RenderError(err.message)),
+                Err(Halt::Sql(err)) => {
+                    return Err(RenderError::Server {
+                        code: err.code.into_owned(),
+                        message: err.message,
+                    })
+                }
                 Err(Halt::Sink(never)) => match never {},
             }
         }

@@ -259,7 +259,9 @@ impl<W: Write> Connection<'_, W> {
                         Err(Halt::Render(err)) => {
                             self.shared
                                 .log(format!("client {}: cannot stream: {err}", self.id));
-                            return Err(error(sqlstate::FEATURE_NOT_SUPPORTED, err.0).into());
+                            return Err(
+                                error(sqlstate::FEATURE_NOT_SUPPORTED, err.to_string()).into()
+                            );
                         }
                         Err(Halt::Sql(err)) => return Err(err.into()),
                     }

@@ -223,18 +223,11 @@ impl Renderer<'_> {
                 ValueForm::Type(oid) if to_binary => text_to_binary(oid, bytes).map(Cow::Owned),
                 ValueForm::Type(oid) => binary_to_text(oid, bytes).map(Cow::Owned),
             };
-            let converted = converted.ok_or_else(|| {
-                let table = table.map(Table::qualified_name).unwrap_or_default();
-                let (held, missing, asked) = if to_binary {
-                    ("text", "binary form here (a composite, or a type this server does not know)", "asked")
-                } else {
-                    ("binary", "text form here", "did not ask")
-                };
-                RenderError(format!(
-                    "column \"{}\" of table {table} holds a {held} value of type {} that has no {missing}, and the client {asked} for binary values",
-                    column.name,
-                    column.type_oid.0
-                ))
+            let converted = converted.ok_or_else(|| RenderError::NoConversion {
+                table: table.map(Table::qualified_name).unwrap_or_default(),
+                column: column.name.clone(),
+                type_oid: column.type_oid,
+                to_binary,
             })?;
             let converted: crate::PgBytes<'v> = match converted {
                 Cow::Borrowed(bytes) => bytes.into(),

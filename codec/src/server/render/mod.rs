@@ -99,11 +99,59 @@ impl<S> From<RenderError> for Halt<S> {
 
 /// Why a script event cannot be sent to a client with its options.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RenderError(pub String);
+#[non_exhaustive]
+pub enum RenderError {
+    /// A column's value is held in one form (text or binary) and the client asked for
+    /// the other, which this server cannot convert for the column's type (a composite,
+    /// or a type it does not know).
+    NoConversion {
+        /// The table, schema-qualified.
+        table: String,
+        column: String,
+        type_oid: Oid,
+        /// Whether the client asked for binary values (the value is held in text).
+        to_binary: bool,
+    },
+    /// A `COMMIT PREPARED` or `ROLLBACK PREPARED` of a gid no transaction before it
+    /// prepared.
+    UnknownGid { gid: String },
+    /// The message cannot be encoded with the client's options (its protocol version or
+    /// streaming mode lacks it).
+    Unencodable { message: String, reason: String },
+    /// An ERROR pgoutput raises for the event (a publication that does not exist).
+    Server { code: String, message: String },
+}
 
 impl fmt::Display for RenderError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            RenderError::NoConversion {
+                table,
+                column,
+                type_oid,
+                to_binary: true,
+            } => write!(
+                f,
+                "column \"{column}\" of table {table} holds a text value of type {type_oid} that has no binary form here (a composite, or a type this server does not know), and the client asked for binary values"
+            ),
+            RenderError::NoConversion {
+                table,
+                column,
+                type_oid,
+                to_binary: false,
+            } => write!(
+                f,
+                "column \"{column}\" of table {table} holds a binary value of type {type_oid} that has no text form here, and the client did not ask for binary values"
+            ),
+            RenderError::UnknownGid { gid } => write!(
+                f,
+                "no prepared transaction with gid {gid:?} before its COMMIT/ROLLBACK PREPARED"
+            ),
+            RenderError::Unencodable { message, reason } => {
+                write!(f, "cannot encode {message} for this client: {reason}")
+            }
+            RenderError::Server { code, message } => write!(f, "{message} (SQLSTATE {code})"),
+        }
     }
 }
 
@@ -338,7 +386,10 @@ impl<'a> Renderer<'a> {
         self.scratch.clear();
         self.encoder
             .encode_into(message, &mut self.scratch)
-            .map_err(|e| RenderError(format!("cannot encode {message:?} for this client: {e}")))?;
+            .map_err(|e| RenderError::Unencodable {
+                message: format!("{message:?}"),
+                reason: e.to_string(),
+            })?;
         sink.frame(lsn, message, &self.scratch)
             .map_err(Halt::Sink)?;
         Ok(())

@@ -15,10 +15,8 @@ pub(super) fn prepared<'e>(
     partner: Option<&'e Transaction>,
     gid: &str,
 ) -> Result<&'e Transaction, RenderError> {
-    partner.ok_or_else(|| {
-        RenderError(format!(
-            "no prepared transaction with gid {gid:?} before its COMMIT/ROLLBACK PREPARED"
-        ))
+    partner.ok_or_else(|| RenderError::UnknownGid {
+        gid: gid.to_owned(),
     })
 }
 
