@@ -204,7 +204,7 @@ fn tail_through_shutdown(slot: &str, extra: &[&str]) -> (std::process::Child, pg
     .spawn()
     .unwrap();
     server
-        .wait_for_confirmed_flush(slot, end, Duration::from_secs(20))
+        .wait_for_confirmed_flush(slot, end, Duration::from_secs(60))
         .unwrap();
     drop(server);
     (child, end)

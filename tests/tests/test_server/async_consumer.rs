@@ -31,6 +31,8 @@ fn rendered(server: &TestServer, options: &StreamOptions) -> Vec<(Lsn, PgOutputM
 #[tokio::test(flavor = "current_thread")]
 async fn every_message_of_every_option_set_arrives_and_the_slot_follows() {
     let server = TestServer::builder()
+        // A slot per option set: more than PostgreSQL's default of 10.
+        .max_replication_slots(64)
         .publication(publication())
         .script(script())
         .start()

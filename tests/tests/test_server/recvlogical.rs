@@ -49,6 +49,8 @@ fn recvlogical(
     };
     let mut builder = TestServer::builder()
         .server_version(server_version)
+        // A slot per option set: more than PostgreSQL's default of 10.
+        .max_replication_slots(64)
         .publication(publication())
         .script(script());
     if let Some((user, password)) = auth {

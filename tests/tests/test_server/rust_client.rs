@@ -14,6 +14,8 @@ use super::{option_sets, publication, script};
 
 fn server() -> TestServer {
     TestServer::builder()
+        // A slot per option set: more than PostgreSQL's default of 10.
+        .max_replication_slots(64)
         .publication(publication())
         .script(script())
         .start()

@@ -188,6 +188,29 @@ fn copy_messages_after_the_copy_are_ignored(twin: &Twin, target: &Target) -> Vec
     out
 }
 
+/// The settings a consumer asks a walsender for with SHOW (the crate's consumer and
+/// pgoutput tail ask for `wal_sender_timeout`), printed in PostgreSQL's units.
+fn show_settings(_: &Twin, target: &Target) -> Vec<String> {
+    let mut raw = Raw::login(target, "postgres");
+    let mut out = Vec::new();
+    for name in [
+        "wal_sender_timeout",
+        "authentication_timeout",
+        "max_wal_senders",
+    ] {
+        let answer = raw.query(&format!("SHOW {name}"));
+        out.extend(summaries(&answer));
+        if let Some(row) = answer.iter().find(|m| m.tag == b'D') {
+            // One column: its length, then its text.
+            out.push(format!(
+                "{name} = {}",
+                String::from_utf8_lossy(&row.body[6..])
+            ));
+        }
+    }
+    out
+}
+
 fn a_status_update_with_extra_bytes_is_accepted(twin: &Twin, target: &Target) -> Vec<String> {
     let mut raw = Raw::login(target, "postgres");
     let mut out = create_slot(&mut raw, "extra");
@@ -745,12 +768,13 @@ fn the_test_server_answers_as_postgresql_15_does() {
         ours: None,
         bin: binaries.bin.clone(),
     };
-    let scenarios: [(&str, Scenario, bool); 21] = [
+    let scenarios: [(&str, Scenario, bool); 22] = [
         (
             "copy after copy",
             copy_messages_after_the_copy_are_ignored,
             false,
         ),
+        ("SHOW settings", show_settings, false),
         (
             "extra bytes",
             a_status_update_with_extra_bytes_is_accepted,
@@ -842,7 +866,15 @@ fn the_test_server_answers_as_postgresql_15_does() {
         ("fast shutdown", a_fast_shutdown_waits_for_the_client, false),
     ];
     // Beyond being alike: what each real-client scenario is there to show.
-    let required: [(&str, &[&str]); 7] = [
+    let required: [(&str, &[&str]); 8] = [
+        (
+            "SHOW settings",
+            &[
+                "wal_sender_timeout = 1s",
+                "authentication_timeout = 1s",
+                "max_wal_senders = 3",
+            ],
+        ),
         (
             "an ERROR drops temporary slots",
             &[

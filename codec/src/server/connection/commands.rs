@@ -170,6 +170,12 @@ impl<W: Write> Connection<'_, W> {
                     "wal_segment_size" => "16MB".to_owned(),
                     "integer_datetimes" => "on".to_owned(),
                     "server_encoding" | "client_encoding" => "UTF8".to_owned(),
+                    "wal_sender_timeout" => {
+                        show_duration(config.wal_sender_timeout.unwrap_or_default())
+                    }
+                    "authentication_timeout" => show_duration(config.authentication_timeout),
+                    "max_wal_senders" => config.max_wal_senders.to_string(),
+                    "max_replication_slots" => config.max_replication_slots.to_string(),
                     _ => {
                         return Err(error(
                             sqlstate::UNDEFINED_OBJECT,
@@ -205,4 +211,24 @@ impl<W: Write> Connection<'_, W> {
             .into()),
         }
     }
+}
+
+/// A time setting as SHOW prints it: in the largest unit that holds it exactly (60 s is
+/// `1min`, 1500 ms `1500ms`, 0 `0`), as PostgreSQL's GUC display does.
+fn show_duration(duration: std::time::Duration) -> String {
+    let ms = duration.as_millis();
+    if ms == 0 {
+        return "0".into();
+    }
+    for (unit, size) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("min", 60_000),
+        ("s", 1_000),
+    ] {
+        if ms % size == 0 {
+            return format!("{}{unit}", ms / size);
+        }
+    }
+    format!("{ms}ms")
 }
