@@ -226,7 +226,7 @@ fn show_duration(duration: std::time::Duration) -> String {
         ("min", 60_000),
         ("s", 1_000),
     ] {
-        if ms % size == 0 {
+        if ms.is_multiple_of(size) {
             return format!("{}{unit}", ms / size);
         }
     }
