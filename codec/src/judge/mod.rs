@@ -56,13 +56,23 @@ struct Idle {
     asked_at: Option<Lsn>,
     asks: u32,
     answered: u32,
+    /// The flush position the last answer there left, and how many answers in a row
+    /// left it the same.
+    last_answer: Option<Lsn>,
+    same_answers: u32,
 }
 
-/// How many reply requests at one idle WAL end a consumer must have answered before
-/// where it leaves its slot counts: the answer to the first may be what it had before
-/// it read the keepalive (psycopg2 answers with its old position, then moves it to the
-/// keepalive's WAL end); the second comes after it had.
+/// How many answers in a row at one idle WAL end must leave the slot at the same place
+/// before where the consumer leaves it counts: the answer to the first request may be
+/// what it had before it read the keepalive (psycopg2 answers with its old position, then
+/// moves it to the keepalive's WAL end), or before it confirmed the last transaction it
+/// was still working on; a position that stays is the consumer's word.
 pub(crate) const IDLE_ASKS: u32 = 2;
+
+/// How many reply requests the probe makes at one idle WAL end, each once the one before
+/// is answered: enough for [`IDLE_ASKS`] equal answers after a consumer's position moved
+/// twice (its last transaction confirmed, then the WAL end).
+pub(crate) const MAX_IDLE_ASKS: u32 = 4;
 
 /// One streaming connection of the slot.
 #[derive(Debug, Default)]
@@ -222,6 +232,8 @@ impl Judge {
             asked_at: None,
             asks: 0,
             answered: 0,
+            last_answer: None,
+            same_answers: 0,
         });
         period.wal_end = period.wal_end.max(wal_end);
         if reply_requested {
@@ -231,6 +243,8 @@ impl Judge {
                 period.asked_at = Some(period.wal_end);
                 period.asks = 1;
                 period.answered = 0;
+                period.last_answer = None;
+                period.same_answers = 0;
             }
         }
     }
@@ -285,6 +299,14 @@ impl Judge {
             stream.write = write;
         }
         if let Some(period) = &mut stream.idle {
+            if period.answered < period.asks {
+                if period.last_answer == Some(stream.flush) {
+                    period.same_answers += 1;
+                } else {
+                    period.last_answer = Some(stream.flush);
+                    period.same_answers = 1;
+                }
+            }
             period.answered = period.asks;
         }
         stream.asked.take().map(|asked| asked.elapsed())
@@ -338,12 +360,12 @@ impl Judge {
         self.positions.probes_answered += u64::from(answered);
     }
 
-    /// What an idle period shows: the consumer answered [`IDLE_ASKS`] reply requests
-    /// made at the WAL end `w`, and the slot is still short of it.
+    /// What an idle period shows: [`IDLE_ASKS`] answers in a row to reply requests made
+    /// at the WAL end left the slot at the same place, short of it.
     fn idle_finding(&self, connection: u64, stream: &Stream) -> Option<Finding> {
         let period = stream.idle?;
         let asked_at = period.asked_at?;
-        if period.answered < IDLE_ASKS {
+        if period.same_answers < IDLE_ASKS {
             return None;
         }
         let confirmed = self.positions.confirmed_flush_lsn;

@@ -4,9 +4,10 @@
 //! has it looks correct. Probed, a transaction is held after its first change with a
 //! keepalive asking for a reply, until the consumer's next status update, twice (the
 //! first update to arrive may have left before the consumer read what was held; each
-//! wait `wait_ms` at most): what it confirms then, it confirmed without the rest. Each time the stream catches up
-//! with the WAL, a probed connection is asked for a reply too, so a consumer that leaves
-//! its slot behind while idle shows it.
+//! wait `wait_ms` at most): what it confirms then, it confirmed without the rest. Each
+//! time the stream catches up with the WAL, a probed connection is asked for a reply too,
+//! and again once answered, until two answers in a row leave the slot at the same place,
+//! so a consumer that leaves its slot behind while idle shows it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;

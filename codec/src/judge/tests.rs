@@ -165,6 +165,39 @@ fn a_slot_left_behind_while_idle_is_found_once_the_consumer_answered() {
     assert_eq!(cut.findings(), []);
 }
 
+/// A consumer still working on its last transaction when first asked confirms it between
+/// two answers, then leaves: its position moved, so no answer of it is its final word.
+#[test]
+fn a_consumer_that_confirms_its_last_transaction_between_two_answers_is_not_accused() {
+    let mut judge = Judge::default();
+    judge.started(1, Lsn(0), Some(Lsn(100)));
+    transaction(&mut judge, 1, 110, 200);
+    transaction(&mut judge, 1, 210, 300);
+    judge.status_update(1, Lsn(200), Lsn(200));
+    judge.keepalive_sent(1, Lsn(500), true, true);
+    judge.status_update(1, Lsn(200), Lsn(200));
+    judge.keepalive_sent(1, Lsn(500), true, true);
+    judge.status_update(1, Lsn(300), Lsn(300));
+    judge.ended(1, Ending::Client);
+    assert_eq!(judge.findings(), []);
+    // The same answer twice is its word.
+    let mut stays = Judge::default();
+    stays.started(1, Lsn(0), Some(Lsn(100)));
+    transaction(&mut stays, 1, 110, 300);
+    for _ in 0..2 {
+        stays.keepalive_sent(1, Lsn(500), true, true);
+        stays.status_update(1, Lsn(300), Lsn(300));
+    }
+    assert!(matches!(
+        stays.findings()[..],
+        [Finding::NotAdvancedWhileIdle {
+            confirmed: Lsn(300),
+            wal_end: Lsn(500),
+            ..
+        }]
+    ));
+}
+
 #[test]
 fn a_slot_left_inside_a_transaction_while_idle_is_found() {
     let mut judge = Judge::default();

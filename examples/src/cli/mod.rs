@@ -11,7 +11,8 @@ The judge (GET /findings, GET /facts; per slot, across all its connections):
     --probe 1   (or POST /probe {"every": 1}; "probe": {"every": 1} in --config)
   holds one transaction in N after its first change ("after": M changes) with a keepalive
   asking for a reply, until the client's next status update (at most "wait_ms", 1000), and
-  asks for a reply (twice) each time the stream catches up with a new WAL end.
+  asks for a reply each time the stream catches up with a new WAL end, again once
+  answered, until two answers in a row leave the slot at the same place (four at most).
   Findings (each a consumer bug; "connection" names the client that showed it):
     confirmed_unsent {flush, sent}   a flush position past every position the slot's
         clients were sent (XLogData walEnd, keepalive WAL end): acknowledged unreceived

@@ -133,7 +133,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
             let waiting = self.shutting_down == Some(Shutdown::Waiting);
             let asking = self
                 .probed_idle
-                .is_some_and(|(_, asks, _)| asks < crate::judge::IDLE_ASKS);
+                .is_some_and(|(_, asks, _)| asks < crate::judge::MAX_IDLE_ASKS);
             let next_time = self.next_time();
             let outcome = tokio::select! {
                 read = server.read_buf(&mut self.buf), if !waiting => match read {
@@ -266,7 +266,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
         }
         if !idle || self.sent != at {
             // The stream moved on: nothing more to ask there.
-            self.probed_idle = Some((at, crate::judge::IDLE_ASKS, updates));
+            self.probed_idle = Some((at, crate::judge::MAX_IDLE_ASKS, updates));
             return Ok(());
         }
         self.probed_idle = Some((at, asks + 1, updates));

@@ -528,7 +528,7 @@ impl<W: Write> Connection<'_, W> {
         }
         let walsnd = self.walsnd();
         if let Some((at, asks)) = walsnd.probed_idle {
-            if asks < crate::judge::IDLE_ASKS && at == walsnd.sent && !walsnd.open {
+            if asks < crate::judge::MAX_IDLE_ASKS && at == walsnd.sent && !walsnd.open {
                 walsnd.probed_idle = Some((at, asks + 1));
                 self.keepalive(true)?;
             }
