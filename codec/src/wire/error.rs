@@ -42,6 +42,15 @@ impl SqlError {
     }
 }
 
+/// A setting's name as PostgreSQL's messages spell it: in quotes from 17 on.
+pub(crate) fn setting_name(name: &str, major: u32) -> String {
+    if major >= 17 {
+        format!("\"{name}\"")
+    } else {
+        name.to_owned()
+    }
+}
+
 /// The ERROR for a slot the walsender of process `pid` holds (`ReplicationSlotAcquire`).
 pub(crate) fn slot_in_use(slot: &str, pid: usize) -> SqlError {
     error(

@@ -67,16 +67,12 @@ impl<W: Write> Connection<'_, W> {
             }
             _ => {}
         }
-        state.slots_mut().create(
-            NewSlot {
-                name: name.clone(),
-                two_phase,
-                temporary_owner: temporary.then_some(self.id),
-                at: consistent_point,
-            },
-            max,
-            major,
-        )?;
+        state.slots_mut().create(NewSlot {
+            name: name.clone(),
+            two_phase,
+            temporary_owner: temporary.then_some(self.id),
+            at: consistent_point,
+        });
         drop(state);
         self.shared.log(format!(
             "client {}: created slot {name} at {consistent_point}{}",

@@ -9,7 +9,7 @@ use std::time::Instant;
 use super::{Closed, Connection};
 use crate::server::state::pid;
 use crate::wire::backend;
-use crate::wire::error::sqlstate;
+use crate::wire::error::{setting_name, sqlstate};
 use crate::wire::frontend::Startup;
 
 /// Who the start-up packet says the client is.
@@ -75,12 +75,7 @@ impl<W: Write> Connection<'_, W> {
                 sqlstate::TOO_MANY_CONNECTIONS,
                 &format!(
                     "number of requested standby connections exceeds {} (currently {max})",
-                    // PostgreSQL 17 put GUC names in quotes in its messages.
-                    if self.shared.config.major >= 17 {
-                        "\"max_wal_senders\""
-                    } else {
-                        "max_wal_senders"
-                    }
+                    setting_name("max_wal_senders", self.shared.config.major)
                 ),
             ));
         }

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::wire::error::{error, sqlstate, SqlError};
+use crate::wire::error::{error, setting_name, sqlstate, SqlError};
 use crate::Lsn;
 
 /// A replication slot of the test server.
@@ -130,19 +130,16 @@ impl Slots {
                 sqlstate::CONFIGURATION_LIMIT_EXCEEDED,
                 "all replication slots are in use",
             )
-            // PostgreSQL 17 put GUC names in quotes in its messages.
-            .with_hint(if major >= 17 {
-                "Free one or increase \"max_replication_slots\"."
-            } else {
-                "Free one or increase max_replication_slots."
-            }));
+            .with_hint(format!(
+                "Free one or increase {}.",
+                setting_name("max_replication_slots", major)
+            )));
         }
         Ok(())
     }
 
-    /// Makes a slot, after [`Slots::check_new`].
-    pub(crate) fn create(&mut self, new: NewSlot, max: usize, major: u32) -> Result<(), SqlError> {
-        self.check_new(&new.name, max, major)?;
+    /// Makes a slot that [`Slots::check_new`] allowed, under the same lock.
+    pub(crate) fn create(&mut self, new: NewSlot) {
         self.slots.push(SlotInfo {
             name: new.name,
             confirmed_flush_lsn: new.at,
@@ -155,7 +152,6 @@ impl Slots {
             held: None,
             starts: 0,
         });
-        Ok(())
     }
 
     /// DROP_REPLICATION_SLOT by client `id`: refused (55006) while another client has it.
