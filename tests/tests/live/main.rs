@@ -121,7 +121,7 @@ pub fn peek(server: &Server, options: &Options) -> Result<Vec<Row>, String> {
 
 /// Reads `slot` with the pgoutput options of `options`, without consuming it.
 pub fn peek_slot(server: &Server, slot: &str, options: &Options) -> Result<Vec<Row>, String> {
-    wait_for_flush(server)?;
+    wait_for_wal_flushed(server)?;
     let args: Vec<String> = options
         .pairs()
         .iter()
@@ -154,7 +154,7 @@ pub fn peek_slot(server: &Server, slot: &str, options: &Options) -> Result<Vec<R
 /// position waits for it: with `synchronous_commit` off (as on these servers) the last
 /// transactions committed may not be flushed yet, and the two would read different
 /// streams.
-pub fn wait_for_flush(server: &Server) -> Result<(), String> {
+pub fn wait_for_wal_flushed(server: &Server) -> Result<(), String> {
     let inserted = server
         .query_one("SELECT pg_current_wal_insert_lsn();")
         .map_err(|e| e.to_string())?;

@@ -40,6 +40,21 @@ fn server(faults: &[Fault]) -> TestServer {
     builder.start().expect("the test server starts")
 }
 
+/// A real PostgreSQL 15, then 18, each started with `settings` (while installed), with
+/// the `server_version` the test server announces for that major.
+fn real_15_and_18(
+    settings: &'static [&'static str],
+) -> impl Iterator<Item = (pgoutput_tests::pg::Server, &'static str)> {
+    [("15", "15.15"), ("18", "18.6")]
+        .into_iter()
+        .map_while(move |(major, version)| {
+            let binaries = super::binaries(major)?;
+            let pg = pgoutput_tests::pg::Server::start_with_settings(&binaries, settings)
+                .expect("PostgreSQL starts");
+            Some((pg, version))
+        })
+}
+
 /// The payloads the script renders to, with their positions.
 fn expected(server: &TestServer) -> Vec<(Lsn, Vec<u8>)> {
     server
@@ -1103,16 +1118,7 @@ fn a_byte_rate_and_the_other_error_wordings() {
 /// message and detail.
 #[test]
 fn invalidated_slots_answer_as_postgresql_15_and_18_do() {
-    use pgoutput_tests::pg::Server;
-    for (major, version) in [("15", "15.15"), ("18", "18.6")] {
-        let Some(binaries) = super::binaries(major) else {
-            return;
-        };
-        let pg = Server::start_with_settings(
-            &binaries,
-            &["max_slot_wal_keep_size = 1MB", "wal_keep_size = 0"],
-        )
-        .unwrap();
+    for (pg, version) in real_15_and_18(&["max_slot_wal_keep_size = 1MB", "wal_keep_size = 0"]) {
         pg.psql(
             "CREATE TABLE t (id int PRIMARY KEY, v text); CREATE PUBLICATION p FOR TABLE t;
              SELECT count(*) FROM pg_create_logical_replication_slot('gone', 'pgoutput');",
@@ -1127,7 +1133,7 @@ fn invalidated_slots_answer_as_postgresql_15_and_18_do() {
         {
             assert!(
                 Instant::now() < deadline,
-                "PostgreSQL {major} kept the slot"
+                "PostgreSQL {version} kept the slot"
             );
             pg.psql(
                 "INSERT INTO t SELECT g, repeat('x', 100) FROM generate_series(1, 1000) g
@@ -1143,9 +1149,7 @@ fn invalidated_slots_answer_as_postgresql_15_and_18_do() {
                 .map(|m| format!("{} DETAIL: {}", m.summary(), m.field(b'D')))
                 .collect()
         };
-        let theirs = answer(&Target::Postgres(
-            pg.socket_dir().join(format!(".s.PGSQL.{}", pg.port())),
-        ));
+        let theirs = answer(&Target::of(&pg));
         let ours = TestServer::builder()
             .server_version(version)
             .publication(Publication::new("p").table(t1()))
@@ -1155,7 +1159,7 @@ fn invalidated_slots_answer_as_postgresql_15_and_18_do() {
         let mut raw = Raw::login(&target, "postgres");
         raw.query("CREATE_REPLICATION_SLOT gone LOGICAL pgoutput");
         assert!(ours.invalidate_slot("gone"));
-        assert_eq!(answer(&target), theirs, "PostgreSQL {major}");
+        assert_eq!(answer(&target), theirs, "PostgreSQL {version}");
         assert!(theirs[0].contains("55000"), "{theirs:?}");
     }
 }
@@ -1248,16 +1252,7 @@ fn status_updates_record_when_they_arrived() {
 #[test]
 fn limits_are_worded_as_postgresql_15_and_18_word_them() {
     use super::raw::startup_packet;
-    use pgoutput_tests::pg::Server;
-    for (major, version) in [("15", "15.15"), ("18", "18.6")] {
-        let Some(binaries) = super::binaries(major) else {
-            return;
-        };
-        let pg = Server::start_with_settings(
-            &binaries,
-            &["max_replication_slots = 1", "max_wal_senders = 1"],
-        )
-        .unwrap();
+    for (pg, version) in real_15_and_18(&["max_replication_slots = 1", "max_wal_senders = 1"]) {
         let answer = |target: &Target| -> Vec<String> {
             let mut raw = Raw::login(target, "postgres");
             let mut out = Vec::new();
@@ -1277,9 +1272,7 @@ fn limits_are_worded_as_postgresql_15_and_18_word_them() {
             );
             out
         };
-        let theirs = answer(&Target::Postgres(
-            pg.socket_dir().join(format!(".s.PGSQL.{}", pg.port())),
-        ));
+        let theirs = answer(&Target::of(&pg));
         let ours = TestServer::builder()
             .server_version(version)
             .max_replication_slots(1)
@@ -1289,7 +1282,7 @@ fn limits_are_worded_as_postgresql_15_and_18_word_them() {
         assert_eq!(
             answer(&Target::Ours(ours.addr())),
             theirs,
-            "PostgreSQL {major}"
+            "PostgreSQL {version}"
         );
         assert!(
             theirs
@@ -1307,12 +1300,7 @@ fn limits_are_worded_as_postgresql_15_and_18_word_them() {
 /// session), on the same slot or another; the session goes on.
 #[test]
 fn a_second_start_after_copy_done_as_postgresql_15_and_18_answer_it() {
-    use pgoutput_tests::pg::Server;
-    for (major, version) in [("15", "15.15"), ("18", "18.6")] {
-        let Some(binaries) = super::binaries(major) else {
-            return;
-        };
-        let pg = Server::start(&binaries).unwrap();
+    for (pg, version) in real_15_and_18(&[]) {
         pg.psql("CREATE TABLE t1 (id int PRIMARY KEY, v text); CREATE PUBLICATION p FOR TABLE t1;")
             .unwrap();
         let answer = |target: &Target, write: &dyn Fn()| -> Vec<String> {
@@ -1336,12 +1324,9 @@ fn a_second_start_after_copy_done_as_postgresql_15_and_18_answer_it() {
             out.extend(raw.query("IDENTIFY_SYSTEM").iter().map(Msg::summary));
             out
         };
-        let theirs = answer(
-            &Target::Postgres(pg.socket_dir().join(format!(".s.PGSQL.{}", pg.port()))),
-            &|| {
-                pg.psql("INSERT INTO t1 VALUES (1, 'v');").unwrap();
-            },
-        );
+        let theirs = answer(&Target::of(&pg), &|| {
+            pg.psql("INSERT INTO t1 VALUES (1, 'v');").unwrap();
+        });
         let ours = TestServer::builder()
             .server_version(version)
             .publication(Publication::new("p").table(t1()))
@@ -1353,6 +1338,6 @@ fn a_second_start_after_copy_done_as_postgresql_15_and_18_answer_it() {
             ))
             .unwrap();
         });
-        assert_eq!(mine, theirs, "PostgreSQL {major}");
+        assert_eq!(mine, theirs, "PostgreSQL {version}");
     }
 }

@@ -17,6 +17,13 @@ pub(crate) enum Target {
     Ours(SocketAddr),
 }
 
+impl Target {
+    /// A real server, over its Unix socket.
+    pub(crate) fn of(pg: &pgoutput_tests::pg::Server) -> Target {
+        Target::Postgres(pg.socket_dir().join(format!(".s.PGSQL.{}", pg.port())))
+    }
+}
+
 pub(crate) trait Socket: Read + Write + Send {}
 impl<T: Read + Write + Send> Socket for T {}
 

@@ -753,7 +753,7 @@ fn the_test_server_answers_as_postgresql_15_does() {
          CREATE ROLE tailer LOGIN REPLICATION PASSWORD 'pw';",
     )
     .unwrap();
-    let postgres = Target::Postgres(pg.socket_dir().join(format!(".s.PGSQL.{}", pg.port())));
+    let postgres = Target::of(&pg);
     let builder = || {
         TestServer::builder()
             .server_version("15.15")
