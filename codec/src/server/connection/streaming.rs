@@ -501,15 +501,8 @@ impl<W: Write> Connection<'_, W> {
         walsnd.status_updates += 1;
         let slot = walsnd.slot.clone();
         let epoch = walsnd.epoch;
-        let advanced = self.record(|state, slot, id| {
-            let waited = state
-                .judge(slot)
-                .status_update(id, update.write_lsn, update.flush_lsn);
-            if let Some(waited) = waited {
-                state.records_mut().add_reply(id as usize, waited);
-            }
-            state.status_update(id as usize, slot, update, epoch)
-        });
+        let advanced =
+            self.record(|state, slot, id| state.status_update(id as usize, slot, update, epoch));
         let scope = self.scope();
         let met = self.shared.faults.fire(
             Some(&scope),

@@ -90,9 +90,9 @@ impl State {
         &self.judges
     }
 
-    /// A status update of client `id` streaming `slot`, read in `epoch`: recorded, and
-    /// the slot's new confirmed position when it moved it (one read before a crash moves
-    /// nothing).
+    /// A status update of client `id` streaming `slot`, read in `epoch`: judged,
+    /// recorded (with how long the reply request it answers waited), and the slot's new
+    /// confirmed position when it moved it (one read before a crash moves nothing).
     pub(crate) fn status_update(
         &mut self,
         id: usize,
@@ -100,6 +100,13 @@ impl State {
         update: StandbyStatusUpdate,
         epoch: u64,
     ) -> Option<Lsn> {
+        let waited =
+            self.judges
+                .slot(slot)
+                .status_update(id as u64, update.write_lsn, update.flush_lsn);
+        if let Some(waited) = waited {
+            self.records.add_reply(id, waited);
+        }
         self.records.add_status_update(id, update);
         if epoch != self.epoch {
             return None;
