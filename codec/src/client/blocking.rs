@@ -32,7 +32,7 @@ use super::consumer::{
     slot_exists, AfterBatch, ConsumerConfig, Delivery, Fed, Finished, Handled, Notify, Outcome,
     Reconnecting, BATCH, FINISH_WAIT, TICK,
 };
-use super::stream::{asks_for_reply, Event, Feedback};
+use super::stream::{asks_for_reply, Event, Feedback, WholeTransaction};
 use super::{ClientError, ConnInfo, Connection, CopyEvent};
 use crate::Lsn;
 
@@ -107,6 +107,7 @@ impl Consumer {
     /// [`ClientError::Decode`] for a message that does not decode.
     #[allow(clippy::should_implement_trait)] // events borrow from the consumer
     pub fn next(&mut self) -> Result<Option<Event<'_>>, ClientError> {
+        self.fed.events()?;
         loop {
             if self.fed.finished().is_some() {
                 return Ok(None);
@@ -124,10 +125,62 @@ impl Consumer {
     ///
     /// As [`Self::next`].
     pub fn next_within(&mut self, wait: Duration) -> Result<Option<Event<'_>>, ClientError> {
+        self.fed.events()?;
         if self.wait_for_frame(wait)? {
             self.fed.take_event()
         } else {
             Ok(None)
+        }
+    }
+
+    /// The next whole transaction, waiting as long as it takes; `None` once the stream
+    /// is over ([`Self::finished`] says why). Each transaction comes once, in the order
+    /// transactions ended, after its end arrived, even across reconnects and a server
+    /// that sends again what it sent before a crash (see [`WholeTransaction`]). A
+    /// consumer hands out either whole transactions or single events ([`Self::next`]).
+    ///
+    /// Memory: the transactions being gathered are held whole (a streamed one from its
+    /// first block), as PostgreSQL's apply worker holds a streamed one until its end.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::next`]; [`ClientError::Config`] after [`Self::next`] was used.
+    pub fn next_transaction(&mut self) -> Result<Option<WholeTransaction<'_>>, ClientError> {
+        self.transaction_by(None)
+    }
+
+    /// The next whole transaction if its end comes within `wait`; `None` when it did not,
+    /// or when the stream is over ([`Self::finished`] tells the two apart).
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::next_transaction`].
+    pub fn next_transaction_within(
+        &mut self,
+        wait: Duration,
+    ) -> Result<Option<WholeTransaction<'_>>, ClientError> {
+        self.transaction_by(Some(Instant::now() + wait))
+    }
+
+    fn transaction_by(
+        &mut self,
+        deadline: Option<Instant>,
+    ) -> Result<Option<WholeTransaction<'_>>, ClientError> {
+        self.fed.whole()?;
+        loop {
+            if self.fed.finished().is_some() {
+                return Ok(None);
+            }
+            let wait = deadline.map_or(Duration::from_secs(3600), |deadline| {
+                deadline.saturating_duration_since(Instant::now())
+            });
+            if self.wait_for_frame(wait)? {
+                if self.fed.absorb()? {
+                    return Ok(Some(self.fed.take_transaction()));
+                }
+            } else if deadline.is_some() {
+                return Ok(None);
+            }
         }
     }
 

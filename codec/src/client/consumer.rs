@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::stream::{Event, Replication};
+use super::stream::{Event, Replication, WholeTransaction};
 use super::{ClientError, StreamOptions};
 use crate::Lsn;
 
@@ -207,6 +207,19 @@ pub(crate) struct Fed {
     finished: Option<Finished>,
     auto_confirm: bool,
     reconnect: bool,
+    /// Events one by one, or whole transactions: fixed by the first call for either.
+    mode: Mode,
+}
+
+/// How a consumer hands the stream out.
+#[derive(Debug)]
+enum Mode {
+    /// Nothing asked for yet.
+    Unset,
+    /// Event by event ([`Consumer::next`](super::Consumer::next)).
+    Events,
+    /// Whole transactions ([`Consumer::next_transaction`](super::Consumer::next_transaction)).
+    Whole,
 }
 
 impl Fed {
@@ -230,7 +243,59 @@ impl Fed {
             finished: None,
             auto_confirm: config.auto_confirm,
             reconnect: config.reconnect.is_some(),
+            mode: Mode::Unset,
         })
+    }
+
+    /// Events are handed out one by one from now on.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Config`] when whole transactions were asked for before.
+    pub(crate) fn events(&mut self) -> Result<(), ClientError> {
+        match self.mode {
+            Mode::Unset => self.mode = Mode::Events,
+            Mode::Events => {}
+            Mode::Whole => {
+                return Err(ClientError::Config(
+                    "this consumer hands out whole transactions (next_transaction): it \
+                     cannot also hand out single events"
+                        .into(),
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    /// Whole transactions are handed out from now on.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Config`] when single events were asked for before.
+    pub(crate) fn whole(&mut self) -> Result<(), ClientError> {
+        match self.mode {
+            Mode::Unset => self.mode = Mode::Whole,
+            Mode::Whole => {}
+            Mode::Events => {
+                return Err(ClientError::Config(
+                    "this consumer hands out single events (next): it cannot also hand out \
+                     whole transactions"
+                        .into(),
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    /// Gathers the XLogData frame [`Handled::Frame`] announced into its transaction;
+    /// `true` when a transaction is ready ([`Fed::take_transaction`]).
+    pub(crate) fn absorb(&mut self) -> Result<bool, ClientError> {
+        self.replication.absorb(self.frame.clone())
+    }
+
+    /// The transaction [`Fed::absorb`] made ready.
+    pub(crate) fn take_transaction(&mut self) -> WholeTransaction<'_> {
+        self.replication.take_transaction()
     }
 
     /// Before waiting for the next event: the previous one is processed (auto-confirm),

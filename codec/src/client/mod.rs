@@ -56,7 +56,7 @@ pub use conninfo::{ConnInfo, Keepalives, SslMode, TlsSettings};
 pub use consumer::{ConsumerConfig, Finished, Reconnecting};
 pub use error::{ClientError, ServerError};
 pub use options::{parse_identifier_list, quote_identifier, StreamOptions};
-pub use stream::{Event, Replication};
+pub use stream::{Event, Replication, TransactionKind, WholeTransaction};
 
 use crate::wire::{socket_timeout, Socket};
 use login::Login;

@@ -48,7 +48,7 @@ use super::consumer::{
     Reconnecting, BATCH, FINISH_WAIT, TICK,
 };
 use super::login::{Login, Step};
-use super::stream::{asks_for_reply, Event, Feedback};
+use super::stream::{asks_for_reply, Event, Feedback, WholeTransaction};
 use super::{
     attempts, buffered_copy_event, keepalives, parse_backend, protocol, server_error, ssl_answer,
     try_the_other_way, Attempt, Backend, ClientError, ConnInfo, CopyEvent, QueryAnswer,
@@ -412,6 +412,7 @@ impl Consumer {
     /// The connection's errors (with reconnecting on, only those that do not pass), and
     /// [`ClientError::Decode`] for a message that does not decode.
     pub async fn next(&mut self) -> Result<Option<Event<'_>>, ClientError> {
+        self.fed.events()?;
         if self.wait_for_frame(None).await? {
             self.fed.take_event()
         } else {
@@ -426,10 +427,53 @@ impl Consumer {
     ///
     /// As [`Self::next`].
     pub async fn next_within(&mut self, wait: Duration) -> Result<Option<Event<'_>>, ClientError> {
+        self.fed.events()?;
         if self.wait_for_frame(Some(Instant::now() + wait)).await? {
             self.fed.take_event()
         } else {
             Ok(None)
+        }
+    }
+
+    /// The next whole transaction, as the blocking
+    /// [`Consumer::next_transaction`](super::Consumer::next_transaction) hands it out.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::next`]; [`ClientError::Config`] after [`Self::next`] was used.
+    pub async fn next_transaction(&mut self) -> Result<Option<WholeTransaction<'_>>, ClientError> {
+        self.transaction_by(None).await
+    }
+
+    /// The next whole transaction if its end comes within `wait`; `None` when it did not,
+    /// or when the stream is over ([`Self::finished`] tells the two apart).
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::next_transaction`].
+    pub async fn next_transaction_within(
+        &mut self,
+        wait: Duration,
+    ) -> Result<Option<WholeTransaction<'_>>, ClientError> {
+        self.transaction_by(Some(Instant::now() + wait)).await
+    }
+
+    async fn transaction_by(
+        &mut self,
+        deadline: Option<Instant>,
+    ) -> Result<Option<WholeTransaction<'_>>, ClientError> {
+        self.fed.whole()?;
+        loop {
+            if self.fed.finished().is_some() {
+                return Ok(None);
+            }
+            if self.wait_for_frame(deadline).await? {
+                if self.fed.absorb()? {
+                    return Ok(Some(self.fed.take_transaction()));
+                }
+            } else if deadline.is_some() {
+                return Ok(None);
+            }
         }
     }
 

@@ -35,14 +35,17 @@
 
 mod relations;
 mod row;
+mod whole;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub use relations::{ColumnInfo, RelationInfo};
 pub use row::{Column, FromColumn, Row, ValueError};
+use whole::{Absorbed, Assembler, Placed};
+pub use whole::{TransactionKind, WholeTransaction};
 
-use super::{ClientError, StreamOptions};
+use super::{Bytes, ClientError, StreamOptions};
 use crate::{
     decode, encode, Ctx, Decoder, Follower, Lsn, PgOutputMessage, PgTimestamp, ProtocolVersion,
     ServerMessage, StandbyStatusUpdate,
@@ -63,6 +66,33 @@ pub struct Event<'a> {
 }
 
 impl<'a> Event<'a> {
+    /// The event of `message`, with its table from `relations` (learning a Relation
+    /// message's table first); no table without them.
+    fn new(
+        wal_start: Lsn,
+        wal_end: Lsn,
+        message: PgOutputMessage<'a>,
+        relations: Option<&'a mut Relations>,
+    ) -> Event<'a> {
+        let relation = relations.and_then(|relations| match &message {
+            PgOutputMessage::Relation(relation) => {
+                relations.learn(relation);
+                relations.get(relation.relation_oid)
+            }
+            PgOutputMessage::Insert(m) => relations.get(m.relation_oid),
+            PgOutputMessage::Update(m) => relations.get(m.relation_oid),
+            PgOutputMessage::Delete(m) => relations.get(m.relation_oid),
+            _ => None,
+        });
+        Event {
+            wal_start,
+            wal_end,
+            message,
+            relation,
+            resumed: false,
+        }
+    }
+
     /// The table an Insert, Update, Delete or Relation message concerns, from the session's
     /// Relation messages.
     #[must_use]
@@ -169,6 +199,35 @@ pub fn asks_for_reply(frame: &[u8]) -> bool {
     frame.len() == 18 && frame[0] == b'k' && frame[17] == 1
 }
 
+/// An XLogData frame the stream core has handled, decoded again by `decoder` against
+/// `relations` (learning the table a Relation message carries): a whole transaction's
+/// events as it is handed out.
+fn replay<'a>(
+    decoder: &mut Decoder,
+    relations: &'a mut Relations,
+    frame: &'a [u8],
+) -> Result<Event<'a>, ClientError> {
+    let lsn = frame
+        .get(1..9)
+        .and_then(|bytes| bytes.try_into().ok())
+        .map(|bytes| Lsn(u64::from_be_bytes(bytes)));
+    let ServerMessage::XLogData(xlog) = decode::<ServerMessage<'a>>(frame, ENVELOPE)
+        .map_err(|source| ClientError::Decode { lsn, source })?
+    else {
+        return Err(ClientError::Protocol("a keepalive in a transaction".into()));
+    };
+    let data: &'a [u8] = frame.get(XLOG_HEADER..).unwrap_or_default();
+    let message = decoder
+        .decode(data)
+        .map_err(|source| ClientError::Decode { lsn, source })?;
+    Ok(Event::new(
+        xlog.wal_start,
+        xlog.wal_end,
+        message,
+        Some(relations),
+    ))
+}
+
 /// The protocol state of one replication stream: see the [module docs](self).
 #[derive(Debug)]
 pub struct Replication {
@@ -191,6 +250,9 @@ pub struct Replication {
     server_wal_end: Option<Lsn>,
     finished: bool,
     resumed: bool,
+    /// Whole transactions are gathered ([`Self::gather`]): their tables are learnt as
+    /// they are replayed.
+    whole: Option<Assembler>,
     feedback: Arc<Feedback>,
 }
 
@@ -218,6 +280,7 @@ impl Replication {
             server_wal_end: None,
             finished: false,
             resumed: false,
+            whole: None,
             feedback: Arc::new(Feedback::default()),
         })
     }
@@ -296,25 +359,72 @@ impl Replication {
                 if self.end_lsn == Some(xlog.wal_start) {
                     self.finished = true;
                 }
-                let relation = match &message {
-                    PgOutputMessage::Relation(relation) => {
-                        self.relations.learn(relation);
-                        self.relations.get(relation.relation_oid)
-                    }
-                    PgOutputMessage::Insert(m) => self.relations.get(m.relation_oid),
-                    PgOutputMessage::Update(m) => self.relations.get(m.relation_oid),
-                    PgOutputMessage::Delete(m) => self.relations.get(m.relation_oid),
-                    _ => None,
-                };
-                Ok(Some(Event {
-                    wal_start: xlog.wal_start,
-                    wal_end: xlog.wal_end,
-                    message,
-                    relation,
-                    resumed: std::mem::take(&mut self.resumed),
-                }))
+                let resumed = std::mem::take(&mut self.resumed);
+                // Whole transactions learn their tables when they are handed out.
+                let relations = self.whole.is_none().then_some(&mut self.relations);
+                let mut event = Event::new(xlog.wal_start, xlog.wal_end, message, relations);
+                event.resumed = resumed;
+                Ok(Some(event))
             }
         }
+    }
+
+    /// One CopyData payload from the server, gathered into whole transactions: the
+    /// transaction it ends, if it ends one (see [`WholeTransaction`]); `None` for
+    /// everything else (a keepalive, a message of a transaction still open, one aborted,
+    /// one handed out before). Once it is used, every frame goes through it, keepalives
+    /// too, and not through [`Self::handle_frame`]: tables are learnt as the
+    /// transactions carrying them are replayed.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::handle_frame`].
+    pub fn gather(&mut self, frame: Bytes) -> Result<Option<WholeTransaction<'_>>, ClientError> {
+        if self.absorb(frame)? {
+            Ok(Some(self.take_transaction()))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// [`Self::gather`] in two steps: `true` when a transaction is ready for
+    /// [`Self::take_transaction`].
+    pub(crate) fn absorb(&mut self, frame: Bytes) -> Result<bool, ClientError> {
+        if self.whole.is_none() {
+            self.whole = Some(Assembler::new(self.start, self.fresh));
+        }
+        if let Some(whole) = &mut self.whole {
+            // The one handed out before is done with: learn what it carries.
+            whole.finish(&mut self.relations);
+        }
+        let placed = match self.handle_frame(&frame)? {
+            Some(event) => Placed::of(&event),
+            None => return Ok(false),
+        };
+        let Some(whole) = &mut self.whole else {
+            return Ok(false);
+        };
+        Ok(
+            match whole.absorb(frame.clone(), placed, &mut self.relations) {
+                Absorbed::Ready => true,
+                Absorbed::Held => false,
+                Absorbed::Learn => {
+                    let mut decoder = self.fresh;
+                    // It decoded a moment ago, with a decoder in the same state.
+                    let _ = replay(&mut decoder, &mut self.relations, &frame);
+                    false
+                }
+            },
+        )
+    }
+
+    /// The transaction [`Self::absorb`] made ready.
+    pub(crate) fn take_transaction(&mut self) -> WholeTransaction<'_> {
+        let whole = self
+            .whole
+            .as_mut()
+            .expect("whole transactions are gathered");
+        whole.take(&mut self.relations)
     }
 
     /// Relation and Type frames carry 0/0: they say nothing about the server's position.
@@ -429,6 +539,9 @@ impl Replication {
     pub fn resume(&mut self) {
         self.decoder = self.fresh;
         self.relations.clear();
+        if let Some(whole) = &mut self.whole {
+            whole.resume();
+        }
         // What was open stays open (not idle) until the new session's first message: the
         // consumer still holds part of a transaction that is coming again.
         self.resumed = true;
