@@ -265,6 +265,13 @@ impl Consumer {
     fn shut_down(&mut self) {
         self.fed.closing();
         self.stop.store(true, Ordering::SeqCst);
+        // The I/O thread may wait for room in the queue or for a resume position: with
+        // the other ends gone, neither wait holds it.
+        drop(std::mem::replace(
+            &mut self.deliveries,
+            mpsc::sync_channel(0).1,
+        ));
+        drop(std::mem::replace(&mut self.resume, mpsc::channel().0));
         if let Some(io) = self.io.take() {
             let _ = io.join();
         }

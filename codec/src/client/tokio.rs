@@ -551,6 +551,13 @@ impl Consumer {
     pub async fn close(mut self) {
         self.fed.closing();
         self.stop.set();
+        // The I/O task may wait for room in the queue or for a resume position: with the
+        // other ends gone, neither wait holds it.
+        drop(std::mem::replace(&mut self.deliveries, mpsc::channel(1).1));
+        drop(std::mem::replace(
+            &mut self.resume,
+            mpsc::unbounded_channel().0,
+        ));
         if let Some(io) = self.io.take() {
             let _ = io.await;
         }

@@ -258,3 +258,42 @@ async fn an_end_position_ends_the_stream_and_a_loss_without_reconnecting_is_an_e
     };
     assert!(err.is_transient(), "{err}");
 }
+
+/// The async consumer closed while its I/O task waits to resume (the loss not read yet):
+/// the close ends the wait.
+#[tokio::test(flavor = "current_thread")]
+async fn a_consumer_closed_while_it_waits_to_resume_closes() {
+    let (t, script) = super::two_row_transactions(200);
+    let server = TestServer::builder()
+        .publication(Publication::new("p").table(t))
+        .script(script)
+        .fault(Fault::new(
+            Trigger::Change {
+                transaction: 150,
+                after: 1,
+            },
+            Action::Close,
+        ))
+        .start()
+        .unwrap();
+    let (lost, mut losses) = tokio::sync::mpsc::unbounded_channel();
+    let options = StreamOptions::new(ProtocolVersion::V1, &["p"]);
+    let mut conn = pgoutput_codec::client::Connection::connect(&info(&server)).unwrap();
+    conn.simple_query("CREATE_REPLICATION_SLOT \"closing\" LOGICAL pgoutput (SNAPSHOT 'nothing')")
+        .unwrap();
+    let config = ConsumerConfig::new("closing", options)
+        .queue(100_000)
+        .reconnect(Duration::from_millis(50))
+        .on_reconnect(move |note| {
+            if let Reconnecting::Lost { .. } = note {
+                let _ = lost.send(());
+            }
+        });
+    let mut consumer = Consumer::connect(&info(&server), config).await.unwrap();
+    assert!(consumer.next().await.unwrap().is_some());
+    losses.recv().await.unwrap();
+    // A guard against a hang, not a timing: a close returns as soon as it can.
+    tokio::time::timeout(Duration::from_secs(60), consumer.close())
+        .await
+        .expect("the close returns");
+}

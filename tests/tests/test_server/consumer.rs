@@ -389,3 +389,54 @@ fn without_reconnecting_a_loss_is_an_error_and_an_end_position_ends_it() {
     assert_eq!(last, Some(first_commit));
     assert_eq!(consumer.finished(), Some(Finished::EndPosition));
 }
+
+/// A consumer closed while its I/O thread waits to resume (the connection lost, the loss
+/// not read yet) or for room in its queue: the close ends both waits.
+#[test]
+fn a_consumer_closed_while_it_waits_to_resume_closes() {
+    for queue in [4, 100_000] {
+        // A server each: the fault fires once.
+        let (t, script) = super::two_row_transactions(200);
+        let server = TestServer::builder()
+            .publication(Publication::new("p").table(t))
+            .script(script)
+            .fault(Fault::new(
+                Trigger::Change {
+                    transaction: 150,
+                    after: 1,
+                },
+                Action::Close,
+            ))
+            .start()
+            .unwrap();
+        let (lost, losses) = std::sync::mpsc::channel();
+        let options = pgoutput_codec::client::StreamOptions::new(ProtocolVersion::V1, &["p"]);
+        let slot = format!("closing{queue}");
+        let config = ConsumerConfig::new(&slot, options)
+            .queue(queue)
+            .reconnect(Duration::from_millis(50))
+            .on_reconnect(move |note| {
+                if let Reconnecting::Lost { .. } = note {
+                    let _ = lost.send(());
+                }
+            });
+        let mut consumer = consume(&server, &slot, config);
+        // One event read, then nothing: with a short queue the I/O thread waits for
+        // room; with a long one it reads on to the cut and waits to resume.
+        assert!(consumer.next().unwrap().is_some());
+        if queue > 4 {
+            losses.recv().unwrap();
+        }
+        let (closed, done) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            consumer.close();
+            let _ = closed.send(());
+        });
+        // A guard against a hang, not a timing: a close returns as soon as it can.
+        assert_eq!(
+            done.recv_timeout(Duration::from_secs(60)),
+            Ok(()),
+            "queue {queue}"
+        );
+    }
+}

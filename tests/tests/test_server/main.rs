@@ -15,6 +15,7 @@ mod replay;
 mod rust_client;
 mod subscriber;
 mod twins;
+mod whole;
 
 use pgoutput_codec::server::{Publication, Script, StreamOptions, Table, Transaction};
 use pgoutput_codec::{ColumnValue, ProtocolVersion, Streaming, TruncateOptions};
