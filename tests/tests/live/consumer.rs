@@ -8,14 +8,23 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pgoutput_codec::client::{ConnInfo, Consumer, ConsumerConfig, Reconnecting, StreamOptions};
-use pgoutput_codec::{Encoder, Lsn, PgOutputMessage, ProtocolVersion, Streaming};
+use pgoutput_codec::client::{
+    ConnInfo, Consumer, ConsumerConfig, Reconnecting, StreamOptions, TransactionKind,
+    WholeTransaction,
+};
+use pgoutput_codec::{Encoder, IntoOwned, Lsn, PgOutputMessage, ProtocolVersion, Streaming};
 use pgoutput_tests::pg::Server;
 
 use crate::{peek_slot, Options, Row};
 
 /// The slots these checks consume (created with the workload's others, dropped after).
-pub const SLOTS: [&str; 3] = ["consumer_busy", "consumer_resume", "consumer_async"];
+pub const SLOTS: [&str; 5] = [
+    "consumer_busy",
+    "consumer_resume",
+    "consumer_async",
+    "consumer_whole",
+    "consumer_whole_async",
+];
 
 pub(crate) fn stream_options(options: &Options) -> StreamOptions {
     StreamOptions::new(options.version, &["pub"])
@@ -442,4 +451,211 @@ pub fn check_async(server: &Server, sets: &[Options]) -> Result<String, String> 
             want.len()
         ))
     })
+}
+
+/// What a whole transaction holds, as PostgreSQL's own whole (non-streamed) output says
+/// it: its kind and end, and its changes with their xids cleared (a streamed
+/// transaction's changes carry them).
+#[derive(Debug, Clone, PartialEq)]
+struct WholeOf {
+    kind: TransactionKind,
+    end: Option<Lsn>,
+    changes: Vec<PgOutputMessage<'static>>,
+}
+
+/// A change without the xid a stream block gives it; `None` for what is not a change.
+fn change(message: PgOutputMessage<'_>) -> Option<PgOutputMessage<'static>> {
+    let mut owned = message.into_owned();
+    match &mut owned {
+        PgOutputMessage::Insert(m) => m.xid = None,
+        PgOutputMessage::Update(m) => m.xid = None,
+        PgOutputMessage::Delete(m) => m.xid = None,
+        PgOutputMessage::Truncate(m) => m.xid = None,
+        PgOutputMessage::Message(m) => m.xid = None,
+        _ => return None,
+    }
+    Some(owned)
+}
+
+/// PostgreSQL's whole transactions of `slot` (its peek with streaming off): each one's
+/// messages are contiguous there, rolled-back subtransactions and aborted transactions
+/// already left out by the server.
+fn whole_truth(server: &Server, options: &Options) -> Result<Vec<WholeOf>, String> {
+    let plain = Options {
+        streaming: Streaming::Off,
+        ..*options
+    };
+    let rows = peek_slot(server, options.slot, &plain)?;
+    let mut decoder =
+        pgoutput_codec::Decoder::new(plain.version, plain.streaming).map_err(|e| e.to_string())?;
+    let mut all = Vec::new();
+    let mut open: Option<Vec<PgOutputMessage<'static>>> = None;
+    for row in &rows {
+        let message = decoder.decode(&row.data).map_err(|e| e.to_string())?;
+        let kind = match &message {
+            PgOutputMessage::Begin(_) | PgOutputMessage::BeginPrepare(_) => {
+                open = Some(Vec::new());
+                continue;
+            }
+            PgOutputMessage::Commit(_) => TransactionKind::Committed,
+            PgOutputMessage::Prepare(_) => TransactionKind::Prepared,
+            PgOutputMessage::CommitPrepared(_) => TransactionKind::CommitPrepared,
+            PgOutputMessage::RollbackPrepared(_) => TransactionKind::RollbackPrepared,
+            PgOutputMessage::Message(_) if open.is_none() => TransactionKind::Message,
+            _ => {
+                if let (Some(changes), Some(change)) = (&mut open, change(message)) {
+                    changes.push(change);
+                }
+                continue;
+            }
+        };
+        let end = message.transaction_end_lsn();
+        let changes = match open.take() {
+            Some(changes) => changes,
+            None => change(message).into_iter().collect(),
+        };
+        all.push(WholeOf { kind, end, changes });
+    }
+    Ok(all)
+}
+
+/// Whole transactions (`next_transaction`) from both consumers, streamed (protocol 3,
+/// two-phase), each walsender killed twice while a large streamed transaction is being
+/// sent: every transaction arrives whole and once, in commit order, holding what
+/// PostgreSQL's own non-streamed output holds for it.
+pub fn check_whole(server: &Server) -> Result<String, String> {
+    let mut said = Vec::new();
+    for (slot, driver) in [
+        ("consumer_whole", "blocking"),
+        ("consumer_whole_async", "async"),
+    ] {
+        let options = Options {
+            slot,
+            version: ProtocolVersion::V3,
+            streaming: Streaming::On,
+            binary: true,
+            two_phase: true,
+        };
+        let want = whole_truth(server, &options)?;
+        // Kill while each large transaction streams: right after the one before it.
+        let big: Vec<usize> = want
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| w.changes.len() > 1000)
+            .map(|(i, _)| i)
+            .collect();
+        if big.len() < 2 {
+            return Err(format!("{} large transactions in the workload", big.len()));
+        }
+        let application_name = format!("consumer-whole-{driver}");
+        let info = connect_info(server, &application_name)?;
+        let resumed = Arc::new(AtomicUsize::new(0));
+        let count = Arc::clone(&resumed);
+        let config = ConsumerConfig::new(slot, stream_options(&options))
+            .auto_confirm(true)
+            .queue(4)
+            .reconnect(Duration::from_millis(200))
+            .on_reconnect(move |note| {
+                if let Reconnecting::Resumed { .. } = note {
+                    count.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+        let kill = format!(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_replication \
+             WHERE application_name = '{application_name}';"
+        );
+        let mut kills = 0;
+        let mut got: Vec<WholeOf> = Vec::new();
+        let take = |transaction: &mut WholeTransaction<'_>| -> Result<WholeOf, String> {
+            let mut changes = Vec::new();
+            while let Some(event) = transaction.next_event().map_err(|e| e.to_string())? {
+                changes.extend(change(event.message));
+            }
+            Ok(WholeOf {
+                kind: transaction.kind(),
+                end: transaction.end_lsn(),
+                changes,
+            })
+        };
+        let after = |got: &[WholeOf], kills: &mut usize| -> Result<(), String> {
+            // Each large transaction's predecessor handed out: the walsender is sending
+            // it now (a queue of 4 frames holds back the rest).
+            if big.iter().any(|&i| i == got.len()) && *kills < 2 {
+                if server.query_one(&kill).map_err(|e| e.to_string())?.trim() == "1" {
+                    *kills += 1;
+                }
+            }
+            Ok(())
+        };
+        if driver == "blocking" {
+            let mut consumer = Consumer::connect(&info, config).map_err(|e| e.to_string())?;
+            after(&got, &mut kills)?;
+            let deadline = Instant::now() + Duration::from_secs(120);
+            while got.len() < want.len() && Instant::now() < deadline {
+                if let Some(mut transaction) = consumer
+                    .next_transaction_within(Duration::from_millis(500))
+                    .map_err(|e| e.to_string())?
+                {
+                    got.push(take(&mut transaction)?);
+                    after(&got, &mut kills)?;
+                }
+            }
+            let _ = consumer.next_transaction_within(Duration::from_millis(100));
+            consumer.close();
+        } else {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            runtime.block_on(async {
+                let mut consumer = pgoutput_codec::client::tokio::Consumer::connect(&info, config)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                after(&got, &mut kills)?;
+                while got.len() < want.len() {
+                    let mut transaction =
+                        tokio::time::timeout(Duration::from_secs(60), consumer.next_transaction())
+                            .await
+                            .map_err(|_| "no transaction within 60 s".to_owned())?
+                            .map_err(|e| e.to_string())?
+                            .ok_or("the stream ended")?;
+                    got.push(take(&mut transaction)?);
+                    after(&got, &mut kills)?;
+                }
+                let _ = consumer
+                    .next_transaction_within(Duration::from_millis(100))
+                    .await;
+                consumer.close().await;
+                Ok::<(), String>(())
+            })?;
+        }
+        if got != want {
+            let first = got.iter().zip(&want).position(|(g, w)| g != w);
+            return Err(format!(
+                "{driver}: {} transactions, {} expected; first difference at {first:?}: got \
+                 {:?}, expected {:?}",
+                got.len(),
+                want.len(),
+                first.map(|i| (&got[i].kind, got[i].end, got[i].changes.len())),
+                first.map(|i| (&want[i].kind, want[i].end, want[i].changes.len())),
+            ));
+        }
+        let resumes = resumed.load(Ordering::SeqCst);
+        if kills != 2 || resumes < kills {
+            return Err(format!("{driver}: {kills} kills, {resumes} resumes"));
+        }
+        let last = want
+            .iter()
+            .filter_map(|w| w.end)
+            .max()
+            .ok_or("no transaction")?;
+        let flushed = wait_for_flush(server, slot, last)?;
+        let changes: usize = want.iter().map(|w| w.changes.len()).sum();
+        said.push(format!(
+            "{driver}: {} transactions ({changes} changes) whole and once through {kills} \
+             walsenders killed while large transactions streamed; slot confirmed {flushed}",
+            want.len()
+        ));
+    }
+    Ok(said.join("; "))
 }

@@ -269,6 +269,14 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
             return;
         }
     };
+    if std::env::var("PGOUTPUT_LIVE_ONLY").as_deref() == Ok("whole") {
+        // A developer's shortcut: the whole-transaction check alone.
+        report.record(
+            &format!("{label}: whole transactions from both consumers through killed walsenders"),
+            guarded(|| consumer::check_whole(&server)),
+        );
+        return;
+    }
     let mut coverage = checks::Coverage::default();
     for options in option_sets(&server) {
         let name = format!(
@@ -324,6 +332,10 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
     report.record(
         &format!("{label}: the async consumer, every option set and a resume"),
         guarded(|| consumer::check_async(&server, &option_sets(&server))),
+    );
+    report.record(
+        &format!("{label}: whole transactions from both consumers through killed walsenders"),
+        guarded(|| consumer::check_whole(&server)),
     );
     // The consumer checks' slots are done with: the server's max_replication_slots is
     // what the checks after them need.

@@ -29,6 +29,8 @@ SELECT pg_create_logical_replication_slot('walsender', 'pgoutput') IS NOT NULL;
 SELECT pg_create_logical_replication_slot('consumer_busy', 'pgoutput') IS NOT NULL;
 SELECT pg_create_logical_replication_slot('consumer_resume', 'pgoutput') IS NOT NULL;
 SELECT pg_create_logical_replication_slot('consumer_async', 'pgoutput') IS NOT NULL;
+SELECT pg_create_logical_replication_slot('consumer_whole', 'pgoutput', false, true) IS NOT NULL;
+SELECT pg_create_logical_replication_slot('consumer_whole_async', 'pgoutput', false, true) IS NOT NULL;
 CREATE ROLE tailer LOGIN REPLICATION PASSWORD 'tailer-secret';
 SET password_encryption = 'md5';
 CREATE ROLE md5_tailer LOGIN REPLICATION PASSWORD 'md5-secret';
