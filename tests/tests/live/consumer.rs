@@ -580,10 +580,11 @@ pub fn check_whole(server: &Server) -> Result<String, String> {
         let after = |got: &[WholeOf], kills: &mut usize| -> Result<(), String> {
             // Each large transaction's predecessor handed out: the walsender is sending
             // it now (a queue of 4 frames holds back the rest).
-            if big.iter().any(|&i| i == got.len()) && *kills < 2 {
-                if server.query_one(&kill).map_err(|e| e.to_string())?.trim() == "1" {
-                    *kills += 1;
-                }
+            if big.contains(&got.len())
+                && *kills < 2
+                && server.query_one(&kill).map_err(|e| e.to_string())?.trim() == "1"
+            {
+                *kills += 1;
             }
             Ok(())
         };
