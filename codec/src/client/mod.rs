@@ -56,7 +56,10 @@ pub use conninfo::{ConnInfo, Keepalives, SslMode, TlsSettings};
 pub use consumer::{ConsumerConfig, Finished, Reconnecting};
 pub use error::{ClientError, ServerError};
 pub use options::{parse_identifier_list, quote_identifier, StreamOptions};
-pub use stream::{Event, Replication, TransactionKind, WholeTransaction};
+pub use stream::{
+    Column, ColumnInfo, Event, FromColumn, RelationInfo, Replication, Row, TransactionKind,
+    ValueError, WholeTransaction,
+};
 
 use crate::wire::{socket_timeout, Socket};
 use login::Login;

@@ -339,11 +339,13 @@ async fn prepare(
         .and_then(|text| parse_wal_sender_timeout(&text)))
 }
 
-/// The stop signal: a flag, and a wake-up for the task waiting on it.
+/// The stop signal: a flag, and a wake-up for the task waiting on it; and the wake-up
+/// for a status update asked for now.
 #[derive(Debug, Default)]
 struct Stop {
     flag: AtomicBool,
     wake: Wake,
+    report: Wake,
 }
 
 impl Stop {
@@ -522,6 +524,21 @@ impl Consumer {
         self.fed.replication.confirm(lsn);
     }
 
+    /// Confirms `lsn` and has the I/O task report it at once, as pg_recvlogical reports
+    /// a position as soon as it has flushed, rather than at the next status interval:
+    /// for a consumer that confirms after a durable write.
+    pub fn confirm_now(&mut self, lsn: Lsn) {
+        self.fed.replication.confirm(lsn);
+        self.fed.replication.feedback().ask_report();
+        self.stop.report.notify_one();
+    }
+
+    /// Whether no transaction is open.
+    #[must_use]
+    pub fn idle(&self) -> bool {
+        self.fed.replication.idle()
+    }
+
     /// What has been confirmed.
     #[must_use]
     pub fn confirmed(&self) -> Lsn {
@@ -692,6 +709,14 @@ impl Pump {
             }
             ::tokio::select! {
                 () = self.stop.wake.notified() => {}
+                () = self.stop.report.notified() => {
+                    if self.feedback.take_report() {
+                        if let Err(err) = conn.send_copy_data(&self.feedback.status_update(false)).await {
+                            return lost_or_failed(err);
+                        }
+                        next_status = Instant::now() + if waiting.is_some() { blocked } else { interval };
+                    }
+                }
                 () = sleep_until(next_status) => {
                     if let Err(err) = conn.send_copy_data(&self.feedback.status_update(false)).await {
                         return lost_or_failed(err);

@@ -349,3 +349,60 @@ fn cut_inside_a_transaction_mid_frame_inside_a_stream_block_and_by_a_crash_every
         assert_eq!(server.findings(), [], "{driver}");
     }
 }
+
+/// `confirm_now` reports a position at once, as pg_recvlogical does after a flush: with
+/// status updates an hour apart, the slot still reaches each transaction's end as soon as
+/// the consumer confirms it (both consumers).
+#[test]
+fn confirm_now_reports_the_position_at_once() {
+    let (t, script) = super::two_row_transactions(2);
+    let server = TestServer::builder()
+        .publication(Publication::new("p").table(t))
+        .script(script)
+        .start()
+        .unwrap();
+    let ends = rendered_ends(&server, &StreamOptions::new(ProtocolVersion::V1, &["p"]));
+    let config = |slot: &str| {
+        ConsumerConfig::new(slot, StreamOptions::new(ProtocolVersion::V1, &["p"]))
+            .status_interval(Duration::from_secs(3600))
+    };
+    // A wait on the slot's position, not a timing: the server's own reply request comes
+    // only after half of its 60 s wal_sender_timeout.
+    let reached =
+        |slot: &str, end: Lsn| server.wait_for_confirmed_flush(slot, end, Duration::from_secs(20));
+    create_slot(&server, "now");
+    let mut consumer = Consumer::connect(&info(&server), config("now")).unwrap();
+    for end in &ends {
+        let transaction = consumer.next_transaction().unwrap().unwrap();
+        assert_eq!(transaction.end_lsn(), Some(*end));
+        consumer.confirm_now(*end);
+        assert_eq!(reached("now", *end), Ok(*end), "blocking");
+    }
+    consumer.close();
+    create_slot(&server, "now_async");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    std::thread::scope(|scope| {
+        runtime.block_on(async {
+            let mut consumer = AsyncConsumer::connect(&info(&server), config("now_async"))
+                .await
+                .unwrap();
+            for &end in &ends {
+                let transaction = consumer.next_transaction().await.unwrap().unwrap();
+                assert_eq!(transaction.end_lsn(), Some(end));
+                consumer.confirm_now(end);
+                assert!(consumer.idle());
+                // The server's wait blocks: on a thread of its own, the runtime free to
+                // run the consumer's I/O task meanwhile.
+                let waiter = scope.spawn(move || reached("now_async", end));
+                while !waiter.is_finished() {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                assert_eq!(waiter.join().unwrap(), Ok(end), "async");
+            }
+            consumer.close().await;
+        });
+    });
+}

@@ -146,6 +146,8 @@ pub struct Feedback {
     written: AtomicU64,
     flushed: AtomicU64,
     reply_requested: AtomicBool,
+    /// The consumer asked for its position to be reported now.
+    report_now: AtomicBool,
 }
 
 impl Feedback {
@@ -179,6 +181,16 @@ impl Feedback {
     /// Clears the reply request; `true` if there was one.
     pub fn take_reply(&self) -> bool {
         self.reply_requested.swap(false, Ordering::SeqCst)
+    }
+
+    /// Asks the I/O side to send a status update now, not at the next interval.
+    pub(crate) fn ask_report(&self) {
+        self.report_now.store(true, Ordering::SeqCst);
+    }
+
+    /// Clears the ask for a status update now; `true` if there was one.
+    pub(crate) fn take_report(&self) -> bool {
+        self.report_now.swap(false, Ordering::SeqCst)
     }
 
     fn advance(slot: &AtomicU64, lsn: Lsn) {
