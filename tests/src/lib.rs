@@ -717,3 +717,4 @@ pub struct TestServerGuideDoctests;
 
 pub mod fuzz;
 pub mod pg;
+pub mod typed;

@@ -660,3 +660,92 @@ pub fn check_whole(server: &Server) -> Result<String, String> {
     }
     Ok(said.join("; "))
 }
+
+/// The ecosystem's types (`with-…` features) read from what PostgreSQL itself sends, in a
+/// text and a binary session: the values the test server's check reads, the same way.
+pub fn check_typed(server: &Server) -> Result<String, String> {
+    use pgoutput_tests::typed::{expected, typed, COLUMNS, ROWS};
+    let columns: Vec<String> = COLUMNS
+        .iter()
+        .map(|(name, oid)| {
+            let ty = match oid {
+                1700 => "numeric",
+                2950 => "uuid",
+                1082 => "date",
+                1083 => "time",
+                1114 => "timestamp",
+                1184 => "timestamptz",
+                3802 => "jsonb",
+                _ => "json",
+            };
+            format!("{name} {ty}")
+        })
+        .collect();
+    let rows: Vec<String> = ROWS
+        .iter()
+        .enumerate()
+        .map(|(i, row)| {
+            let values: Vec<String> = row.iter().map(|v| format!("'{v}'")).collect();
+            format!("({i}, {})", values.join(", "))
+        })
+        .collect();
+    // A database of its own: the workload's publication is FOR ALL TABLES.
+    server
+        .psql("CREATE DATABASE typed_db;")
+        .map_err(|e| e.to_string())?;
+    server
+        .psql(&format!(
+            "\\c typed_db
+             CREATE TABLE typed (id int PRIMARY KEY, {});
+             CREATE PUBLICATION typed_pub FOR TABLE typed;
+             SELECT pg_create_logical_replication_slot('typed_text', 'pgoutput') IS NOT NULL;
+             SELECT pg_create_logical_replication_slot('typed_binary', 'pgoutput') IS NOT NULL;
+             INSERT INTO typed VALUES {};",
+            columns.join(", "),
+            rows.join(", ")
+        ))
+        .map_err(|e| e.to_string())?;
+    let end: Lsn = server
+        .query_one("SELECT pg_current_wal_insert_lsn();")
+        .map_err(|e| e.to_string())?
+        .trim()
+        .parse()
+        .map_err(|e| format!("{e}"))?;
+    let result = (|| {
+        for (slot, binary) in [("typed_text", false), ("typed_binary", true)] {
+            let options = StreamOptions::new(ProtocolVersion::V1, &["typed_pub"]).binary(binary);
+            let mut info = connect_info(server, "consumer-typed")?;
+            info.dbname = "typed_db".into();
+            let config = ConsumerConfig::new(slot, options).end_lsn(end);
+            let mut consumer = Consumer::connect(&info, config).map_err(|e| e.to_string())?;
+            let mut got = Vec::new();
+            let mut sent_binary = false;
+            while let Some(event) = consumer.next().map_err(|e| e.to_string())? {
+                if let Some(row) = event.new_row() {
+                    sent_binary |= matches!(
+                        row.column("n").map(|c| c.raw().clone()),
+                        Some(pgoutput_codec::ColumnValue::Binary(_))
+                    );
+                    got.push(typed(&row));
+                }
+            }
+            consumer.close();
+            if sent_binary != binary {
+                return Err(format!("{slot}: binary values {sent_binary}"));
+            }
+            if got != expected() {
+                return Err(format!("{slot}: read {got:#?}, expected {:#?}", expected()));
+            }
+        }
+        Ok(format!(
+            "numeric, uuid, date, time, timestamp, timestamptz, jsonb and json as Decimal, \
+             Uuid, chrono and serde_json values, {} rows, the same from text and binary",
+            ROWS.len()
+        ))
+    })();
+    let _ = server.psql(
+        "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
+         WHERE database = 'typed_db'; DROP DATABASE typed_db;",
+    );
+    result
+}

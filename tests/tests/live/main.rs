@@ -275,6 +275,10 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
             &format!("{label}: whole transactions from both consumers through killed walsenders"),
             guarded(|| consumer::check_whole(&server)),
         );
+        report.record(
+            &format!("{label}: the ecosystem's types from text and binary"),
+            guarded(|| consumer::check_typed(&server)),
+        );
         return;
     }
     let mut coverage = checks::Coverage::default();
@@ -336,6 +340,10 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
     report.record(
         &format!("{label}: whole transactions from both consumers through killed walsenders"),
         guarded(|| consumer::check_whole(&server)),
+    );
+    report.record(
+        &format!("{label}: the ecosystem's types from text and binary"),
+        guarded(|| consumer::check_typed(&server)),
     );
     // The consumer checks' slots are done with: the server's max_replication_slots is
     // what the checks after them need.

@@ -15,6 +15,7 @@ mod replay;
 mod rust_client;
 mod subscriber;
 mod twins;
+mod typed;
 mod whole;
 
 use pgoutput_codec::server::{Publication, Script, StreamOptions, Table, Transaction};

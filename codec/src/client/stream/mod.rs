@@ -35,6 +35,7 @@
 
 mod relations;
 mod row;
+mod typed;
 mod whole;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -124,7 +124,7 @@ impl<'a> Column<'a> {
         T::from_column(self)
     }
 
-    fn error(&self, problem: Problem) -> ValueError {
+    pub(super) fn error(&self, problem: Problem) -> ValueError {
         ValueError {
             column: self.info.name.clone(),
             type_oid: self.info.type_oid,
@@ -133,7 +133,7 @@ impl<'a> Column<'a> {
     }
 
     /// The value's bytes and whether they are binary; NULL and unchanged TOAST are errors.
-    fn sent(&self) -> Result<(&[u8], bool), ValueError> {
+    pub(super) fn sent(&self) -> Result<(&[u8], bool), ValueError> {
         match &self.value {
             ColumnValue::Text(bytes) => Ok((bytes.as_bytes(), false)),
             ColumnValue::Binary(bytes) => Ok((bytes.as_bytes(), true)),
@@ -143,7 +143,7 @@ impl<'a> Column<'a> {
     }
 
     /// The value in its text form (what PostgreSQL's output function writes).
-    fn text(&self) -> Result<Cow<'_, str>, ValueError> {
+    pub(super) fn text(&self) -> Result<Cow<'_, str>, ValueError> {
         let (bytes, binary) = self.sent()?;
         let text: Cow<'_, [u8]> = if !binary {
             Cow::Borrowed(bytes)
@@ -169,7 +169,7 @@ impl<'a> Column<'a> {
     }
 
     /// The binary form, when that is what was sent and it is `N` bytes long.
-    fn fixed<const N: usize>(&self) -> Result<Option<[u8; N]>, ValueError> {
+    pub(super) fn fixed<const N: usize>(&self) -> Result<Option<[u8; N]>, ValueError> {
         match self.sent()? {
             (bytes, true) => bytes
                 .try_into()
@@ -179,7 +179,7 @@ impl<'a> Column<'a> {
         }
     }
 
-    fn parse<T: std::str::FromStr>(&self) -> Result<T, ValueError> {
+    pub(super) fn parse<T: std::str::FromStr>(&self) -> Result<T, ValueError> {
         self.text()?
             .trim()
             .parse()
@@ -192,7 +192,11 @@ impl<'a> Column<'a> {
 /// Implemented for `bool`, `i16`, `i32`, `i64`, `u32` (OIDs), `f32`, `f64`, `String` (the
 /// value's text form, for every type whose binary form this crate knows: the text types,
 /// numbers, bool, bytea, json, jsonb and uuid), `Vec<u8>` (bytea), [`PgTimestamp`]
-/// (timestamp and timestamptz) and `Option<T>` of each (NULL is `None`).
+/// (timestamp and timestamptz) and `Option<T>` of each (NULL is `None`); with the
+/// `with-…` features, for the types tokio-postgres converts to: `uuid::Uuid`,
+/// `rust_decimal::Decimal` (numeric, exact), `serde_json::Value` (json, jsonb) and
+/// chrono's `NaiveDate`, `NaiveTime`, `NaiveDateTime` (timestamp) and `DateTime<Utc>`
+/// (timestamptz).
 pub trait FromColumn: Sized {
     /// Reads `column`'s value.
     ///
@@ -315,7 +319,7 @@ pub struct ValueError {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Problem {
+pub(super) enum Problem {
     NoSuchColumn,
     Null,
     UnchangedToast,
