@@ -29,10 +29,10 @@ use std::time::{Duration, Instant};
 
 use super::consumer::{
     batch, blocked_interval, create_slot_command, lost_or_failed, parse_wal_sender_timeout,
-    slot_exists, AfterBatch, ConsumerConfig, Delivery, Fed, Finished, Handled, Notify, Outcome,
-    Reconnecting, BATCH, FINISH_WAIT, TICK,
+    slot_exists, AfterBatch, ConsumerConfig, Delivery, Fed, Finished, Handled, Handover, Notify,
+    Outcome, Reconnecting, BATCH, FINISH_WAIT, TICK,
 };
-use super::stream::{asks_for_reply, Event, Feedback, WholeTransaction};
+use super::stream::{Event, Feedback, WholeTransaction};
 use super::{ClientError, ConnInfo, Connection, CopyEvent};
 use crate::Lsn;
 
@@ -84,6 +84,7 @@ impl Consumer {
             feedback: fed.replication.feedback(),
             info,
             config,
+            handover: Handover::default(),
         };
         let io = std::thread::Builder::new()
             .name("pgoutput-consumer".into())
@@ -223,7 +224,7 @@ impl Consumer {
     /// The consumer has processed everything up to `lsn` (an event's
     /// [`Event::confirmable_lsn`]); the next status update reports it.
     pub fn confirm(&mut self, lsn: Lsn) {
-        self.fed.replication.confirm(lsn);
+        self.fed.confirm(lsn);
     }
 
     /// Confirms `lsn` and has the I/O thread report it now, as pg_recvlogical reports a
@@ -232,7 +233,7 @@ impl Consumer {
     /// thread's next turn (at once while frames flow, within 100 ms when the server is
     /// quiet).
     pub fn confirm_now(&mut self, lsn: Lsn) {
-        self.fed.replication.confirm(lsn);
+        self.fed.confirm(lsn);
         self.fed.replication.feedback().ask_report();
     }
 
@@ -321,6 +322,8 @@ struct Pump {
     feedback: Arc<Feedback>,
     info: Option<ConnInfo>,
     config: ConsumerConfig,
+    /// What was handed over to the consumer side, for the answers to the server.
+    handover: Handover,
 }
 
 impl Pump {
@@ -329,7 +332,7 @@ impl Pump {
             let outcome = self.stream(&mut conn, server_timeout);
             let (lost, delivery) = match outcome {
                 Outcome::Stop => {
-                    let _ = conn.send_copy_data(&self.feedback.status_update(false));
+                    let _ = conn.send_copy_data(&self.handover.last_update(&self.feedback));
                     if let Ok(true) = conn.finish_copy(FINISH_WAIT) {
                         let _ = conn.close();
                     }
@@ -454,13 +457,15 @@ impl Pump {
             match conn.recv_copy_data(wait.max(Duration::from_millis(1))) {
                 Ok(CopyEvent::Data(frame)) => {
                     let (frames, after) = batch(frame, || conn.buffered_copy_data());
-                    if frames.iter().any(|frame| asks_for_reply(frame)) {
-                        if let Err(err) = conn.send_copy_data(&self.feedback.status_update(false)) {
+                    if let Some(reply) = self.handover.read(&self.feedback, &frames) {
+                        if let Err(err) = conn.send_copy_data(&reply) {
                             return lost_or_failed(err);
                         }
                         last_status = Instant::now();
                     }
                     let delivery = Delivery::Frames(frames);
+                    // Counted as handed over now: never fewer than the consumer side has.
+                    self.handover.handed(&delivery);
                     if let AfterBatch::More = after {
                         waiting = Some(delivery);
                     } else {

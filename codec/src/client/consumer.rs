@@ -2,12 +2,15 @@
 //! hands the consumer side, and the consumer side itself, which runs the
 //! [`Replication`] core over those deliveries.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::stream::{Event, Replication, WholeTransaction};
+use super::stream::{
+    asks_for_reply, keepalive_wal_end, Event, Feedback, Replication, WholeTransaction,
+};
 use super::{ClientError, StreamOptions};
 use crate::Lsn;
 
@@ -209,6 +212,9 @@ pub(crate) struct Fed {
     reconnect: bool,
     /// Events one by one, or whole transactions: fixed by the first call for either.
     mode: Mode,
+    /// XLogData frames handled so far (what the I/O side compares with what it handed
+    /// over).
+    frames: u64,
 }
 
 /// How a consumer hands the stream out.
@@ -244,6 +250,7 @@ impl Fed {
             auto_confirm: config.auto_confirm,
             reconnect: config.reconnect.is_some(),
             mode: Mode::Unset,
+            frames: 0,
         })
     }
 
@@ -304,10 +311,24 @@ impl Fed {
         if self.auto_confirm {
             self.replication.confirm(self.replication.delivered());
         }
+        self.publish();
         if self.finished.is_none() && self.replication.is_finished() {
             self.finished = Some(Finished::EndPosition);
         }
         self.finished.is_none()
+    }
+
+    /// The consumer has processed everything up to `lsn`.
+    pub(crate) fn confirm(&mut self, lsn: Lsn) {
+        self.replication.confirm(lsn);
+        self.publish();
+    }
+
+    /// Tells the I/O side how far the consumer side is, for its answers to reply requests.
+    fn publish(&self) {
+        let replication = &self.replication;
+        let caught_up = replication.idle() && replication.confirmed() >= replication.delivered();
+        replication.feedback().publish(self.frames, caught_up);
     }
 
     /// The next frame of a batch, if one is waiting: handle it before the next delivery.
@@ -323,6 +344,7 @@ impl Fed {
                 Ok(Handled::Continue)
             }
             Delivery::Frame(frame) if frame.first() == Some(&b'w') => {
+                self.frames += 1;
                 self.frame = frame;
                 Ok(Handled::Frame)
             }
@@ -373,6 +395,7 @@ impl Fed {
         if self.auto_confirm {
             self.replication.confirm(self.replication.delivered());
         }
+        self.publish();
         self.finish(Finished::Closed);
     }
 }
@@ -421,6 +444,62 @@ pub(crate) fn batch(
         }
     }
     (frames, AfterBatch::More)
+}
+
+/// What an I/O side knows of the frames it hands over, for its answers to the server:
+/// how many XLogData frames it has handed over (over every connection), and the WAL end
+/// of the last keepalive read after the last XLogData frame.
+#[derive(Debug, Default)]
+pub(crate) struct Handover {
+    data_sent: AtomicU64,
+    idle_end: AtomicU64,
+}
+
+impl Handover {
+    /// A batch just read: its answer, a status update when one of its frames asks for a
+    /// reply. When nothing but keepalives comes before that one, and every XLogData frame
+    /// handed over before has been handled by a consumer side that stands caught up, the
+    /// keepalive's WAL end is confirmed first, so the answer says the slot may move there
+    /// (as the consumer side would say once it reads the keepalive).
+    pub(crate) fn read(&self, feedback: &Feedback, batch: &[Bytes]) -> Option<Vec<u8>> {
+        for frame in batch {
+            match frame.first() {
+                Some(b'w') => self.idle_end.store(0, Ordering::SeqCst),
+                _ => {
+                    if let Some(wal_end) = keepalive_wal_end(frame) {
+                        self.idle_end.store(wal_end.0, Ordering::SeqCst);
+                    }
+                }
+            }
+        }
+        let asking = batch.iter().position(|frame| asks_for_reply(frame))?;
+        let only_keepalives = batch[..asking]
+            .iter()
+            .all(|frame| frame.first() == Some(&b'k'));
+        if let (true, Some(wal_end)) = (only_keepalives, keepalive_wal_end(&batch[asking])) {
+            feedback.caught_up_to(self.data_sent.load(Ordering::SeqCst), wal_end);
+        }
+        Some(feedback.status_update(false))
+    }
+
+    /// `batch` went to the consumer side.
+    pub(crate) fn handed(&self, batch: &Delivery) {
+        if let Delivery::Frames(frames) = batch {
+            let data = frames
+                .iter()
+                .filter(|frame| frame.first() == Some(&b'w'))
+                .count();
+            self.data_sent.fetch_add(data as u64, Ordering::SeqCst);
+        }
+    }
+
+    /// The last status update, as the stream stops: the idle WAL end last reported is
+    /// confirmed when the consumer side has handled everything and stands caught up.
+    pub(crate) fn last_update(&self, feedback: &Feedback) -> Vec<u8> {
+        let idle_end = Lsn(self.idle_end.load(Ordering::SeqCst));
+        feedback.caught_up_to(self.data_sent.load(Ordering::SeqCst), idle_end);
+        feedback.status_update(false)
+    }
 }
 
 /// How often a status update goes out while the consumer's queue is full and nothing is

@@ -44,11 +44,11 @@ use rustls_pki_types::ServerName;
 
 use super::consumer::{
     batch, blocked_interval, create_slot_command, lost_or_failed, parse_wal_sender_timeout,
-    slot_exists, AfterBatch, ConsumerConfig, Delivery, Fed, Finished, Handled, Notify, Outcome,
-    Reconnecting, BATCH, FINISH_WAIT, TICK,
+    slot_exists, AfterBatch, ConsumerConfig, Delivery, Fed, Finished, Handled, Handover, Notify,
+    Outcome, Reconnecting, BATCH, FINISH_WAIT, TICK,
 };
 use super::login::{Login, Step};
-use super::stream::{asks_for_reply, Event, Feedback, WholeTransaction};
+use super::stream::{Event, Feedback, WholeTransaction};
 use super::{
     attempts, buffered_copy_event, keepalives, parse_backend, protocol, server_error, ssl_answer,
     try_the_other_way, Attempt, Backend, ClientError, ConnInfo, CopyEvent, QueryAnswer,
@@ -395,6 +395,7 @@ impl Consumer {
             feedback: fed.replication.feedback(),
             info: info.clone(),
             config,
+            handover: Handover::default(),
         };
         let io = ::tokio::spawn(pump.run(conn, server_timeout));
         Ok(Consumer {
@@ -521,14 +522,14 @@ impl Consumer {
     /// The consumer has processed everything up to `lsn` (an event's
     /// [`Event::confirmable_lsn`]); the next status update reports it.
     pub fn confirm(&mut self, lsn: Lsn) {
-        self.fed.replication.confirm(lsn);
+        self.fed.confirm(lsn);
     }
 
     /// Confirms `lsn` and has the I/O task report it at once, as pg_recvlogical reports
     /// a position as soon as it has flushed, rather than at the next status interval:
     /// for a consumer that confirms after a durable write.
     pub fn confirm_now(&mut self, lsn: Lsn) {
-        self.fed.replication.confirm(lsn);
+        self.fed.confirm(lsn);
         self.fed.replication.feedback().ask_report();
         self.stop.report.notify_one();
     }
@@ -597,6 +598,8 @@ struct Pump {
     feedback: Arc<Feedback>,
     info: ConnInfo,
     config: ConsumerConfig,
+    /// What was handed over to the consumer side, for the answers to the server.
+    handover: Handover,
 }
 
 impl Pump {
@@ -606,7 +609,7 @@ impl Pump {
             let (lost, delivery) = match outcome {
                 Outcome::Stop => {
                     let _ = conn
-                        .send_copy_data(&self.feedback.status_update(false))
+                        .send_copy_data(&self.handover.last_update(&self.feedback))
                         .await;
                     conn.finish(FINISH_WAIT).await;
                     return;
@@ -734,13 +737,15 @@ impl Pump {
                 copy = conn.recv_copy_data(), if waiting.is_none() => match copy {
                     Ok(CopyEvent::Data(frame)) => {
                         let (frames, after) = batch(frame, || buffered_copy_event(&mut conn.input));
-                        if frames.iter().any(|frame| asks_for_reply(frame)) {
-                            if let Err(err) = conn.send_copy_data(&self.feedback.status_update(false)).await {
+                        if let Some(reply) = self.handover.read(&self.feedback, &frames) {
+                            if let Err(err) = conn.send_copy_data(&reply).await {
                                 return lost_or_failed(err);
                             }
                             next_status = Instant::now() + interval;
                         }
-                        let delivery = Delivery::Frames(frames);
+                                                let delivery = Delivery::Frames(frames);
+                    // Counted as handed over now: never fewer than the consumer side has.
+                    self.handover.handed(&delivery);
                         if let AfterBatch::More = after {
                             waiting = Some(delivery);
                         } else {

@@ -440,3 +440,44 @@ fn a_consumer_closed_while_it_waits_to_resume_closes() {
         );
     }
 }
+
+/// A consumer that has confirmed all it was given and is not asking for the next event
+/// (busy elsewhere, or about to close): its I/O thread answers a reply request at an idle
+/// WAL end with that WAL end, as the consumer side would once it read the keepalive; so
+/// the probe finds nothing against it, and its close leaves the slot there too.
+#[test]
+fn a_caught_up_consumer_busy_elsewhere_answers_an_idle_reply_request_with_the_wal_end() {
+    let t = Table::new(16385, "public", "t").key_column("id", 23);
+    // A table outside the publication: its transaction moves the WAL end, and sends
+    // nothing.
+    let other = Table::new(16390, "public", "other").key_column("id", 23);
+    let script = Script::new()
+        .transaction(Transaction::new().insert(&t, ["1"]))
+        .transaction(Transaction::new().insert(&other, ["2"]));
+    let server = TestServer::builder()
+        .publication(Publication::new("p").table(t))
+        .table(other)
+        .script(script)
+        .start()
+        .unwrap();
+    server.set_probe(Some(pgoutput_codec::server::Probe::every(1)));
+    let wal_end = server.wal_end();
+    let options = pgoutput_codec::client::StreamOptions::new(ProtocolVersion::V1, &["p"]);
+    let config = ConsumerConfig::new("busy", options).status_interval(Duration::from_secs(3600));
+    let mut consumer = consume(&server, "busy", config);
+    let end = loop {
+        let event = consumer.next().unwrap().expect("the stream goes on");
+        if let Some(end) = event.confirmable_lsn() {
+            break end;
+        }
+    };
+    assert!(end < wal_end);
+    consumer.confirm(end);
+    // Nothing more is asked of the consumer: the I/O thread alone answers.
+    assert_eq!(
+        server.wait_for_confirmed_flush("busy", wal_end, Duration::from_secs(20)),
+        Ok(wal_end)
+    );
+    assert_eq!(server.findings(), []);
+    consumer.close();
+}

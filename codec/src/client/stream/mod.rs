@@ -35,6 +35,12 @@
 
 mod relations;
 mod row;
+#[cfg(any(
+    feature = "with-uuid-1",
+    feature = "with-chrono-0_4",
+    feature = "with-rust_decimal-1",
+    feature = "with-serde_json-1"
+))]
 mod typed;
 mod whole;
 
@@ -149,6 +155,12 @@ pub struct Feedback {
     reply_requested: AtomicBool,
     /// The consumer asked for its position to be reported now.
     report_now: AtomicBool,
+    /// What the consumer side has handled: how many XLogData frames (shifted left by one), and in
+    /// bit 0 whether it then stood idle with all it was given confirmed. One atomic, so
+    /// that the I/O side never reads the count of one moment with the state of another.
+    handled: AtomicU64,
+    /// The end position, past which nothing is confirmed (0: none).
+    end: AtomicU64,
 }
 
 impl Feedback {
@@ -184,6 +196,32 @@ impl Feedback {
         self.reply_requested.swap(false, Ordering::SeqCst)
     }
 
+    /// The consumer side has handled `frames` XLogData frames, and stands `caught_up` (no
+    /// transaction open, all it was given confirmed).
+    pub(crate) fn publish(&self, frames: u64, caught_up: bool) {
+        self.handled
+            .store(frames << 1 | u64::from(caught_up), Ordering::SeqCst);
+    }
+
+    /// A keepalive's WAL end read by an I/O side that has handed over `frames` XLogData
+    /// frames:
+    /// when the consumer side has handled them all and stands caught up, the slot moves
+    /// there now, as the consumer side would once it reads the keepalive; so the reply
+    /// the server asked for says so. `true` when it moved.
+    pub(crate) fn caught_up_to(&self, frames: u64, wal_end: Lsn) -> bool {
+        let handled = self.handled.load(Ordering::SeqCst);
+        if handled != (frames << 1 | 1) || !wal_end.is_valid() {
+            return false;
+        }
+        let end = match self.end.load(Ordering::SeqCst) {
+            0 => wal_end,
+            end => wal_end.min(Lsn(end)),
+        };
+        Feedback::advance(&self.written, end);
+        Feedback::advance(&self.flushed, end);
+        true
+    }
+
     /// Asks the I/O side to send a status update now, not at the next interval.
     pub(crate) fn ask_report(&self) {
         self.report_now.store(true, Ordering::SeqCst);
@@ -210,6 +248,16 @@ const ENVELOPE: Ctx = Ctx::plain(ProtocolVersion::V1);
 #[must_use]
 pub fn asks_for_reply(frame: &[u8]) -> bool {
     frame.len() == 18 && frame[0] == b'k' && frame[17] == 1
+}
+
+/// A keepalive's WAL end (`None` for any other frame).
+pub(crate) fn keepalive_wal_end(frame: &[u8]) -> Option<Lsn> {
+    match frame {
+        [b'k', wal_end @ .., _, _, _, _, _, _, _, _, _] if wal_end.len() == 8 => {
+            Some(Lsn(u64::from_be_bytes(wal_end.try_into().ok()?)))
+        }
+        _ => None,
+    }
 }
 
 /// An XLogData frame the stream core has handled, decoded again by `decoder` against
@@ -305,6 +353,7 @@ impl Replication {
     #[must_use]
     pub fn end_at(mut self, lsn: Lsn) -> Replication {
         self.end_lsn = Some(lsn);
+        self.feedback.end.store(lsn.0.max(1), Ordering::SeqCst);
         self
     }
 
