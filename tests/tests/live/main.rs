@@ -270,15 +270,8 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
         }
     };
     if std::env::var("PGOUTPUT_LIVE_ONLY").as_deref() == Ok("whole") {
-        // A developer's shortcut: the whole-transaction check alone.
-        report.record(
-            &format!("{label}: whole transactions from both consumers through killed walsenders"),
-            guarded(|| consumer::check_whole(&server)),
-        );
-        report.record(
-            &format!("{label}: the ecosystem's types from text and binary"),
-            guarded(|| consumer::check_typed(&server)),
-        );
+        // A developer's shortcut: the whole-transaction and typed-value checks alone.
+        record_whole_and_typed_checks(&label, &server, report);
         return;
     }
     let mut coverage = checks::Coverage::default();
@@ -337,14 +330,7 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
         &format!("{label}: the async consumer, every option set and a resume"),
         guarded(|| consumer::check_async(&server, &option_sets(&server))),
     );
-    report.record(
-        &format!("{label}: whole transactions from both consumers through killed walsenders"),
-        guarded(|| consumer::check_whole(&server)),
-    );
-    report.record(
-        &format!("{label}: the ecosystem's types from text and binary"),
-        guarded(|| consumer::check_typed(&server)),
-    );
+    record_whole_and_typed_checks(&label, &server, report);
     // The consumer checks' slots are done with: the server's max_replication_slots is
     // what the checks after them need.
     for slot in consumer::SLOTS {
@@ -408,6 +394,19 @@ fn record_subscriber_checks(label: &str, server: &Server, report: &mut Report) {
     report.record(
         &format!("{label}: pgjdbc's replication stream through the proxy"),
         guarded(|| proxy_subscriber::check_pgjdbc(server)),
+    );
+}
+
+/// The consumer's whole transactions and typed values (the shortcut
+/// `PGOUTPUT_LIVE_ONLY=whole` runs these alone, after the workload).
+fn record_whole_and_typed_checks(label: &str, server: &Server, report: &mut Report) {
+    report.record(
+        &format!("{label}: whole transactions from both consumers through killed walsenders"),
+        guarded(|| consumer::check_whole(server)),
+    );
+    report.record(
+        &format!("{label}: the ecosystem's types from text and binary"),
+        guarded(|| consumer::check_typed(server)),
     );
 }
 
