@@ -16,29 +16,31 @@ mod uuid;
 
 use crate::Oid;
 
-const BOOL: u32 = 16;
-const BYTEA: u32 = 17;
-const CHAR: u32 = 18;
-const NAME: u32 = 19;
-const INT8: u32 = 20;
-const INT2: u32 = 21;
-const INT4: u32 = 23;
-const TEXT: u32 = 25;
-const OID: u32 = 26;
-const JSON: u32 = 114;
-const FLOAT4: u32 = 700;
-const FLOAT8: u32 = 701;
-const BPCHAR: u32 = 1042;
-const VARCHAR: u32 = 1043;
-const DATE: u32 = 1082;
-const TIME: u32 = 1083;
-const TIMESTAMP: u32 = 1114;
-const TIMESTAMPTZ: u32 = 1184;
-const INTERVAL: u32 = 1186;
-const TIMETZ: u32 = 1266;
-const NUMERIC: u32 = 1700;
-const UUID: u32 = 2950;
-const JSONB: u32 = 3802;
+/// The built-in types' OIDs (`pg_type.dat`): the one list the conversions and the
+/// consumer's typed reads share.
+pub(crate) const BOOL: u32 = 16;
+pub(crate) const BYTEA: u32 = 17;
+pub(crate) const CHAR: u32 = 18;
+pub(crate) const NAME: u32 = 19;
+pub(crate) const INT8: u32 = 20;
+pub(crate) const INT2: u32 = 21;
+pub(crate) const INT4: u32 = 23;
+pub(crate) const TEXT: u32 = 25;
+pub(crate) const OID: u32 = 26;
+pub(crate) const JSON: u32 = 114;
+pub(crate) const FLOAT4: u32 = 700;
+pub(crate) const FLOAT8: u32 = 701;
+pub(crate) const BPCHAR: u32 = 1042;
+pub(crate) const VARCHAR: u32 = 1043;
+pub(crate) const DATE: u32 = 1082;
+pub(crate) const TIME: u32 = 1083;
+pub(crate) const TIMESTAMP: u32 = 1114;
+pub(crate) const TIMESTAMPTZ: u32 = 1184;
+pub(crate) const INTERVAL: u32 = 1186;
+pub(crate) const TIMETZ: u32 = 1266;
+pub(crate) const NUMERIC: u32 = 1700;
+pub(crate) const UUID: u32 = 2950;
+pub(crate) const JSONB: u32 = 3802;
 
 /// The version byte that starts jsonb's binary form; `jsonb_recv` knows no other.
 const JSONB_VERSION: u8 = 1;

@@ -7,9 +7,7 @@ use std::fmt;
 use super::relations::{ColumnInfo, RelationInfo};
 use crate::{ColumnValue, Oid, PgTimestamp, TupleData};
 
-const BOOL: u32 = 16;
-const BYTEA: u32 = 17;
-const JSONB: u32 = 3802;
+use crate::values::{BOOL, BYTEA, JSONB};
 
 /// A row of an Insert, Update or Delete with its table's columns.
 #[derive(Debug, Clone, Copy)]

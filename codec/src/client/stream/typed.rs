@@ -28,7 +28,7 @@ fn of_type(column: &Column<'_>, oids: &[u32]) -> Result<(), ValueError> {
 impl FromColumn for uuid::Uuid {
     /// `uuid`: 16 bytes in binary, `xxxxxxxx-xxxx-…` in text.
     fn from_column(column: &Column<'_>) -> Result<Self, ValueError> {
-        of_type(column, &[2950])?;
+        of_type(column, &[crate::values::UUID])?;
         if let Some(bytes) = column.fixed::<16>()? {
             return Ok(uuid::Uuid::from_bytes(bytes));
         }
@@ -42,7 +42,7 @@ impl FromColumn for rust_decimal::Decimal {
     /// `numeric`, exactly, scale kept (`1.50` stays `1.50`). NaN, the infinities and a
     /// value beyond Decimal's 28 digits are refused, never rounded.
     fn from_column(column: &Column<'_>) -> Result<Self, ValueError> {
-        of_type(column, &[1700])?;
+        of_type(column, &[crate::values::NUMERIC])?;
         rust_decimal::Decimal::from_str_exact(column.text()?.trim())
             .map_err(|_| column.error(Problem::Invalid))
     }
@@ -53,7 +53,7 @@ impl FromColumn for rust_decimal::Decimal {
 impl FromColumn for serde_json::Value {
     /// `json` and `jsonb` (binary jsonb is its version byte and the text).
     fn from_column(column: &Column<'_>) -> Result<Self, ValueError> {
-        of_type(column, &[114, 3802])?;
+        of_type(column, &[crate::values::JSON, crate::values::JSONB])?;
         serde_json::from_str(&column.text()?).map_err(|_| column.error(Problem::Invalid))
     }
 }
@@ -63,12 +63,8 @@ mod chrono_types {
     use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, TimeDelta, Utc};
 
     use super::{of_type, Column, FromColumn, Problem, ValueError};
+    use crate::values::{DATE, TIME, TIMESTAMP, TIMESTAMPTZ};
     use crate::PgTimestamp;
-
-    const DATE: u32 = 1082;
-    const TIME: u32 = 1083;
-    const TIMESTAMP: u32 = 1114;
-    const TIMESTAMPTZ: u32 = 1184;
 
     /// PostgreSQL's epoch, 2000-01-01 00:00:00.
     fn epoch() -> NaiveDateTime {
