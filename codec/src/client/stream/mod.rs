@@ -49,7 +49,7 @@ use std::sync::Arc;
 
 pub use relations::{ColumnInfo, RelationInfo};
 pub use row::{Column, FromColumn, Row, ValueError};
-use whole::{Absorbed, Assembler, Placed};
+use whole::{Assembler, Placed};
 pub use whole::{TransactionKind, WholeTransaction};
 
 use super::{Bytes, ClientError, StreamOptions};
@@ -252,10 +252,8 @@ pub fn asks_for_reply(frame: &[u8]) -> bool {
 
 /// A keepalive's WAL end (`None` for any other frame).
 pub(crate) fn keepalive_wal_end(frame: &[u8]) -> Option<Lsn> {
-    match frame {
-        [b'k', wal_end @ .., _, _, _, _, _, _, _, _, _] if wal_end.len() == 8 => {
-            Some(Lsn(u64::from_be_bytes(wal_end.try_into().ok()?)))
-        }
+    match decode::<ServerMessage<'_>>(frame, ENVELOPE) {
+        Ok(ServerMessage::PrimaryKeepalive(keepalive)) => Some(keepalive.wal_end),
         _ => None,
     }
 }
@@ -268,19 +266,18 @@ fn replay<'a>(
     relations: &'a mut Relations,
     frame: &'a [u8],
 ) -> Result<Event<'a>, ClientError> {
-    let lsn = frame
-        .get(1..9)
-        .and_then(|bytes| bytes.try_into().ok())
-        .map(|bytes| Lsn(u64::from_be_bytes(bytes)));
-    let ServerMessage::XLogData(xlog) = decode::<ServerMessage<'a>>(frame, ENVELOPE)
-        .map_err(|source| ClientError::Decode { lsn, source })?
-    else {
-        return Err(ClientError::Protocol("a keepalive in a transaction".into()));
+    let xlog = match decode::<ServerMessage<'a>>(frame, ENVELOPE) {
+        Ok(ServerMessage::XLogData(xlog)) => xlog,
+        Ok(ServerMessage::PrimaryKeepalive(_)) => {
+            return Err(ClientError::Protocol("a keepalive in a transaction".into()))
+        }
+        Err(source) => return Err(ClientError::Decode { lsn: None, source }),
     };
     let data: &'a [u8] = frame.get(XLOG_HEADER..).unwrap_or_default();
-    let message = decoder
-        .decode(data)
-        .map_err(|source| ClientError::Decode { lsn, source })?;
+    let message = decoder.decode(data).map_err(|source| ClientError::Decode {
+        lsn: Some(xlog.wal_start),
+        source,
+    })?;
     Ok(Event::new(
         xlog.wal_start,
         xlog.wal_end,
@@ -452,32 +449,19 @@ impl Replication {
     /// [`Self::gather`] in two steps: `true` when a transaction is ready for
     /// [`Self::take_transaction`].
     pub(crate) fn absorb(&mut self, frame: Bytes) -> Result<bool, ClientError> {
-        if self.whole.is_none() {
-            self.whole = Some(Assembler::new(self.start, self.fresh));
-        }
-        if let Some(whole) = &mut self.whole {
-            // The one handed out before is done with: learn what it carries.
-            whole.finish(&mut self.relations);
-        }
+        let (start, fresh) = (self.start, self.fresh);
+        // The one handed out before is done with: learn what it carries.
+        self.whole
+            .get_or_insert_with(|| Assembler::new(start, fresh))
+            .finish(&mut self.relations);
         let placed = match self.handle_frame(&frame)? {
             Some(event) => Placed::of(&event),
             None => return Ok(false),
         };
-        let Some(whole) = &mut self.whole else {
-            return Ok(false);
-        };
-        Ok(
-            match whole.absorb(frame.clone(), placed, &mut self.relations) {
-                Absorbed::Ready => true,
-                Absorbed::Held => false,
-                Absorbed::Learn => {
-                    let mut decoder = self.fresh;
-                    // It decoded a moment ago, with a decoder in the same state.
-                    let _ = replay(&mut decoder, &mut self.relations, &frame);
-                    false
-                }
-            },
-        )
+        Ok(self
+            .whole
+            .as_mut()
+            .is_some_and(|whole| whole.absorb(frame, placed, &mut self.relations)))
     }
 
     /// The transaction [`Self::absorb`] made ready.

@@ -119,18 +119,6 @@ impl Placed {
     }
 }
 
-/// What [`Assembler::absorb`] did with a frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Absorbed {
-    /// Held for the transaction it belongs to (or dropped with an aborted one).
-    Held,
-    /// A transaction is ready: hand it out.
-    Ready,
-    /// Outside any transaction and not one of its own (a Relation or Type message):
-    /// learn it now.
-    Learn,
-}
-
 /// The transactions being gathered, and the one handed out last.
 #[derive(Debug)]
 pub(crate) struct Assembler {
@@ -159,13 +147,14 @@ impl Assembler {
         }
     }
 
-    /// Places one XLogData frame, `message` decoded from it.
+    /// Places one XLogData frame, `message` decoded from it: `true` when a transaction
+    /// is ready to hand out ([`Assembler::take`]).
     pub(crate) fn absorb(
         &mut self,
         frame: Bytes,
         message: Placed,
         relations: &mut Relations,
-    ) -> Absorbed {
+    ) -> bool {
         let role = message.role;
         if let Some(xid) = self.block {
             let change_of = message.change_of;
@@ -176,7 +165,7 @@ impl Assembler {
             if message.stream == StreamRole::Stop {
                 self.block = None;
             }
-            return Absorbed::Held;
+            return false;
         }
         match (message.stream, role) {
             (StreamRole::Start, _) => {
@@ -186,7 +175,7 @@ impl Assembler {
                     frame,
                     change_of: None,
                 });
-                Absorbed::Held
+                false
             }
             (StreamRole::Outside, TransactionRole::End) => {
                 let xid = message.xid;
@@ -211,11 +200,11 @@ impl Assembler {
                         self.streamed.remove(&xid);
                     }
                 }
-                Absorbed::Held
+                false
             }
             (_, TransactionRole::Begin) => {
                 self.open = Some((message.xid, vec![frame]));
-                Absorbed::Held
+                false
             }
             (_, TransactionRole::End) => {
                 let (xid, mut frames) = self
@@ -228,18 +217,22 @@ impl Assembler {
             _ => match &mut self.open {
                 Some((_, frames)) => {
                     frames.push(frame);
-                    Absorbed::Held
+                    false
                 }
                 // A change outside every transaction: a non-transactional message.
                 None if role == TransactionRole::Change => {
                     let summary = message.summary(None, false);
                     if message.wal_start <= self.handed_out {
-                        return self.skip(vec![frame], summary, relations);
+                        return self.skip(vec![frame], relations);
                     }
                     self.handed_out = message.wal_start;
                     self.ready(vec![frame], summary)
                 }
-                None => Absorbed::Learn,
+                // A Relation or Type message outside every transaction: its table now.
+                None => {
+                    self.learn(&[frame], relations);
+                    false
+                }
             },
         }
     }
@@ -251,37 +244,39 @@ impl Assembler {
         frames: Vec<Bytes>,
         summary: Summary,
         relations: &mut Relations,
-    ) -> Absorbed {
+    ) -> bool {
         let end = summary.end_lsn.unwrap_or_default();
         if end <= self.handed_out {
-            return self.skip(frames, summary, relations);
+            return self.skip(frames, relations);
         }
         self.handed_out = end;
         self.ready(frames, summary)
     }
 
-    fn ready(&mut self, frames: Vec<Bytes>, summary: Summary) -> Absorbed {
+    fn ready(&mut self, frames: Vec<Bytes>, summary: Summary) -> bool {
         self.ready = Some(Ready {
             frames,
             next: 0,
             decoder: self.fresh,
             summary,
         });
-        Absorbed::Ready
+        true
     }
 
     /// A transaction sent again: not handed out, but the tables it carries are learnt
     /// (the server will not send them again in this session).
-    fn skip(
-        &mut self,
-        frames: Vec<Bytes>,
-        summary: Summary,
-        relations: &mut Relations,
-    ) -> Absorbed {
-        self.ready(frames, summary);
-        self.finish(relations);
-        self.ready = None;
-        Absorbed::Held
+    fn skip(&mut self, frames: Vec<Bytes>, relations: &mut Relations) -> bool {
+        self.learn(&frames, relations);
+        false
+    }
+
+    /// Frames that are not handed out, replayed for the tables they carry.
+    fn learn(&self, frames: &[Bytes], relations: &mut Relations) {
+        let mut decoder = self.fresh;
+        for frame in frames {
+            // They decoded when they arrived, with the decoder in the same state.
+            let _ = replay(&mut decoder, relations, frame);
+        }
     }
 
     /// The transaction handed out last is done with: what was not read of it is
@@ -292,7 +287,7 @@ impl Assembler {
         }
     }
 
-    /// The transaction [`Absorbed::Ready`] announced.
+    /// The transaction [`true`] announced.
     pub(crate) fn take<'a>(&'a mut self, relations: &'a mut Relations) -> WholeTransaction<'a> {
         let ready = self.ready.as_mut().expect("a transaction is ready");
         WholeTransaction { ready, relations }
