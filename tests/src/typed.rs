@@ -7,16 +7,16 @@ use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, Utc};
 use pgoutput_codec::client::Row;
 use rust_decimal::Decimal;
 
-/// `typed`'s columns and their types.
-pub const COLUMNS: [(&str, u32); 8] = [
-    ("n", 1700),
-    ("u", 2950),
-    ("d", 1082),
-    ("t", 1083),
-    ("ts", 1114),
-    ("tz", 1184),
-    ("j", 3802),
-    ("js", 114),
+/// `typed`'s columns: name, type OID and SQL type.
+pub const COLUMNS: [(&str, u32, &str); 8] = [
+    ("n", 1700, "numeric"),
+    ("u", 2950, "uuid"),
+    ("d", 1082, "date"),
+    ("t", 1083, "time"),
+    ("ts", 1114, "timestamp"),
+    ("tz", 1184, "timestamptz"),
+    ("j", 3802, "jsonb"),
+    ("js", 114, "json"),
 ];
 
 /// Rows as PostgreSQL prints them (DateStyle ISO, TimeZone UTC).

@@ -263,19 +263,7 @@ async fn an_end_position_ends_the_stream_and_a_loss_without_reconnecting_is_an_e
 /// the close ends the wait.
 #[tokio::test(flavor = "current_thread")]
 async fn a_consumer_closed_while_it_waits_to_resume_closes() {
-    let (t, script) = super::two_row_transactions(200);
-    let server = TestServer::builder()
-        .publication(Publication::new("p").table(t))
-        .script(script)
-        .fault(Fault::new(
-            Trigger::Change {
-                transaction: 150,
-                after: 1,
-            },
-            Action::Close,
-        ))
-        .start()
-        .unwrap();
+    let server = super::cut_inside(150);
     let (lost, mut losses) = tokio::sync::mpsc::unbounded_channel();
     let options = StreamOptions::new(ProtocolVersion::V1, &["p"]);
     let mut conn = pgoutput_codec::client::Connection::connect(&info(&server)).unwrap();

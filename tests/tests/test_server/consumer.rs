@@ -396,19 +396,7 @@ fn without_reconnecting_a_loss_is_an_error_and_an_end_position_ends_it() {
 fn a_consumer_closed_while_it_waits_to_resume_closes() {
     for queue in [4, 100_000] {
         // A server each: the fault fires once.
-        let (t, script) = super::two_row_transactions(200);
-        let server = TestServer::builder()
-            .publication(Publication::new("p").table(t))
-            .script(script)
-            .fault(Fault::new(
-                Trigger::Change {
-                    transaction: 150,
-                    after: 1,
-                },
-                Action::Close,
-            ))
-            .start()
-            .unwrap();
+        let server = super::cut_inside(150);
         let (lost, losses) = std::sync::mpsc::channel();
         let options = pgoutput_codec::client::StreamOptions::new(ProtocolVersion::V1, &["p"]);
         let slot = format!("closing{queue}");

@@ -124,6 +124,25 @@ pub fn two_row_transactions(n: usize) -> (Table, Script) {
     (t, script)
 }
 
+/// A server of 200 two-row transactions on `t` that closes the connection once, inside
+/// the `transaction`-th, after its first change.
+pub fn cut_inside(transaction: u64) -> pgoutput_codec::server::TestServer {
+    use pgoutput_codec::server::{Action, Fault, TestServer, Trigger};
+    let (t, script) = two_row_transactions(200);
+    TestServer::builder()
+        .publication(Publication::new("p").table(t))
+        .script(script)
+        .fault(Fault::new(
+            Trigger::Change {
+                transaction,
+                after: 1,
+            },
+            Action::Close,
+        ))
+        .start()
+        .unwrap()
+}
+
 /// Every protocol version with every streaming mode it allows, text and binary (and
 /// two-phase with binary from protocol 3).
 pub fn option_sets() -> Vec<StreamOptions> {

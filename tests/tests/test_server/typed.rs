@@ -11,7 +11,7 @@ use pgoutput_tests::typed::{expected, typed, COLUMNS, ROWS};
 #[test]
 fn the_ecosystems_types_read_the_same_from_text_and_binary() {
     let mut table = Table::new(16400, "public", "typed").key_column("id", 23);
-    for (name, oid) in COLUMNS {
+    for (name, oid, _) in COLUMNS {
         table = table.column(name, oid);
     }
     let mut transaction = Transaction::new();
