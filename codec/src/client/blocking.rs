@@ -234,7 +234,7 @@ impl Consumer {
     /// quiet).
     pub fn confirm_now(&mut self, lsn: Lsn) {
         self.fed.confirm(lsn);
-        self.fed.replication.feedback().ask_report();
+        self.fed.replication.ask_report();
     }
 
     /// What has been confirmed.

@@ -326,9 +326,7 @@ impl Fed {
 
     /// Tells the I/O side how far the consumer side is, for its answers to reply requests.
     fn publish(&self) {
-        let replication = &self.replication;
-        let caught_up = replication.idle() && replication.confirmed() >= replication.delivered();
-        replication.feedback().publish(self.frames, caught_up);
+        self.replication.publish_handled(self.frames);
     }
 
     /// The next frame of a batch, if one is waiting: handle it before the next delivery.
@@ -462,15 +460,14 @@ impl Handover {
     /// keepalive's WAL end is confirmed first, so the answer says the slot may move there
     /// (as the consumer side would say once it reads the keepalive).
     pub(crate) fn read(&self, feedback: &Feedback, batch: &[Bytes]) -> Option<Vec<u8>> {
-        for frame in batch {
-            match frame.first() {
-                Some(b'w') => self.idle_end.store(0, Ordering::SeqCst),
-                _ => {
-                    if let Some(wal_end) = keepalive_wal_end(frame) {
-                        self.idle_end.store(wal_end.0, Ordering::SeqCst);
-                    }
-                }
-            }
+        // The last frame that says where the stream stands: an XLogData frame (the
+        // stream is not idle) or a keepalive (its WAL end); one store for the batch.
+        let last = batch.iter().rev().find_map(|frame| match frame.first() {
+            Some(b'w') => Some(0),
+            _ => keepalive_wal_end(frame).map(|wal_end| wal_end.0),
+        });
+        if let Some(idle_end) = last {
+            self.idle_end.store(idle_end, Ordering::SeqCst);
         }
         let asking = batch.iter().position(|frame| asks_for_reply(frame))?;
         let only_keepalives = batch[..asking]

@@ -530,7 +530,7 @@ impl Consumer {
     /// for a consumer that confirms after a durable write.
     pub fn confirm_now(&mut self, lsn: Lsn) {
         self.fed.confirm(lsn);
-        self.fed.replication.feedback().ask_report();
+        self.fed.replication.ask_report();
         self.stop.report.notify_one();
     }
 

@@ -366,6 +366,19 @@ impl Replication {
         Arc::clone(&self.feedback)
     }
 
+    /// Tells the I/O side that `frames` XLogData frames have been handled, and whether
+    /// the stream now stands caught up (no transaction open, all it was given
+    /// confirmed), for its answers to reply requests.
+    pub(crate) fn publish_handled(&self, frames: u64) {
+        let caught_up = self.idle() && self.confirmed >= self.delivered();
+        self.feedback.publish(frames, caught_up);
+    }
+
+    /// Has the I/O side send a status update now.
+    pub(crate) fn ask_report(&self) {
+        self.feedback.ask_report();
+    }
+
     /// One CopyData payload from the server. An XLogData frame gives its event; a
     /// keepalive gives `None` (one asking for a reply makes [`Self::reply_requested`]
     /// true until the next status update). After the end position, `None` for everything.
