@@ -216,7 +216,8 @@ pub struct CodecAttrs {
     pub role: Option<(TransactionRole, Span)>,
     /// `xid`: the field holds the xid of the (top-level) transaction the message names.
     pub xid: Option<Flag>,
-    /// `subxid`: the field holds the xid of the subtransaction the message names.
+    /// `subxid`: the field holds the xid of the subtransaction the message names (an
+    /// aborted one, or the one a change in a stream block was made in).
     pub subxid: Option<Flag>,
     /// `crate = "path"`: the runtime crate, when the dependency is renamed.
     pub krate: Option<syn::Path>,

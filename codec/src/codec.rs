@@ -108,7 +108,10 @@ pub trait Tagged {
     }
 
     /// The xid of the subtransaction this message names, from its `#[codec(subxid)]`
-    /// field (Stream Abort's `subtransaction_xid`); `None` if it names none.
+    /// field: Stream Abort's `subtransaction_xid` (the one aborted), or the xid a change
+    /// carries inside a stream block (the (sub)transaction it was made in, which such an
+    /// abort drops); the top-level xid when it is the top-level transaction's. `None` if
+    /// it names none.
     fn subtransaction_xid(&self) -> Option<crate::Xid> {
         None
     }

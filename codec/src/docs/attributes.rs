@@ -71,10 +71,13 @@
 //!
 //! What the message does to the transaction it belongs to (see
 //! [`TransactionRole`](crate::TransactionRole)), and which field names that transaction
-//! (an `Xid` or an `Option<Xid>`; `subxid` for a subtransaction's). The
-//! [`Follower`](crate::Follower) reads them to number transactions, changes and stream
-//! blocks, and so do the test server's and the proxy's fault rules (`"change m of
-//! transaction k"`): a message type of your own is counted like pgoutput's.
+//! (an `Xid` or an `Option<Xid>`; `subxid` for a subtransaction's: the one a Stream
+//! Abort drops, or the one a change inside a stream block was made in, as pgoutput's
+//! changes mark their xid). The [`Follower`](crate::Follower) reads them to number
+//! transactions, changes and stream blocks, and so do the test server's and the proxy's
+//! fault rules (`"change m of transaction k"`) and the client's whole transactions (a
+//! subtransaction's abort drops the changes made in it): a message type of your own is
+//! counted like pgoutput's.
 //!
 //! ```
 //! use pgoutput_codec::{Decode, Decoder, Encode, Follower, ProtocolVersion, Streaming, Tagged, Xid};

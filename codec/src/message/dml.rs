@@ -15,6 +15,7 @@ use crate::{Oid, OldTuple, Seq, TupleData, Xid};
 pub struct Insert<'a> {
     /// Xid of the (sub)transaction; only inside a stream block.
     #[since(version = 2, when = "streamed")]
+    #[codec(subxid)]
     pub xid: Option<Xid>,
     /// OID of the relation.
     pub relation_oid: Oid,
@@ -38,6 +39,7 @@ pub struct Insert<'a> {
 pub struct Update<'a> {
     /// Xid of the (sub)transaction; only inside a stream block.
     #[since(version = 2, when = "streamed")]
+    #[codec(subxid)]
     pub xid: Option<Xid>,
     /// OID of the relation.
     pub relation_oid: Oid,
@@ -61,6 +63,7 @@ pub struct Update<'a> {
 pub struct Delete<'a> {
     /// Xid of the (sub)transaction; only inside a stream block.
     #[since(version = 2, when = "streamed")]
+    #[codec(subxid)]
     pub xid: Option<Xid>,
     /// OID of the relation.
     pub relation_oid: Oid,
@@ -81,6 +84,7 @@ pub struct Delete<'a> {
 pub struct Truncate<'a> {
     /// Xid of the (sub)transaction; only inside a stream block.
     #[since(version = 2, when = "streamed")]
+    #[codec(subxid)]
     pub xid: Option<Xid>,
     /// CASCADE and RESTART IDENTITY.
     pub options: TruncateOptions,

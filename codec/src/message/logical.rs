@@ -38,6 +38,7 @@ use crate::{
 pub struct Message<'a> {
     /// Top-level xid of the streamed transaction; only inside a stream block.
     #[since(version = 2, when = "streamed")]
+    #[codec(subxid)]
     pub xid: Option<Xid>,
     /// Whether the message is transactional.
     pub flags: MessageFlags,

@@ -77,21 +77,6 @@ pub enum PgOutputMessage<'a> {
 }
 
 impl PgOutputMessage<'_> {
-    /// For a change (Insert, Update, Delete, Truncate, Message) inside a stream block: the
-    /// xid it carries, that of the (sub)transaction it was made in, which a Stream Abort
-    /// of that subtransaction names. `None` outside stream blocks and for other messages.
-    #[must_use]
-    pub fn change_xid(&self) -> Option<crate::Xid> {
-        match self {
-            Self::Insert(m) => m.xid,
-            Self::Update(m) => m.xid,
-            Self::Delete(m) => m.xid,
-            Self::Truncate(m) => m.xid,
-            Self::Message(m) => m.xid,
-            _ => None,
-        }
-    }
-
     /// For a message that ends a transaction (Commit, Stream Commit, Prepare, Stream
     /// Prepare, Commit Prepared, Rollback Prepared): the end LSN a client reports as flushed
     /// in its standby status update once it has the whole transaction, so the slot advances

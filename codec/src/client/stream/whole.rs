@@ -78,8 +78,8 @@ pub(crate) struct Placed {
     stream: StreamRole,
     role: TransactionRole,
     xid: Option<Xid>,
+    /// The subtransaction a Stream Abort drops, or the one a change was made in.
     subtransaction: Option<Xid>,
-    change_of: Option<Xid>,
     kind: TransactionKind,
     end_lsn: Option<Lsn>,
     wal_start: Lsn,
@@ -102,7 +102,6 @@ impl Placed {
             role: message.transaction_role(),
             xid: message.xid(),
             subtransaction: message.subtransaction_xid(),
-            change_of: message.change_xid(),
             kind,
             end_lsn: message.transaction_end_lsn(),
             wal_start: event.wal_start,
@@ -157,7 +156,9 @@ impl Assembler {
     ) -> bool {
         let role = message.role;
         if let Some(xid) = self.block {
-            let change_of = message.change_of;
+            let change_of = (role == TransactionRole::Change)
+                .then_some(message.subtransaction)
+                .flatten();
             self.streamed
                 .entry(xid)
                 .or_default()
