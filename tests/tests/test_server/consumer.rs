@@ -14,7 +14,7 @@ use pgoutput_codec::server::{
 };
 use pgoutput_codec::{Decoder, IntoOwned, Lsn, PgOutputMessage, ProtocolVersion};
 
-use super::{option_sets, publication, script};
+use super::option_sets;
 
 fn connect(server: &TestServer) -> (Connection, ConnInfo) {
     let info = ConnInfo::parse(Some(&server.connection_string()), |_| None).unwrap();
@@ -47,13 +47,7 @@ fn rendered(
 
 #[test]
 fn every_message_of_every_option_set_arrives_and_the_slot_follows() {
-    let server = TestServer::builder()
-        // A slot per option set: more than PostgreSQL's default of 10.
-        .max_replication_slots(64)
-        .publication(publication())
-        .script(script())
-        .start()
-        .unwrap();
+    let server = super::every_kind_server();
     let end = server.wal_end();
     for (i, options) in option_sets().into_iter().enumerate() {
         let slot = format!("c{i}");

@@ -124,6 +124,17 @@ pub fn two_row_transactions(n: usize) -> (Table, Script) {
     (t, script)
 }
 
+/// A server of [`script`] with a slot per option set in reach (more than PostgreSQL's
+/// default of 10).
+pub fn every_kind_server() -> pgoutput_codec::server::TestServer {
+    pgoutput_codec::server::TestServer::builder()
+        .max_replication_slots(64)
+        .publication(publication())
+        .script(script())
+        .start()
+        .unwrap()
+}
+
 /// A server of 200 two-row transactions on `t` that closes the connection once, inside
 /// the `transaction`-th, after its first change.
 pub fn cut_inside(transaction: u64) -> pgoutput_codec::server::TestServer {

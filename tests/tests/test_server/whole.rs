@@ -17,7 +17,7 @@ use pgoutput_codec::server::{
 };
 use pgoutput_codec::{Decoder, Lsn, ProtocolVersion, Streaming};
 
-use super::{option_sets, publication, script};
+use super::option_sets;
 
 /// What a test sees of one transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -202,12 +202,7 @@ fn expected(options: &StreamOptions, ends: &[Lsn]) -> Vec<Got> {
 
 #[test]
 fn every_kind_of_transaction_of_every_option_set_comes_whole_from_both_consumers() {
-    let server = TestServer::builder()
-        .max_replication_slots(64)
-        .publication(publication())
-        .script(script())
-        .start()
-        .unwrap();
+    let server = super::every_kind_server();
     let end = server.wal_end();
     for (i, options) in option_sets().into_iter().enumerate() {
         let ends = rendered_ends(&server, &options);
