@@ -1,7 +1,7 @@
 //! Builds a Message and a Stream Abort, prints their bytes in each context where the layout
 //! differs, and decodes them back.
 //!
-//! Run it with `cargo run -p pgoutput-examples --bin quickstart`.
+//! Run it with `cargo run -p pgoutput-examples --example quickstart`.
 
 use pgoutput_codec::{
     decode, encode, Ctx, Lsn, Message, MessageFlags, PgOutputMessage, PgTimestamp, ProtocolVersion,

@@ -1,7 +1,7 @@
 //! Sends pgoutput messages and a made-up Heartbeat message through one session, and reads
 //! them back with one decoder.
 //!
-//! Run it with `cargo run -p pgoutput-examples --bin extend`.
+//! Run it with `cargo run -p pgoutput-examples --example extend`.
 
 use pgoutput_codec::{
     Decoder, Encoder, PgOutputMessage, ProtocolVersion, StreamStart, StreamStop, Streaming, Xid,
