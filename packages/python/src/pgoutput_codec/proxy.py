@@ -1,0 +1,126 @@
+"""``Proxy``: ``pgoutput proxy``, the fault-injecting proxy in front of a real PostgreSQL,
+as a Python object."""
+
+from __future__ import annotations
+
+import os
+import re
+import urllib.parse
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+
+from ._service import Rule, _fault_arguments, _probe_arguments, _Service
+
+
+class Proxy(_Service):
+    """A proxy between the consumer under test and the PostgreSQL at ``upstream`` (a libpq
+    connection string or URI; its host, port, sslmode and TLS settings are used, and each
+    client logs in as itself). Everything passes through byte for byte; on replication
+    connections the fault rules act at exact protocol events of the real stream and the
+    judge watches what the consumer confirms.
+
+    ``dsn`` is ``upstream`` with the proxy's host and port, for the consumer under test;
+    ``conninfo(**words)`` the same with other words (``user``, ``dbname``, ...).
+    ``checkpoint_interval`` models slot persistence (a crash then makes PostgreSQL send
+    again what was confirmed since); ``crash_refusal`` how long new connections get FATAL
+    57P03 after a crash.
+    """
+
+    kind = "proxy"
+    _listening = re.compile(r"^pgoutput proxy: listening on (\S+), upstream ", re.M)
+
+    def __init__(
+        self,
+        upstream: str,
+        *,
+        faults: Iterable[Union[Rule, str]] = (),
+        probe: Union[None, int, Dict[str, Any]] = None,
+        checkpoint_interval: Union[None, str, int] = None,
+        crash_refusal: Union[None, str, int] = None,
+        tls_cert: Optional[str] = None,
+        tls_key: Optional[str] = None,
+        args: Sequence[str] = (),
+        binary: Optional[str] = None,
+        startup_timeout: float = 30.0,
+        env: Optional[Dict[str, str]] = None,
+    ) -> None:
+        if not upstream:
+            raise ValueError("the proxy needs an upstream PostgreSQL (a connection string)")
+        if (tls_cert is None) != (tls_key is None):
+            raise ValueError("tls_cert and tls_key go together")
+        super().__init__(binary=binary, startup_timeout=startup_timeout, env=env)
+        self.upstream = upstream
+        self._faults = list(faults)
+        self._probe = probe
+        self._options = {"checkpoint_interval": checkpoint_interval, "crash_refusal": crash_refusal,
+                         "tls_cert": tls_cert, "tls_key": tls_key}
+        self._args = list(args)
+
+    def _arguments(self, directory: str) -> List[str]:
+        arguments = ["--upstream", self.upstream]
+        for name, value in self._options.items():
+            if value is not None:
+                arguments += ["--" + name.replace("_", "-"), os.fspath(value) if isinstance(value, os.PathLike) else str(value)]
+        arguments += _fault_arguments(self._faults)
+        arguments += _probe_arguments(self._probe)
+        return arguments + self._args
+
+    def conninfo(self, **words: Any) -> str:
+        """The upstream's connection words with the proxy's host and port, and ``words``
+        on top (``conninfo(user="app", application_name="test")``)."""
+        merged = {k: v for k, v in _conninfo_words(self.upstream).items()
+                  if k not in ("host", "hostaddr", "port")}
+        merged.update(host=self.host, port=str(self.port))
+        merged.update({k: str(v) for k, v in words.items()})
+        return " ".join(f"{k}={_quote(v)}" for k, v in merged.items())
+
+    @property
+    def dsn(self) -> str:
+        """The connection string of the proxy, for the consumer under test."""
+        return self.conninfo()
+
+    def connections(self) -> List[Dict[str, Any]]:
+        """Each client connection: its peer, user, database, application_name, slot,
+        frames, status updates, flush position, and how it ended."""
+        return self._request("GET", "/connections")
+
+    def notes(self) -> List[str]:
+        """What the proxy noted (``GET /log``): faults fired, connections ended."""
+        return self._request("GET", "/log")
+
+
+def _quote(value: str) -> str:
+    if value and not re.search(r"[\s'\\]", value):
+        return value
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _conninfo_words(conninfo: str) -> Dict[str, str]:
+    """A libpq connection string's words (key=value form, or a postgresql:// URI)."""
+    if conninfo.startswith(("postgresql://", "postgres://")):
+        url = urllib.parse.urlsplit(conninfo)
+        words: Dict[str, str] = {}
+        if url.username:
+            words["user"] = urllib.parse.unquote(url.username)
+        if url.password:
+            words["password"] = urllib.parse.unquote(url.password)
+        if url.hostname:
+            words["host"] = url.hostname
+        if url.port:
+            words["port"] = str(url.port)
+        if url.path.strip("/"):
+            words["dbname"] = urllib.parse.unquote(url.path.lstrip("/"))
+        words.update({k: v[-1] for k, v in urllib.parse.parse_qs(url.query).items()})
+        return words
+    words = {}
+    pattern = re.compile(r"\s*([A-Za-z_]+)\s*=\s*('(?:[^'\\]|\\.)*'|\S*)")
+    position = 0
+    while position < len(conninfo.rstrip()):
+        match = pattern.match(conninfo, position)
+        if not match:
+            raise ValueError(f"not a connection string: {conninfo!r}")
+        value = match.group(2)
+        if value.startswith("'"):
+            value = re.sub(r"\\(.)", r"\1", value[1:-1])
+        words[match.group(1)] = value
+        position = match.end()
+    return words

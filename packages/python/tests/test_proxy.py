@@ -1,0 +1,31 @@
+"""The proxy fixture in front of the PostgreSQL 15 the setup started: a psycopg2 consumer
+through it, its connection reset inside a transaction."""
+
+import psycopg2
+
+from consumers import Consumer, ids
+from pgoutput_codec import lsn_to_int, lsn_to_text
+
+
+def test_a_psycopg2_consumer_through_the_proxy_with_a_fault(pgoutput_proxy, postgres15):
+    pgoutput_proxy.add_faults({"when": {"on": "change", "transaction": 2, "after": 1},
+                               "then": {"do": "reset"}, "slot": "through"})
+    consumer = Consumer(pgoutput_proxy.dsn, "through").connect(create=True)
+    try:
+        with psycopg2.connect(postgres15) as conn, conn.cursor() as cur:
+            for t in range(4):
+                cur.execute("INSERT INTO t VALUES (%s, 'a'), (%s, 'b')", (100 + 2 * t, 101 + 2 * t))
+                conn.commit()
+        consumer.run_until(lambda: len(consumer.applied) == 4)
+        assert ids(consumer) == [[100, 101], [102, 103], [104, 105], [106, 107]]
+        assert consumer.disconnects == 1
+        end = lsn_to_text(consumer.last_end())
+        assert lsn_to_int(pgoutput_proxy.wait_for_flush("through", end)) >= lsn_to_int(end)
+        assert [f["fired"] for f in pgoutput_proxy.faults()] == [1]
+        assert any(c["ended"] == "a rule reset it" for c in pgoutput_proxy.connections())
+        pgoutput_proxy.assert_no_findings()
+    finally:
+        consumer.close()
+        with psycopg2.connect(postgres15) as conn, conn.cursor() as cur:
+            cur.execute("SELECT pg_drop_replication_slot('through') FROM pg_replication_slots "
+                        "WHERE slot_name = 'through' AND NOT active")
