@@ -6,6 +6,7 @@ import shutil
 import sys
 import textwrap
 
+import psycopg2
 import pytest
 
 from conftest import CONFIG, transactions
@@ -137,3 +138,35 @@ def test_lsns():
     assert lsn_to_text(0x16B374D848) == "16/B374D848"
     with pytest.raises(ValueError):
         lsn_to_int("nonsense")
+
+
+def test_a_crash_takes_the_slot_back_to_its_last_checkpoint():
+    with TestServer(config=CONFIG, script=transactions(3)) as server:
+        consumer = Consumer(server.dsn, "c").connect(create=True)
+        try:
+            consumer.run_until(lambda: len(consumer.applied) == 1)
+            checkpointed = server.wait_for_flush("c", lsn_to_text(consumer.last_end()))
+            server.checkpoint()
+            assert server.slot("c")["persisted_lsn"] == checkpointed
+            consumer.run_until(lambda: len(consumer.applied) == 3)
+            server.wait_for_flush("c", server.wal_end())
+
+            server.crash()
+            assert server.slot("c")["confirmed_flush_lsn"] == checkpointed
+            # Transactions 2 and 3 come again: the consumer knows them by their end.
+            consumer.run_until(lambda: len(consumer.skipped) == 2)
+            assert consumer.skipped == [end for end, _ in consumer.applied[1:]]
+            assert server.wait_for_flush("c", server.wal_end()) == server.wal_end()
+            server.assert_no_findings()
+        finally:
+            consumer.close()
+
+
+def test_slot_states_answer_as_postgresql_does():
+    with TestServer(config=CONFIG, script=transactions(1)) as server:
+        Consumer(server.dsn, "gone").connect(create=True).close()
+        server.invalidate_slot("gone")
+        with pytest.raises(psycopg2.Error, match='can no longer access replication slot "gone"'):
+            Consumer(server.dsn, "gone").connect()
+        server.drop_slot("gone")
+        assert [slot["name"] for slot in server.slots()] == []
