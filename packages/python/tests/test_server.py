@@ -170,3 +170,12 @@ def test_slot_states_answer_as_postgresql_does():
             Consumer(server.dsn, "gone").connect()
         server.drop_slot("gone")
         assert [slot["name"] for slot in server.slots()] == []
+
+
+def test_the_readme_example_passes(pytester):
+    # The package README's complete test, as a user would paste it.
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
+    example = readme.split("```python\n# test_consumer.py\n", 1)[1].split("```", 1)[0]
+    pytester.makepyfile(test_consumer=example)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
