@@ -1,0 +1,3 @@
+module example.com/pgoutput-consumer-test
+
+go 1.19
