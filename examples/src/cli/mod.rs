@@ -42,6 +42,8 @@ mod serve;
 mod tail;
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use pgoutput_codec::{Ctx, ProtocolVersion, Streaming};
@@ -135,4 +137,15 @@ pub fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Set by SIGINT or SIGTERM (Ctrl-C; systemd, container runtimes and test harnesses send
+/// SIGTERM): the long-running subcommands stop cleanly once it is. They install it before
+/// they say they listen, so a harness signalling as soon as it reads that line finds it.
+fn stop_signal() -> Result<Arc<AtomicBool>, String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let set = Arc::clone(&stop);
+    ctrlc::set_handler(move || set.store(true, Ordering::SeqCst))
+        .map_err(|e| format!("signal handler: {e}"))?;
+    Ok(stop)
 }

@@ -3,8 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use clap::Args;
@@ -112,6 +111,7 @@ pub fn proxy(args: &ProxyArgs) -> Result<ExitCode, String> {
             serde_json::from_str(text).map_err(|e| format!("--fault {}: {e}", i + 1))?;
         builder = builder.fault(fault);
     }
+    let stop = super::stop_signal()?;
     let proxy = builder
         .start()
         .map_err(|e| format!("{}: {e}", args.listen))?;
@@ -130,12 +130,6 @@ pub fn proxy(args: &ProxyArgs) -> Result<ExitCode, String> {
         }
         None => None,
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    {
-        let stop = Arc::clone(&stop);
-        ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst))
-            .map_err(|e| format!("signal handler: {e}"))?;
-    }
     let mut next = 0;
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(50));

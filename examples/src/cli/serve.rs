@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -479,6 +479,7 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode, String> {
         builder = builder.auth(Auth::scram(user, &password(args)?));
         trusting = false;
     }
+    let stop = super::stop_signal()?;
     let server = builder.start().map_err(|e| match e.kind() {
         std::io::ErrorKind::InvalidInput => match &args.script {
             Some(path) => format!("{}: {e}", path.display()),
@@ -509,12 +510,6 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode, String> {
         }
         None => None,
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    {
-        let stop = Arc::clone(&stop);
-        ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst))
-            .map_err(|e| format!("signal handler: {e}"))?;
-    }
     let mut next_id = 100u32;
     let mut last_tick = std::time::Instant::now();
     while !stop.load(Ordering::SeqCst) {

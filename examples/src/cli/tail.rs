@@ -6,7 +6,6 @@ mod output;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
@@ -195,13 +194,7 @@ pub fn tail(args: &TailArgs) -> Result<ExitCode, String> {
     if std::env::var_os("PGAPPNAME").is_none() {
         info.application_name = "pgoutput tail".into();
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    {
-        let stop = Arc::clone(&stop);
-        // SIGINT and SIGTERM (which systemd and container runtimes send) alike.
-        ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst))
-            .map_err(|e| format!("signal handler: {e}"))?;
-    }
+    let stop = super::stop_signal()?;
     let mut conn = Connection::connect(&info).map_err(|e| e.to_string())?;
     if args.drop_slot {
         conn.simple_query(&format!(
