@@ -1,0 +1,25 @@
+// The TypeScript types (index.d.ts) as a TypeScript test suite uses them: compiled with
+// --strict by test/run (tsc --noEmit), never run.
+import { startServer, startProxy, FindingsError, ControlError, WaitTimeout, lsnToBigInt, lsnToText, TestServer } from 'pgoutput-codec';
+
+async function main(): Promise<void> {
+  const server: TestServer = await startServer({ script: [{ type: 'begin' }, { type: 'commit' }], publication: 'p', probe: 1,
+    faults: [{ when: { on: 'change', transaction: 2, after: 1 }, then: { do: 'close' }, slot: 'app' }] });
+  const dsn: string = server.dsn;
+  const end: string = await server.walEnd();
+  const confirmed: string = await server.waitForFlush('app', end, 1000);
+  const big: bigint = lsnToBigInt(confirmed);
+  lsnToText(big);
+  const findings = await server.findings();
+  findings.forEach((f) => f.text.toUpperCase());
+  const slots = await server.slots();
+  slots.forEach((s) => s.confirmed_flush_lsn);
+  try { await server.assertNoFindings(); } catch (e) { if (e instanceof FindingsError) e.findings.length; }
+  try { await server.addFaults({ when: { on: 'change', transaction: 1, after: 1 }, then: { do: 'reset' } }); } catch (e) { if (e instanceof ControlError) e.status.toFixed(); if (e instanceof WaitTimeout) e.reason; }
+  await server.close();
+  const proxy = await startProxy({ upstream: 'host=127.0.0.1 port=5432 user=postgres dbname=postgres' });
+  (await proxy.connections()).forEach((c) => c.ended);
+  await proxy.close();
+  void dsn;
+}
+void main();
