@@ -1,0 +1,48 @@
+'use strict';
+// startProxy in front of the PostgreSQL 15 this file starts: a pg-logical-replication consumer
+// through it, its connection reset inside a transaction.
+
+const assert = require('node:assert/strict');
+const { after, before, test } = require('node:test');
+const { lsnToBigInt, lsnToText, startProxy } = require('pgoutput-codec');
+const { Consumer, createSlot } = require('./consumers.js');
+const { query, startPostgres15 } = require('./postgres.js');
+
+let postgres;
+before(async () => {
+  postgres = await startPostgres15();
+});
+after(() => postgres && postgres.stop());
+
+test('a pg-logical-replication consumer through the proxy gets every row once through a reset inside a transaction', { timeout: 120000 }, async (t) => {
+  const proxy = await startProxy({
+    upstream: postgres.dsn,
+    faults: [{ when: { on: 'change', transaction: 2, after: 1 }, then: { do: 'reset' }, slot: 'through' }],
+  });
+  t.after(() => proxy.close());
+  assert.equal(proxy.upstream, postgres.dsn);
+  // The upstream's words with the proxy's host and port.
+  assert.equal(proxy.dsn, `user=postgres dbname=postgres host=127.0.0.1 port=${proxy.port}`);
+
+  await createSlot(proxy.clientConfig, 'through');
+  t.after(() => query(postgres.clientConfig,
+    "SELECT pg_drop_replication_slot('through') FROM pg_replication_slots WHERE slot_name = 'through' AND NOT active"));
+  for (let i = 0; i < 4; i++) {
+    await query(postgres.clientConfig, "INSERT INTO t VALUES ($1, 'a'), ($2, 'b')", [100 + 2 * i, 101 + 2 * i]);
+  }
+  const consumer = new Consumer(proxy.clientConfig, 'through');
+  await consumer.run((c) => c.applied.length === 4);
+
+  assert.deepEqual(consumer.ids(), [[100, 101], [102, 103], [104, 105], [106, 107]]);
+  assert.equal(consumer.disconnects, 1);
+  const end = lsnToText(consumer.lastEnd);
+  assert.ok(lsnToBigInt(await proxy.waitForFlush('through', end, 30000)) >= consumer.lastEnd);
+  assert.deepEqual((await proxy.faults()).map((f) => f.fired), [1]);
+  const connections = await proxy.connections();
+  assert.ok(connections.some((c) => c.ended === 'a rule reset it'), JSON.stringify(connections));
+  await proxy.assertNoFindings();
+  // PostgreSQL itself has the slot where the consumer confirmed it.
+  const { rows } = await query(postgres.clientConfig,
+    "SELECT confirmed_flush_lsn::text AS lsn FROM pg_replication_slots WHERE slot_name = 'through'");
+  assert.ok(lsnToBigInt(rows[0].lsn) >= consumer.lastEnd, JSON.stringify(rows));
+});
