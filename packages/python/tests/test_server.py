@@ -133,6 +133,23 @@ def test_scram_and_settings_reach_the_server():
             )
 
 
+def test_a_password_with_spaces_and_quotes_is_quoted_in_the_dsn_and_url():
+    import psycopg2
+    import psycopg2.extras
+
+    password = "it's a s\\ecret"
+    with TestServer(user="rep", password=password) as server:
+        assert server.dsn.endswith(" user=rep password='it\\'s a s\\\\ecret'")
+        assert server.url == f"postgresql://rep:it%27s%20a%20s%5Cecret@127.0.0.1:{server.port}/postgres"
+        for target in (server.dsn, server.url):
+            conn = psycopg2.connect(target, connection_factory=psycopg2.extras.LogicalReplicationConnection)
+            try:
+                cur = conn.cursor()
+                cur.execute("IDENTIFY_SYSTEM")
+                assert len(cur.fetchone()) == 4
+            finally:
+                conn.close()
+
 def test_lsns():
     assert lsn_to_int("16/B374D848") == 0x16B374D848
     assert lsn_to_text(0x16B374D848) == "16/B374D848"

@@ -15,7 +15,8 @@ import time
 import urllib.error
 import urllib.request
 import weakref
-from typing import Any, Dict, Iterable, List, Optional, Pattern, Sequence, Union
+from types import TracebackType
+from typing import Any, Dict, Iterable, List, Optional, Pattern, Sequence, Type, TypeVar, Union, cast
 
 from ._binary import find_binary
 from .errors import ControlError, FindingsError, PgoutputError, StartError, WaitTimeout
@@ -24,6 +25,8 @@ from .lsn import lsn_to_text
 Json = Any
 Rule = Dict[str, Any]
 Lsn = Union[str, int]
+Found = List[Dict[str, Any]]
+ServiceT = TypeVar("ServiceT", bound="_Service")
 
 #: How long ``stop()`` waits for the program to exit after SIGINT before it kills it.
 STOP_GRACE_SECONDS = 10.0
@@ -39,7 +42,7 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
         pass
 
 
-def _kill(process: subprocess.Popen) -> None:
+def _kill(process: "subprocess.Popen[bytes]") -> None:
     if process.poll() is None:
         process.kill()
         process.wait()
@@ -58,7 +61,7 @@ class _Service:
         self._startup_timeout = startup_timeout
         self._env = env
         self._dir: Optional[str] = None
-        self._process: Optional[subprocess.Popen] = None
+        self._process: Optional["subprocess.Popen[bytes]"] = None
         self._log_path: Optional[str] = None
         self._final_log: Optional[str] = None
         self.host = ""
@@ -74,7 +77,7 @@ class _Service:
     def _started(self, match: "re.Match[str]") -> None:
         """Reads what the listening line says."""
 
-    def start(self):
+    def start(self: ServiceT) -> ServiceT:
         """Starts the program on free loopback ports and waits until it accepts
         connections and control requests. Raises ``StartError`` with its log if it exits
         or does not listen within the start-up timeout. Returns ``self``."""
@@ -160,10 +163,12 @@ class _Service:
         return getattr(self, "_returncode", None)
 
     def _read_log(self) -> str:
+        if self._log_path is None:
+            return ""
         try:
             with open(self._log_path, "rb") as log:
                 return log.read().decode("utf-8", "replace")
-        except (OSError, TypeError):
+        except OSError:
             return ""
 
     @property
@@ -171,12 +176,14 @@ class _Service:
         """Everything the program wrote so far (after ``stop()``, all it wrote)."""
         return self._final_log if self._final_log is not None else self._read_log()
 
-    def __enter__(self):
+    def __enter__(self: ServiceT) -> ServiceT:
         if self._process is None:
             self.start()
         return self
 
-    def __exit__(self, kind, error, traceback) -> None:
+    def __exit__(
+        self, kind: Optional[Type[BaseException]], error: Optional[BaseException], traceback: Optional[TracebackType]
+    ) -> None:
         self.stop()
         if error is not None and hasattr(error, "add_note"):
             error.add_note(f"--- pgoutput {self.kind} log ---\n{self.log}")
@@ -225,11 +232,11 @@ class _Service:
         flat: List[Rule] = []
         for rule in rules:
             flat.extend([rule] if isinstance(rule, dict) else rule)
-        return self._request("POST", "/faults", flat)["armed"]
+        return int(self._request("POST", "/faults", flat)["armed"])
 
     def faults(self) -> List[Dict[str, Any]]:
         """The rules armed, each ``{"rule": ..., "fired": N}``."""
-        return self._request("GET", "/faults")
+        return cast(Found, self._request("GET", "/faults"))
 
     def clear_faults(self) -> None:
         """Disarms every rule."""
@@ -237,7 +244,7 @@ class _Service:
 
     def slots(self) -> List[Dict[str, Any]]:
         """Each slot: its positions, what its clients were sent, its state."""
-        return self._request("GET", "/slots")
+        return cast(Found, self._request("GET", "/slots"))
 
     def slot(self, name: str) -> Dict[str, Any]:
         """One slot of ``slots()``; ``KeyError`` if there is none of that name."""
@@ -249,13 +256,13 @@ class _Service:
     def findings(self, slot: Optional[str] = None) -> List[Dict[str, Any]]:
         """What the judge found the consumer doing wrong (of one slot, or all), each with
         ``"finding"``, ``"slot"``, its fields and ``"text"``."""
-        found = self._request("GET", "/findings")
+        found: Found = self._request("GET", "/findings")
         return [f for f in found if slot is None or f.get("slot") == slot]
 
     def facts(self, slot: Optional[str] = None) -> List[Dict[str, Any]]:
         """What happened on each slot (streams started and ended, crashes, transactions
         sent again), each with ``"fact"``, ``"slot"``, its fields and ``"text"``."""
-        known = self._request("GET", "/facts")
+        known: Found = self._request("GET", "/facts")
         return [f for f in known if slot is None or f.get("slot") == slot]
 
     def assert_no_findings(self, slot: Optional[str] = None) -> None:
@@ -267,7 +274,7 @@ class _Service:
 
     def probe(self) -> Optional[Dict[str, Any]]:
         """The judge's probe, or ``None`` when it is not armed."""
-        return self._request("GET", "/probe")
+        return cast(Optional[Dict[str, Any]], self._request("GET", "/probe"))
 
     def set_probe(self, every: int = 1, after: Optional[int] = None, wait_ms: Optional[int] = None) -> Dict[str, Any]:
         """Arms the judge's probe: one transaction in ``every`` is held after its first
@@ -278,7 +285,7 @@ class _Service:
             body["after"] = after
         if wait_ms is not None:
             body["wait_ms"] = wait_ms
-        return self._request("POST", "/probe", body)
+        return cast(Dict[str, Any], self._request("POST", "/probe", body))
 
     def clear_probe(self) -> None:
         """Disarms the probe."""
@@ -291,7 +298,7 @@ class _Service:
         body: Dict[str, Any] = {"slot": slot, "timeout_ms": int(timeout * 1000)}
         if lsn is not None:
             body["lsn"] = lsn_to_text(lsn)
-        return self._request("POST", "/wait", body, timeout=timeout + 30)["confirmed_flush_lsn"]
+        return str(self._request("POST", "/wait", body, timeout=timeout + 30)["confirmed_flush_lsn"])
 
     def checkpoint(self) -> None:
         """Persists every slot's position now: a crash takes slots back to here."""
@@ -323,7 +330,7 @@ def _probe_arguments(probe: Union[None, int, Dict[str, Any]]) -> List[str]:
     return ["--probe", str(int(probe))]
 
 
-def _fault_arguments(faults: Iterable[Rule]) -> List[str]:
+def _fault_arguments(faults: Iterable[Union[Rule, str]]) -> List[str]:
     arguments: List[str] = []
     for rule in faults:
         arguments += ["--fault", rule if isinstance(rule, str) else json.dumps(rule)]

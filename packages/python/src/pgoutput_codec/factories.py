@@ -14,12 +14,16 @@ ini file (``pgoutput_probe = 1``), then the default, as the plugin's own fixture
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Dict, Literal, Optional
 
 import pytest
 
+from ._service import _Service
 from .proxy import Proxy
 from .server import TestServer
+
+#: A fixture's scope, as ``pytest.fixture`` takes it.
+Scope = Literal["session", "package", "module", "class", "function"]
 
 #: The plugin's options: (name, help). ``--pgoutput-NAME`` on the command line,
 #: ``pgoutput_NAME`` in the ini file.
@@ -38,10 +42,10 @@ def option(config: pytest.Config, name: str) -> Optional[str]:
     value = config.getoption(f"pgoutput_{name}", default=None)
     if value is None:
         value = config.getini(f"pgoutput_{name}") or None
-    return value
+    return None if value is None else str(value)
 
 
-def _common(config: pytest.Config, chosen: dict) -> dict:
+def _common(config: pytest.Config, chosen: Dict[str, Any]) -> Dict[str, Any]:
     probe = chosen.pop("probe", None)
     if probe is None:
         probe = int(option(config, "probe") or 1)
@@ -52,7 +56,7 @@ def _common(config: pytest.Config, chosen: dict) -> dict:
     return dict(chosen, probe=probe, binary=binary, startup_timeout=startup)
 
 
-def _reporting(request: pytest.FixtureRequest, service: Any) -> None:
+def _reporting(request: pytest.FixtureRequest, service: _Service) -> None:
     """Registers the service so a failing test's report carries its log."""
     from .pytest_plugin import SERVICES
 
@@ -83,8 +87,9 @@ def start_proxy(request: pytest.FixtureRequest, upstream: Optional[str] = None, 
     return proxy.start()
 
 
-def server(*, scope: str = "function", **keywords: Any) -> Callable[..., TestServer]:
-    """A fixture giving a started ``TestServer(**keywords)`` (see its documentation)."""
+def server(*, scope: Scope = "function", **keywords: Any) -> Any:
+    """A fixture (assign it to a module-level name) giving a started
+    ``TestServer(**keywords)`` (see its documentation)."""
 
     @pytest.fixture(scope=scope)
     def fixture(request: pytest.FixtureRequest) -> TestServer:
@@ -93,9 +98,10 @@ def server(*, scope: str = "function", **keywords: Any) -> Callable[..., TestSer
     return fixture
 
 
-def proxy(*, upstream: Optional[str] = None, scope: str = "function", **keywords: Any) -> Callable[..., Proxy]:
-    """A fixture giving a started ``Proxy(upstream, **keywords)``; without ``upstream``,
-    in front of the ``pgoutput_upstream`` fixture's PostgreSQL."""
+def proxy(*, upstream: Optional[str] = None, scope: Scope = "function", **keywords: Any) -> Any:
+    """A fixture (assign it to a module-level name) giving a started ``Proxy(upstream,
+    **keywords)``; without ``upstream``, in front of the ``pgoutput_upstream`` fixture's
+    PostgreSQL."""
 
     @pytest.fixture(scope=scope)
     def fixture(request: pytest.FixtureRequest) -> Proxy:

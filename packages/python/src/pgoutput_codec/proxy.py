@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import os
 import re
-import urllib.parse
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Union, cast
 
+from ._conninfo import conninfo_words, join_conninfo
 from ._service import Rule, _fault_arguments, _probe_arguments, _Service
 
 
@@ -67,11 +67,11 @@ class Proxy(_Service):
     def conninfo(self, **words: Any) -> str:
         """The upstream's connection words with the proxy's host and port, and ``words``
         on top (``conninfo(user="app", application_name="test")``)."""
-        merged = {k: v for k, v in _conninfo_words(self.upstream).items()
+        merged = {k: v for k, v in conninfo_words(self.upstream).items()
                   if k not in ("host", "hostaddr", "port")}
         merged.update(host=self.host, port=str(self.port))
         merged.update({k: str(v) for k, v in words.items()})
-        return " ".join(f"{k}={_quote(v)}" for k, v in merged.items())
+        return join_conninfo(merged)
 
     @property
     def dsn(self) -> str:
@@ -81,46 +81,9 @@ class Proxy(_Service):
     def connections(self) -> List[Dict[str, Any]]:
         """Each client connection: its peer, user, database, application_name, slot,
         frames, status updates, flush position, and how it ended."""
-        return self._request("GET", "/connections")
+        return cast(List[Dict[str, Any]], self._request("GET", "/connections"))
 
     def notes(self) -> List[str]:
         """What the proxy noted (``GET /log``): faults fired, connections ended."""
-        return self._request("GET", "/log")
+        return cast(List[str], self._request("GET", "/log"))
 
-
-def _quote(value: str) -> str:
-    if value and not re.search(r"[\s'\\]", value):
-        return value
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _conninfo_words(conninfo: str) -> Dict[str, str]:
-    """A libpq connection string's words (key=value form, or a postgresql:// URI)."""
-    if conninfo.startswith(("postgresql://", "postgres://")):
-        url = urllib.parse.urlsplit(conninfo)
-        words: Dict[str, str] = {}
-        if url.username:
-            words["user"] = urllib.parse.unquote(url.username)
-        if url.password:
-            words["password"] = urllib.parse.unquote(url.password)
-        if url.hostname:
-            words["host"] = url.hostname
-        if url.port:
-            words["port"] = str(url.port)
-        if url.path.strip("/"):
-            words["dbname"] = urllib.parse.unquote(url.path.lstrip("/"))
-        words.update({k: v[-1] for k, v in urllib.parse.parse_qs(url.query).items()})
-        return words
-    words = {}
-    pattern = re.compile(r"\s*([A-Za-z_]+)\s*=\s*('(?:[^'\\]|\\.)*'|\S*)")
-    position = 0
-    while position < len(conninfo.rstrip()):
-        match = pattern.match(conninfo, position)
-        if not match:
-            raise ValueError(f"not a connection string: {conninfo!r}")
-        value = match.group(2)
-        if value.startswith("'"):
-            value = re.sub(r"\\(.)", r"\1", value[1:-1])
-        words[match.group(1)] = value
-        position = match.end()
-    return words

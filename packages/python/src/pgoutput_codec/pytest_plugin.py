@@ -18,15 +18,20 @@ and proxy its fixtures started.
 
 from __future__ import annotations
 
-from typing import Generator, List
+from typing import TYPE_CHECKING, Generator, List
 
 import pytest
 
 from . import factories
+from ._service import _Service
 from .proxy import Proxy
 from .server import TestServer
 
-SERVICES = pytest.StashKey[List[object]]()
+if TYPE_CHECKING:
+    from pluggy import Result
+
+#: The servers and proxies a node's fixtures started, for the report of a failing test.
+SERVICES = pytest.StashKey[List[_Service]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -37,7 +42,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Generator[None, None, None]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: "pytest.CallInfo[None]"
+) -> Generator[None, "Result[pytest.TestReport]", None]:
     outcome = yield
     report = outcome.get_result()
     if report.failed:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+import urllib.parse
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Union, cast
 
+from ._conninfo import conninfo_words, join_conninfo
 from ._service import Json, Rule, _fault_arguments, _probe_arguments, _Service
 
 Events = Union[str, "os.PathLike[str]", Sequence[Union[Dict[str, Any], str]], None]
@@ -125,32 +127,34 @@ class TestServer(_Service):
         return arguments + self._args
 
     def _started(self, match: "re.Match[str]") -> None:
-        self.dsn = match.group(2)
+        words = conninfo_words(match.group(2))
         if self._password is not None:
-            self.dsn += f" password={self._password}"
+            words["password"] = self._password
+        self.dsn = join_conninfo(words)
 
     @property
     def url(self) -> str:
         """The connection as a URI (``postgresql://user@127.0.0.1:PORT/postgres``)."""
-        words = dict(word.split("=", 1) for word in self.dsn.split())
-        password = f":{words['password']}" if "password" in words else ""
-        return f"postgresql://{words['user']}{password}@{self.host}:{self.port}/{words['dbname']}"
+        words = conninfo_words(self.dsn)
+        password = f":{urllib.parse.quote(words['password'], safe='')}" if "password" in words else ""
+        user = urllib.parse.quote(words["user"], safe="")
+        return f"postgresql://{user}{password}@{self.host}:{self.port}/{urllib.parse.quote(words['dbname'], safe='')}"
 
     def append(self, events: Union[str, Iterable[Union[Dict[str, Any], str]]]) -> str:
         """Appends events (dicts, JSON strings, or JSON-lines text) to the stream while it
         runs; returns the new WAL end."""
         lines = [events] if isinstance(events, str) else [_json_lines(events)]
-        return self._request("POST", "/events", lines=lines)["wal_end"]
+        return str(self._request("POST", "/events", lines=lines)["wal_end"])
 
     def wal_end(self) -> str:
         """The end of the script so far: where a consumer that has everything confirms."""
         # Appending nothing answers the WAL end as it stands.
-        return self._request("POST", "/events", lines=[""])["wal_end"]
+        return str(self._request("POST", "/events", lines=[""])["wal_end"])
 
     def clients(self) -> List[Dict[str, Any]]:
         """Each client connection: its commands, START_REPLICATION options, status
         updates (with when each was read), messages sent, reply delays, how it ended."""
-        return self._request("GET", "/clients")
+        return cast(List[Dict[str, Any]], self._request("GET", "/clients"))
 
     def shutdown(self) -> None:
         """PostgreSQL's fast shutdown: each walsender sends the rest, waits until its
