@@ -14,7 +14,7 @@ ini file (``pgoutput_probe = 1``), then the default, as the plugin's own fixture
 
 from __future__ import annotations
 
-from typing import Any, Dict, Literal, Optional
+from typing import Any, Dict, List, Literal, Optional
 
 import pytest
 
@@ -56,10 +56,12 @@ def _common(config: pytest.Config, chosen: Dict[str, Any]) -> Dict[str, Any]:
     return dict(chosen, probe=probe, binary=binary, startup_timeout=startup)
 
 
+#: The servers and proxies a node's fixtures started, for the report of a failing test.
+SERVICES = pytest.StashKey[List[_Service]]()
+
+
 def _reporting(request: pytest.FixtureRequest, service: _Service) -> None:
     """Registers the service so a failing test's report carries its log."""
-    from .pytest_plugin import SERVICES
-
     request.node.stash.setdefault(SERVICES, []).append(service)
 
 

@@ -18,20 +18,16 @@ and proxy its fixtures started.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Generator, List
+from typing import TYPE_CHECKING, Generator
 
 import pytest
 
 from . import factories
-from ._service import _Service
 from .proxy import Proxy
 from .server import TestServer
 
 if TYPE_CHECKING:
     from pluggy import Result
-
-#: The servers and proxies a node's fixtures started, for the report of a failing test.
-SERVICES = pytest.StashKey[List[_Service]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -49,7 +45,7 @@ def pytest_runtest_makereport(
     report = outcome.get_result()
     if report.failed:
         # A fixture's services are kept on the node of its scope (the test, its module, ...).
-        services = [s for node in item.listchain() for s in node.stash.get(SERVICES, [])]
+        services = [s for node in item.listchain() for s in node.stash.get(factories.SERVICES, [])]
         for service in services:
             report.sections.append((f"pgoutput {service.kind} log ({service!r})", service.log))
 
