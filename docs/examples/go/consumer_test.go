@@ -112,13 +112,19 @@ func TestPgRecvlogicalThroughAClose(t *testing.T) {
 		Fact string `json:"fact"`
 		How  string `json:"how"`
 	}
-	if err := server.Call("GET", "/facts", nil, &facts); err != nil {
-		t.Fatal(err)
-	}
 	var ended []string
-	for _, fact := range facts {
-		if fact.Fact == "ended" {
-			ended = append(ended, fact.How)
+	// pg_recvlogical has exited; the server notes its stream's end once it reads the
+	// close, which can come after this: wait for the second end (at most 30 s).
+	for deadline := time.Now().Add(30 * time.Second); len(ended) < 2 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		facts = nil
+		if err := server.Call("GET", "/facts", nil, &facts); err != nil {
+			t.Fatal(err)
+		}
+		ended = nil
+		for _, fact := range facts {
+			if fact.Fact == "ended" {
+				ended = append(ended, fact.How)
+			}
 		}
 	}
 	if strings.Join(ended, ",") != "fault,client" {
