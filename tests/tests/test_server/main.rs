@@ -9,6 +9,7 @@ mod faults;
 mod hostile;
 mod judge;
 mod psycopg;
+mod quick_start;
 mod raw;
 mod recvlogical;
 mod replay;
