@@ -28,6 +28,15 @@ pub enum Fact {
     /// The server crashed (the proxy's crash: every connection cut) with the slot's
     /// consumer having confirmed `confirmed`.
     Crash { confirmed: Lsn },
+    /// The consumer ended its stream with the slot at `confirmed`, behind transactions
+    /// it had been sent (up to `transaction_end`): it stopped before applying them, or
+    /// lags. They are sent again when it resumes; no finding unless it then skips or
+    /// repeats one.
+    StoppedBehind {
+        connection: u64,
+        confirmed: Lsn,
+        transaction_end: Lsn,
+    },
     /// Transactions the consumer had confirmed were sent again (after a crash, or after
     /// a START_REPLICATION behind what it had confirmed): a correct consumer skips them.
     Resent(Resent),
@@ -99,6 +108,14 @@ impl fmt::Display for Fact {
                 };
                 write!(f, "connection {connection}'s stream ended: {how}")
             }
+            Fact::StoppedBehind {
+                connection,
+                confirmed,
+                transaction_end,
+            } => write!(
+                f,
+                "connection {connection}'s consumer stopped with its slot at {confirmed}, behind transactions it had been sent up to {transaction_end}: they are sent again when it resumes"
+            ),
             Fact::Crash { confirmed } => {
                 write!(f, "a crash, with the consumer having confirmed {confirmed}")
             }

@@ -90,6 +90,18 @@ impl Finding {
         }
     }
 
+    /// Whether it says the slot was left behind short of a position no later than
+    /// `confirmed` (an idle finding, which a later confirmation past it withdraws).
+    pub(crate) fn left_behind_up_to(&self, confirmed: Lsn) -> bool {
+        match *self {
+            Finding::NotAdvancedWhileIdle { wal_end, .. } => wal_end <= confirmed,
+            Finding::StuckInsideTransaction {
+                transaction_end, ..
+            } => transaction_end <= confirmed,
+            _ => false,
+        }
+    }
+
     /// Its kind, as JSON names it (`"confirmed_unsent"`, …).
     #[must_use]
     pub fn kind(&self) -> &'static str {

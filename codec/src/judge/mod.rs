@@ -270,8 +270,22 @@ impl Judge {
                 },
             );
         }
-        self.positions.confirmed_flush_lsn = self.positions.confirmed_flush_lsn.max(flush);
+        if flush > self.positions.confirmed_flush_lsn {
+            self.positions.confirmed_flush_lsn = flush;
+            // A later connection confirmed past what an idle finding said was left
+            // behind: the WAL was kept a while, not for good.
+            self.findings
+                .retain(|finding| !finding.left_behind_up_to(flush));
+        }
         let stream = self.streams.get_mut(&connection)?;
+        // PostgreSQL ignores a position before what the slot had confirmed when the
+        // stream started (a library's "0/0 + 1" after a reconnect, say): like 0/0, it
+        // says nothing.
+        let ignored = |lsn: Lsn| lsn < stream.resend_below;
+        let (write, flush) = (
+            if ignored(write) { Lsn(0) } else { write },
+            if ignored(flush) { Lsn(0) } else { flush },
+        );
         if !stream.backwards_reported {
             for (position, before, now) in [
                 ("flush", stream.flush, flush),
@@ -337,10 +351,24 @@ impl Judge {
             return;
         };
         push(&mut self.facts, Fact::Ended { connection, how });
-        if how.by_client() {
-            if let Some(finding) = self.idle_finding(connection, &stream) {
-                push(&mut self.findings, finding);
-            }
+        if !how.by_client() {
+            return;
+        }
+        if let Some(finding) = self.idle_finding(connection, &stream) {
+            push(&mut self.findings, finding);
+        }
+        let start = self.start.unwrap_or(Lsn(0));
+        let confirmed = self.positions.confirmed_flush_lsn.max(start);
+        let transaction_end = self.positions.transaction_end_lsn;
+        if confirmed < transaction_end {
+            push(
+                &mut self.facts,
+                Fact::StoppedBehind {
+                    connection,
+                    confirmed,
+                    transaction_end,
+                },
+            );
         }
     }
 
@@ -377,17 +405,22 @@ impl Judge {
             .iter()
             .rev()
             .find(|(first, end)| *first < confirmed && confirmed < *end);
-        Some(match inside {
-            Some(&(_, transaction_end)) => Finding::StuckInsideTransaction {
+        if let Some(&(_, transaction_end)) = inside {
+            // A position inside a transaction it had whole: PostgreSQL sends all of it
+            // again from there, which no boundary it could have confirmed would do.
+            return Some(Finding::StuckInsideTransaction {
                 connection,
                 confirmed,
                 transaction_end,
-            },
-            None => Finding::NotAdvancedWhileIdle {
-                connection,
-                confirmed,
-                wal_end: asked_at,
-            },
+            });
+        }
+        // Only WAL that nothing published, past every transaction it was sent, left
+        // unconfirmed is the idle consumer's bug; short of that it has not applied what it
+        // was sent yet, or stopped before (a lagging or stopping consumer: a fact).
+        (asked_at > self.positions.transaction_end_lsn).then_some(Finding::NotAdvancedWhileIdle {
+            connection,
+            confirmed,
+            wal_end: asked_at,
         })
     }
 

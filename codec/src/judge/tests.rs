@@ -268,6 +268,98 @@ fn judges_keep_each_slot_apart() {
         judges.findings(),
         [("a".to_owned(), Finding::NeverConfirmed { sent: Lsn(200) })]
     );
-    assert_eq!(judges.facts().len(), 5);
+    assert_eq!(judges.facts().len(), 6);
+    assert!(judges.facts().contains(&(
+        "a".to_owned(),
+        Fact::StoppedBehind {
+            connection: 1,
+            confirmed: Lsn(100),
+            transaction_end: Lsn(200)
+        }
+    )));
     assert_eq!(judges.get("a").unwrap().positions().sent_lsn, Lsn(200));
+}
+
+/// The psycopg2 consumer of issue 43: it applies and confirms each transaction at its
+/// Commit, stops gracefully with transactions in flight (read and dropped), and later
+/// resumes and confirms everything. Idle and asked twice before it stopped, it was behind
+/// published transactions it had been sent, with no WAL that nothing published after
+/// them: no finding, a fact; and an idle finding that a later connection confirms past
+/// is withdrawn.
+#[test]
+fn a_consumer_that_stops_or_lags_behind_what_it_was_sent_is_a_fact_not_a_finding() {
+    let mut judge = Judge::default();
+    judge.started(1, Lsn(0), Some(Lsn(100)));
+    transaction(&mut judge, 1, 110, 200);
+    transaction(&mut judge, 1, 210, 300);
+    transaction(&mut judge, 1, 310, 400);
+    judge.status_update(1, Lsn(200), Lsn(200));
+    for _ in 0..2 {
+        judge.keepalive_sent(1, Lsn(400), true, true);
+        judge.status_update(1, Lsn(200), Lsn(200));
+    }
+    assert_eq!(judge.findings(), [], "lagging: behind what it was sent");
+    judge.ended(1, Ending::Client);
+    assert_eq!(judge.findings(), [], "stopped behind it");
+    assert!(judge.facts().contains(&Fact::StoppedBehind {
+        connection: 1,
+        confirmed: Lsn(200),
+        transaction_end: Lsn(400)
+    }));
+    // It resumes and confirms everything: still nothing.
+    judge.started(2, Lsn(200), Some(Lsn(200)));
+    transaction(&mut judge, 2, 210, 300);
+    transaction(&mut judge, 2, 310, 400);
+    judge.status_update(2, Lsn(400), Lsn(400));
+    judge.keepalive_sent(2, Lsn(500), true, true);
+    judge.status_update(2, Lsn(500), Lsn(500));
+    judge.ended(2, Ending::Client);
+    assert_eq!(judge.findings(), []);
+
+    // Idle over WAL nothing published, left so, then confirmed past by a later
+    // connection: the finding is withdrawn.
+    let mut idle = Judge::default();
+    idle.started(1, Lsn(0), Some(Lsn(100)));
+    transaction(&mut idle, 1, 110, 200);
+    idle.status_update(1, Lsn(200), Lsn(200));
+    for _ in 0..2 {
+        idle.keepalive_sent(1, Lsn(500), true, true);
+        idle.status_update(1, Lsn(200), Lsn(200));
+    }
+    idle.ended(1, Ending::Client);
+    assert!(matches!(
+        idle.findings()[..],
+        [Finding::NotAdvancedWhileIdle { .. }]
+    ));
+    idle.started(2, Lsn(200), Some(Lsn(200)));
+    idle.keepalive_sent(2, Lsn(600), false, true);
+    idle.status_update(2, Lsn(600), Lsn(600));
+    assert_eq!(idle.findings(), []);
+}
+
+/// pg-logical-replication's first status update after a reconnect is 0/1 (its 0/0 + 1):
+/// PostgreSQL ignores a position before the slot's, and so does the judge.
+#[test]
+fn a_position_before_the_slots_is_ignored_as_postgresql_ignores_it() {
+    let mut judge = Judge::default();
+    judge.started(1, Lsn(0), Some(Lsn(100)));
+    transaction(&mut judge, 1, 110, 200);
+    judge.status_update(1, Lsn(200), Lsn(200));
+    judge.ended(1, Ending::Fault);
+    judge.started(2, Lsn(0), Some(Lsn(200)));
+    judge.status_update(2, Lsn(1), Lsn(1));
+    transaction(&mut judge, 2, 210, 300);
+    judge.status_update(2, Lsn(300), Lsn(300));
+    judge.status_update(2, Lsn(1), Lsn(1));
+    assert_eq!(judge.findings(), []);
+    // Back from where it stood on this connection, at or after the slot's: found.
+    judge.status_update(2, Lsn(250), Lsn(250));
+    assert!(matches!(
+        judge.findings()[..],
+        [Finding::PositionWentBackwards {
+            connection: 2,
+            to: Lsn(250),
+            ..
+        }]
+    ));
 }

@@ -18,8 +18,9 @@ The judge (GET /findings, GET /facts; per slot, across all its connections):
         clients were sent (XLogData walEnd, keepalive WAL end): acknowledged unreceived
         data, e.g. a commit position taken from its Begin (pglogrepl#40, debezium#7531)
     not_advanced_while_idle {confirmed, wal_end}   nothing left to send, the WAL end
-        moved, two reply requests answered, the slot left behind: the server keeps that
-        WAL while nothing is published (supabase/etl#429, debezium#6881, epgsql#306)
+        moved past every transaction sent, two reply requests answered, the slot left
+        behind: the server keeps that WAL while nothing is published (supabase/etl#429,
+        debezium#6881, epgsql#306)
     stuck_inside_transaction {confirmed, transaction_end}   idle and asked, the slot left
         inside a transaction it had whole: sent again after any restart
     no_timely_reply {waited_ms}   a reply request unanswered until wal_sender_timeout
@@ -28,10 +29,12 @@ The judge (GET /findings, GET /facts; per slot, across all its connections):
     never_confirmed {sent}   sent transactions, none streaming now, none ever confirmed
   Facts (what happened, no blame): started {requested, confirmed, behind: a request
   behind what the consumer had confirmed}, ended {how: client, fault, crash, timeout,
-  server}, crash {confirmed}, resent {count, first, last, confirmed_before: transactions
+  server}, stopped_behind {confirmed, transaction_end: the consumer ended its stream
+  behind transactions it was sent}, crash {confirmed}, resent {count, first, last, confirmed_before: transactions
   sent again that the consumer had confirmed, which it should skip}.
   An idle finding stands while it lasts and is kept if the consumer ends its stream in
-  it; a stream cut by a fault or a crash is not judged for it."#
+  it, until a later connection confirms past it; a stream cut by a fault or a crash is
+  not judged for it. A position before the slot's is ignored, as PostgreSQL does."#
     };
 }
 

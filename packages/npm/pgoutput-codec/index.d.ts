@@ -90,9 +90,9 @@ export interface Finding {
   [field: string]: unknown;
 }
 
-/** Something that happened, no blame: a stream started or ended, a crash, transactions resent. */
+/** Something that happened, no blame: a stream started or ended, a consumer stopped behind what it was sent, a crash, transactions resent. */
 export interface Fact {
-  fact: 'started' | 'ended' | 'crash' | 'resent' | string;
+  fact: 'started' | 'ended' | 'stopped_behind' | 'crash' | 'resent' | string;
   slot: string;
   connection?: number;
   text: string;
@@ -105,6 +105,7 @@ export interface Fact {
   first?: LsnText;
   last?: LsnText;
   confirmed_before?: LsnText;
+  transaction_end?: LsnText;
   [field: string]: unknown;
 }
 
