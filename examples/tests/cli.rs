@@ -334,3 +334,43 @@ fn a_non_utf8_line_spoils_only_itself() {
     let stderr = text(&decoded.stderr);
     assert!(stderr.contains("line 2: not UTF-8"), "{stderr}");
 }
+
+/// `pgoutput decode … | head -1`, and the same for encode and check: a reader that has
+/// what it wanted closes the pipe, and the command ends quietly with status 0.
+#[test]
+fn every_command_ends_quietly_on_a_closed_stdout() {
+    use std::io::{BufRead, BufReader};
+    // A Begin (final LSN 0/1000, xid 7), far more lines than a pipe holds.
+    let begin = "420000000000001000000000000000000100000007\n";
+    let json = r#"{"type":"begin","final_lsn":"0/1000","commit_timestamp":"2000-01-01 00:00:00.000001+00","xid":7}"#;
+    let dir = std::env::temp_dir().join(format!("pgoutput-closed-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    let hex_file = dir.join("begins.hex");
+    let json_file = dir.join("begins.jsonl");
+    fs::write(&hex_file, begin.repeat(200_000)).unwrap();
+    fs::write(&json_file, format!("{json}\n").repeat(200_000)).unwrap();
+    let hex_path = hex_file.to_str().unwrap();
+    let json_path = json_file.to_str().unwrap();
+    for args in [
+        ["decode", "--proto-version", "1", hex_path],
+        ["encode", "--proto-version", "1", json_path],
+        ["check", "--proto-version", "1", hex_path],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_pgoutput"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("pgoutput runs");
+        let mut lines = BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        lines.read_line(&mut first).unwrap();
+        assert!(!first.is_empty(), "{args:?} printed nothing");
+        drop(lines);
+        let output = child.wait_with_output().unwrap();
+        assert_eq!(text(&output.stderr), "", "{args:?}");
+        assert!(output.status.success(), "{args:?}: {:?}", output.status);
+    }
+    fs::remove_dir_all(&dir).unwrap();
+}

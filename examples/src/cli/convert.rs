@@ -9,7 +9,7 @@ use clap::Args;
 use pgoutput_codec::{Decoder, Encoder, PgOutputMessage};
 
 use super::input::{messages, text_lines, InputFormat};
-use super::SessionArgs;
+use super::{SessionArgs, Stop};
 
 #[derive(Debug, Args)]
 pub struct DecodeArgs {
@@ -39,12 +39,13 @@ fn open(file: &Option<PathBuf>) -> Result<Box<dyn Read>, String> {
     }
 }
 
+/// A failure to read the input.
 fn io_error(err: io::Error) -> String {
     format!("I/O error: {err}")
 }
 
 /// Bytes in, JSON lines out.
-pub fn decode(args: &DecodeArgs) -> Result<ExitCode, String> {
+pub fn decode(args: &DecodeArgs) -> Result<ExitCode, Stop> {
     let mut decoder = Decoder::with_ctx(args.session.ctx()?);
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
@@ -59,15 +60,15 @@ pub fn decode(args: &DecodeArgs) -> Result<ExitCode, String> {
                 Err(err) => Err(err.to_string()),
             });
         match decoded {
-            Ok(json) => writeln!(out, "{json}").map_err(io_error)?,
+            Ok(json) => writeln!(out, "{json}").map_err(Stop::output)?,
             Err(err) => {
                 failed += 1;
-                out.flush().map_err(io_error)?;
+                out.flush().map_err(Stop::output)?;
                 eprintln!("{label}: {err}");
             }
         }
     }
-    out.flush().map_err(io_error)?;
+    out.flush().map_err(Stop::output)?;
     Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {
@@ -76,7 +77,7 @@ pub fn decode(args: &DecodeArgs) -> Result<ExitCode, String> {
 }
 
 /// JSON lines in, hex lines out.
-pub fn encode(args: &EncodeArgs) -> Result<ExitCode, String> {
+pub fn encode(args: &EncodeArgs) -> Result<ExitCode, Stop> {
     let mut encoder = Encoder::with_ctx(args.session.ctx()?);
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
@@ -96,15 +97,15 @@ pub fn encode(args: &EncodeArgs) -> Result<ExitCode, String> {
             }
         };
         match encoded {
-            Ok(bytes) => writeln!(out, "{}", hex::encode(&bytes)).map_err(io_error)?,
+            Ok(bytes) => writeln!(out, "{}", hex::encode(&bytes)).map_err(Stop::output)?,
             Err(err) => {
                 failed += 1;
-                out.flush().map_err(io_error)?;
+                out.flush().map_err(Stop::output)?;
                 eprintln!("line {}: {err}", index + 1);
             }
         }
     }
-    out.flush().map_err(io_error)?;
+    out.flush().map_err(Stop::output)?;
     Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {
@@ -113,7 +114,7 @@ pub fn encode(args: &EncodeArgs) -> Result<ExitCode, String> {
 }
 
 /// Decode and re-encode; report what does not come back.
-pub fn check(args: &DecodeArgs) -> Result<ExitCode, String> {
+pub fn check(args: &DecodeArgs) -> Result<ExitCode, Stop> {
     let ctx = args.session.ctx()?;
     let mut decoder = Decoder::with_ctx(ctx);
     let mut encoder = Encoder::with_ctx(ctx);
@@ -147,12 +148,12 @@ pub fn check(args: &DecodeArgs) -> Result<ExitCode, String> {
             Ok(()) => passed += 1,
             Err(err) => {
                 failed += 1;
-                writeln!(out, "{label}: {err}").map_err(io_error)?;
+                writeln!(out, "{label}: {err}").map_err(Stop::output)?;
             }
         }
     }
-    writeln!(out, "{passed} passed, {failed} failed").map_err(io_error)?;
-    out.flush().map_err(io_error)?;
+    writeln!(out, "{passed} passed, {failed} failed").map_err(Stop::output)?;
+    out.flush().map_err(Stop::output)?;
     Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {

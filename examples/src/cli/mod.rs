@@ -129,15 +129,42 @@ pub fn main() -> ExitCode {
         Command::Decode(args) => convert::decode(&args),
         Command::Encode(args) => convert::encode(&args),
         Command::Check(args) => convert::check(&args),
-        Command::Tail(args) => tail::tail(&args),
-        Command::Serve(args) => serve::serve(&args),
-        Command::Proxy(args) => proxy::proxy(&args),
+        Command::Tail(args) => tail::tail(&args).map_err(Stop::from),
+        Command::Serve(args) => serve::serve(&args).map_err(Stop::from),
+        Command::Proxy(args) => proxy::proxy(&args).map_err(Stop::from),
     };
     match result {
         Ok(code) => code,
-        Err(message) => {
+        // `pgoutput decode … | head -1`: the reader has what it wanted.
+        Err(Stop::OutputClosed) => ExitCode::SUCCESS,
+        Err(Stop::Failed(message)) => {
             eprintln!("pgoutput: {message}");
             ExitCode::from(2)
+        }
+    }
+}
+
+/// Why a command ended early: a failure to report, or its standard output closed by the
+/// reader (`head`), which ends it quietly, as `tail` ends.
+#[derive(Debug)]
+pub enum Stop {
+    Failed(String),
+    OutputClosed,
+}
+
+impl From<String> for Stop {
+    fn from(message: String) -> Stop {
+        Stop::Failed(message)
+    }
+}
+
+impl Stop {
+    /// A write to standard output failed: closed, or an error worth reporting.
+    pub fn output(err: std::io::Error) -> Stop {
+        if err.kind() == std::io::ErrorKind::BrokenPipe {
+            Stop::OutputClosed
+        } else {
+            Stop::Failed(format!("I/O error: {err}"))
         }
     }
 }
