@@ -374,3 +374,59 @@ fn every_command_ends_quietly_on_a_closed_stdout() {
     }
     fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `pgoutput proxy` listens on loopback unless told otherwise in so many words (and then
+/// warns), and its log never shows the upstream's password.
+#[test]
+fn the_proxy_listens_on_loopback_unless_told_and_never_prints_the_password() {
+    use std::io::{BufRead, BufReader};
+    let refused = pgoutput(
+        &[
+            "proxy",
+            "--listen",
+            "0.0.0.0:0",
+            "--upstream",
+            "host=127.0.0.1 port=1",
+        ],
+        b"",
+    );
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        text(&refused.stderr).contains("not a loopback address"),
+        "{}",
+        text(&refused.stderr)
+    );
+    for (listen, remote) in [("127.0.0.1:0", false), ("0.0.0.0:0", true)] {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_pgoutput"));
+        command.args([
+            "proxy",
+            "--listen",
+            listen,
+            "--upstream",
+            "postgresql://app:hunter2@127.0.0.1:1/db?sslmode=disable",
+        ]);
+        if remote {
+            command.arg("--listen-remote");
+        }
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let first = lines.next().unwrap().unwrap();
+        assert!(first.starts_with("pgoutput proxy: listening on"), "{first}");
+        assert!(!first.contains("hunter2"), "{first}");
+        assert!(first.contains("password=********"), "{first}");
+        if remote {
+            let warning = lines.next().unwrap().unwrap();
+            assert!(
+                warning.contains("warning: listening on 0.0.0.0"),
+                "{warning}"
+            );
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}

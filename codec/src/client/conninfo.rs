@@ -8,8 +8,9 @@ use super::ClientError;
 
 /// Where and as whom to connect, and how: a parsed libpq connection string.
 ///
-/// Build one with [`ConnInfo::parse`]; every field can then be changed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Build one with [`ConnInfo::parse`]; every field can then be changed. Its `Debug` form
+/// leaves the password out (as tokio-postgres' `Config` does), so a log never shows it.
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ConnInfo {
     /// A host name or IP address, or a directory holding the server's Unix socket (starts
@@ -205,14 +206,10 @@ impl ConnInfo {
         conninfo: Option<&str>,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ClientError> {
-        let mut pairs: Vec<(String, String)> = Vec::new();
-        match conninfo.map(str::trim) {
-            Some(uri) if uri.starts_with("postgresql://") || uri.starts_with("postgres://") => {
-                pairs = parse_uri(uri)?;
-            }
-            Some(text) => pairs = parse_key_values(text)?,
-            None => {}
-        }
+        let pairs = match conninfo {
+            Some(text) => pairs(text)?,
+            None => Vec::new(),
+        };
         for (key, _) in &pairs {
             if !KEYS.iter().any(|(known, _)| known == key) {
                 return Err(ClientError::Config(format!(
@@ -332,10 +329,84 @@ impl ConnInfo {
         })
     }
 
+    /// `conninfo` (key=value pairs or a URI) as key=value pairs without its password:
+    /// what a log line or an error may say of where a program connects. A string that
+    /// does not parse is not repeated at all (it may hold a password all the same).
+    ///
+    /// ```
+    /// use pgoutput_codec::client::ConnInfo;
+    ///
+    /// assert_eq!(
+    ///     ConnInfo::redacted("postgresql://app:s3cret@db:5433/shop?sslmode=require"),
+    ///     "user=app password=******** host=db port=5433 dbname=shop sslmode=require"
+    /// );
+    /// assert_eq!(ConnInfo::redacted("host=db password='a b"), "(a connection string that does not parse)");
+    /// ```
+    #[must_use]
+    pub fn redacted(conninfo: &str) -> String {
+        let Ok(pairs) = pairs(conninfo) else {
+            return "(a connection string that does not parse)".to_owned();
+        };
+        pairs
+            .iter()
+            .map(|(key, value)| {
+                if key == "password" {
+                    format!("{key}=********")
+                } else if value.is_empty()
+                    || value.contains(|c: char| c.is_whitespace() || c == '\'' || c == '\\')
+                {
+                    format!(
+                        "{key}='{}'",
+                        value.replace('\\', "\\\\").replace('\'', "\\'")
+                    )
+                } else {
+                    format!("{key}={value}")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
     /// Whether this connects over a Unix-domain socket (where TLS is never used).
     #[must_use]
     pub fn is_unix_socket(&self) -> bool {
         self.host.starts_with('/')
+    }
+}
+
+impl std::fmt::Debug for ConnInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        /// Stands for a password that is there.
+        struct Redacted;
+        impl std::fmt::Debug for Redacted {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("_")
+            }
+        }
+        f.debug_struct("ConnInfo")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| Redacted))
+            .field("passfile", &self.passfile)
+            .field("dbname", &self.dbname)
+            .field("application_name", &self.application_name)
+            .field("client_encoding", &self.client_encoding)
+            .field("options", &self.options)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("keepalives", &self.keepalives)
+            .field("tls", &self.tls)
+            .finish()
+    }
+}
+
+/// A connection string's pairs, from either form.
+pub(crate) fn pairs(conninfo: &str) -> Result<Vec<(String, String)>, ClientError> {
+    let text = conninfo.trim();
+    if text.starts_with("postgresql://") || text.starts_with("postgres://") {
+        parse_uri(text)
+    } else {
+        parse_key_values(text)
     }
 }
 
@@ -498,6 +569,19 @@ mod tests {
             Err(ClientError::Config(message)) => message,
             other => panic!("{conninfo:?} should be a configuration error, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn debug_output_and_redacted_strings_leave_the_password_out() {
+        let info =
+            ConnInfo::parse(Some("host=db user=u password=hunter2 dbname=x"), |_| None).unwrap();
+        let debug = format!("{info:?}");
+        assert!(
+            !debug.contains("hunter2") && debug.contains("password: Some(_)"),
+            "{debug}"
+        );
+        let shown = ConnInfo::redacted("host=db user='a b' password='hunter 2' dbname=x");
+        assert_eq!(shown, "host=db user='a b' password=******** dbname=x");
     }
 
     #[test]

@@ -52,6 +52,8 @@ use postgres_protocol::message::backend::{ErrorResponseBody, Header, Message};
 use postgres_protocol::message::frontend;
 
 pub use blocking::Consumer;
+#[cfg(feature = "proxy")]
+pub(crate) use conninfo::pairs as conninfo_pairs;
 pub use conninfo::{ConnInfo, Keepalives, SslMode, TlsSettings};
 pub use consumer::{ConsumerConfig, Finished, Reconnecting};
 pub use error::{ClientError, ServerError};

@@ -29,6 +29,13 @@ pub struct Builder {
 }
 
 impl Builder {
+    /// Where the proxy connects for each client (the user, database and password are
+    /// each client's own).
+    #[must_use]
+    pub fn upstream(&self) -> &ConnInfo {
+        &self.upstream
+    }
+
     /// The defaults, in front of `upstream`.
     pub(super) fn new(upstream: ConnInfo) -> Builder {
         Builder {

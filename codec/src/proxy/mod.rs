@@ -134,7 +134,12 @@ impl Proxy {
     /// A proxy in front of the PostgreSQL that `upstream` (a libpq connection string or
     /// URI: host, port, `sslmode` and the TLS settings are used; the user, database and
     /// password are each client's own) names. The `PG*` environment variables fill in
-    /// what it leaves out, as for libpq.
+    /// what it leaves out, as for libpq, with two exceptions that keep the proxy from
+    /// lending its own identity to its clients: it reaches the upstream over a Unix
+    /// socket (where `peer` authentication would log them in as the proxy's OS user) only
+    /// when `host` (or `PGHOST`) names one, and otherwise over TCP to `localhost`; and it
+    /// presents a client certificate only when `sslcert` (or `PGSSLCERT`) names one,
+    /// never `~/.postgresql/postgresql.crt` by default.
     ///
     /// # Errors
     ///
@@ -146,8 +151,20 @@ impl Proxy {
             Err(_) if name == "PGUSER" => Some("postgres".to_owned()),
             Err(_) => None,
         };
-        let upstream = ConnInfo::parse(Some(upstream), env).map_err(ProxyError::Upstream)?;
-        Ok(Builder::new(upstream))
+        let named = |key: &str, var: &str| {
+            std::env::var_os(var).is_some()
+                || crate::client::conninfo_pairs(upstream)
+                    .is_ok_and(|pairs| pairs.iter().any(|(k, _)| k == key))
+        };
+        let mut info = ConnInfo::parse(Some(upstream), env).map_err(ProxyError::Upstream)?;
+        if info.is_unix_socket() && !named("host", "PGHOST") {
+            info.host = "localhost".to_owned();
+        }
+        if !named("sslcert", "PGSSLCERT") {
+            info.tls.cert = None;
+            info.tls.key = None;
+        }
+        Ok(Builder::new(info))
     }
 
     /// Where clients connect.
@@ -344,6 +361,7 @@ impl Drop for Proxy {
 mod tests {
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
+    use std::path::Path;
 
     use super::*;
 
@@ -363,6 +381,34 @@ mod tests {
         whole.resize(len + 1, 0);
         stream.read_exact(&mut whole[5..]).unwrap();
         whole
+    }
+
+    /// The upstream leg carries no identity of the proxy's that the connection string does
+    /// not name: TCP, not the default Unix socket (`peer` would log a client in as the
+    /// proxy's OS user), and no default client certificate.
+    #[test]
+    fn the_upstream_leg_lends_no_identity_of_the_proxys_own() {
+        let builder = Proxy::builder("port=5999 sslmode=prefer").unwrap();
+        if std::env::var_os("PGHOST").is_none() {
+            assert_eq!(builder.upstream().host, "localhost");
+        }
+        if std::env::var_os("PGSSLCERT").is_none() {
+            assert_eq!(builder.upstream().tls.cert, None);
+            assert_eq!(builder.upstream().tls.key, None);
+        }
+        let named = Proxy::builder(
+            "host=/var/run/postgresql port=5999 sslcert=/c.crt sslkey=/c.key sslmode=prefer",
+        )
+        .unwrap();
+        assert_eq!(named.upstream().host, "/var/run/postgresql");
+        assert_eq!(
+            named.upstream().tls.cert.as_deref(),
+            Some(Path::new("/c.crt"))
+        );
+        assert_eq!(
+            named.upstream().tls.key.as_deref(),
+            Some(Path::new("/c.key"))
+        );
     }
 
     /// A frame the codec refuses (an Insert cut short) reaches the client as it came,

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use clap::Args;
+use pgoutput_codec::client::ConnInfo;
 use pgoutput_codec::proxy::Proxy;
 use pgoutput_codec::server::{Fault, Probe};
 
@@ -47,9 +48,13 @@ Example:
       -o proto_version=1 -o publication_names=p -f -"#, judge_help!())
 )]
 pub struct ProxyArgs {
-    /// The address to listen on.
+    /// The address to listen on (loopback only unless --listen-remote).
     #[arg(long, default_value = "127.0.0.1:6432")]
     listen: SocketAddr,
+    /// Let the proxy listen on a non-loopback address: anyone who can reach it reaches
+    /// the upstream through it, with whatever pg_hba.conf grants the proxy's address.
+    #[arg(long)]
+    listen_remote: bool,
     /// The upstream PostgreSQL: a libpq connection string or URI (host, port, sslmode and
     /// the TLS settings are used; each client logs in as itself).
     #[arg(long)]
@@ -87,6 +92,12 @@ pub struct ProxyArgs {
 
 /// Runs the proxy until Ctrl-C, logging what it notes.
 pub fn proxy(args: &ProxyArgs) -> Result<ExitCode, String> {
+    if !args.listen.ip().is_loopback() && !args.listen_remote {
+        return Err(format!(
+            "--listen {}: not a loopback address; anyone who can reach it reaches the upstream through the proxy, and the upstream sees the proxy's address (add --listen-remote if that is meant)",
+            args.listen
+        ));
+    }
     let mut builder = Proxy::builder(&args.upstream)
         .map_err(|e| e.to_string())?
         .listen(args.listen);
@@ -118,8 +129,14 @@ pub fn proxy(args: &ProxyArgs) -> Result<ExitCode, String> {
     eprintln!(
         "pgoutput proxy: listening on {}, upstream {}",
         proxy.addr(),
-        args.upstream
+        ConnInfo::redacted(&args.upstream)
     );
+    if !args.listen.ip().is_loopback() {
+        eprintln!(
+            "pgoutput proxy: warning: listening on {} (--listen-remote): anyone who can reach it reaches the upstream through the proxy, with whatever pg_hba.conf grants the proxy's address",
+            proxy.addr()
+        );
+    }
     let _control = match args.control {
         Some(addr) => {
             let control = proxy

@@ -725,7 +725,11 @@ class Proxy extends Service {
   }
 
   _arguments() {
-    const args = ['--upstream', this.upstream];
+    // The proxy relays each client's own login and needs no password: none goes into its
+    // arguments, where `ps` would show it.
+    const { password: _password, ...words } = this._upstreamWords;
+    const upstream = Object.entries(words).map(([k, v]) => `${k}=${quote(v)}`).join(' ');
+    const args = ['--upstream', upstream];
     for (const [name, flag] of Object.entries(PROXY_FLAGS)) {
       const value = this._options[name];
       if (value !== undefined && value !== null) args.push(flag, name.startsWith('tls') ? pathOf(value) : String(value));

@@ -46,3 +46,18 @@ test('a pg-logical-replication consumer through the proxy gets every row once th
     "SELECT confirmed_flush_lsn::text AS lsn FROM pg_replication_slots WHERE slot_name = 'through'");
   assert.ok(lsnToBigInt(rows[0].lsn) >= consumer.lastEnd, JSON.stringify(rows));
 });
+
+test('the upstream password is in no argument, log line or error of the proxy', { timeout: 60000 }, async (t) => {
+  const fs = require('node:fs');
+  const secret = 'hunter2-upstream-secret';
+  const proxy = await startProxy({ upstream: `${postgres.dsn} password=${secret}` });
+  t.after(() => proxy.close());
+  const cmdline = fs.readFileSync(`/proc/${proxy._child.pid}/cmdline`, 'utf8');
+  assert.ok(cmdline.includes('--upstream'), cmdline);
+  assert.ok(!cmdline.includes(secret), cmdline);
+  assert.ok(proxy.dsn.includes(secret), "the consumer's connection string keeps it");
+  const error = await proxy.waitForFlush('nothing-streams-this', '0/1', 100).catch((e) => e);
+  assert.ok(error instanceof Error, 'the wait timed out');
+  assert.ok(!String(error.message).includes(secret) && !String(error.log || '').includes(secret), error.message);
+  assert.ok(!proxy.log.includes(secret), proxy.log);
+});

@@ -2,6 +2,7 @@
 through it, its connection reset inside a transaction."""
 
 import psycopg2
+import pytest
 
 from consumers import Consumer, ids
 from pgoutput_codec import lsn_to_int, lsn_to_text
@@ -29,3 +30,25 @@ def test_a_psycopg2_consumer_through_the_proxy_with_a_fault(pgoutput_proxy, post
         with psycopg2.connect(postgres15) as conn, conn.cursor() as cur:
             cur.execute("SELECT pg_drop_replication_slot('through') FROM pg_replication_slots "
                         "WHERE slot_name = 'through' AND NOT active")
+
+
+def test_the_upstream_password_is_in_no_argument_log_or_error(postgres15):
+    """The proxy relays each client's login: the upstream's password is not passed to the
+    program, so neither ``ps``, its log, the object's repr nor an error shows it."""
+    import pathlib
+
+    from pgoutput_codec import ControlError, Proxy
+
+    secret = "hunter2-upstream-secret"
+    upstream = postgres15 + f" password={secret}"
+    with Proxy(upstream) as proxy:
+        pid = proxy._process.pid
+        cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().decode()
+        assert secret not in cmdline, cmdline
+        assert "--upstream" in cmdline
+        assert secret in proxy.dsn, "the consumer's connection string keeps it"
+        with pytest.raises(ControlError) as error:
+            proxy.wait_for_flush("nothing-streams-this", "0/1", timeout=0.1)
+        assert secret not in str(error.value), error.value
+        assert secret not in repr(proxy)
+        assert secret not in proxy.log

@@ -56,7 +56,10 @@ class Proxy(_Service):
         self._args = list(args)
 
     def _arguments(self, directory: str) -> List[str]:
-        arguments = ["--upstream", self.upstream]
+        # The proxy relays each client's own login and needs no password: none goes into
+        # its arguments, where `ps` would show it.
+        words = {k: v for k, v in conninfo_words(self.upstream).items() if k != "password"}
+        arguments = ["--upstream", join_conninfo(words)]
         for name, value in self._options.items():
             if value is not None:
                 arguments += ["--" + name.replace("_", "-"), os.fspath(value) if isinstance(value, os.PathLike) else str(value)]
