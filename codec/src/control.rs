@@ -6,10 +6,10 @@
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -19,11 +19,20 @@ use crate::faults::{Fault, FaultError};
 use crate::judge::{Fact, Finding, Probe};
 use crate::Lsn;
 
-/// The most a request's head may take, and its body.
+/// The most a request's head may take, and its body (a body's bytes are read only once
+/// its length is known to be no more).
 const MAX_HEAD: usize = 16 * 1024;
-const MAX_BODY: usize = 64 * 1024 * 1024;
-/// How long a client may take to send its request.
-const READ_TIMEOUT: Duration = Duration::from_secs(30);
+const MAX_BODY: usize = 1024 * 1024;
+/// How long a client may take to send its whole request: one deadline, however the bytes
+/// trickle in.
+const REQUEST_DEADLINE: Duration = Duration::from_secs(30);
+/// How many requests are answered at once; more get 503 at once.
+const MAX_REQUESTS: usize = 64;
+/// The longest `POST /wait` may ask to wait.
+pub(crate) const MAX_WAIT_MS: u64 = 10 * 60 * 1000;
+/// How long the accept loop waits after a failed accept (out of file descriptors, say)
+/// before it tries again, rather than spinning.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// A running control API. Dropping it stops it.
 #[derive(Debug)]
@@ -52,6 +61,7 @@ impl Control {
         let listener = TcpListener::bind(addr)?;
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
+        let busy = Arc::new(AtomicUsize::new(0));
         let accept = {
             let stop = Arc::clone(&stop);
             std::thread::Builder::new()
@@ -61,11 +71,30 @@ impl Control {
                         if stop.load(Ordering::SeqCst) {
                             return;
                         }
-                        let Ok(stream) = stream else { continue };
+                        let Ok(mut stream) = stream else {
+                            std::thread::sleep(ACCEPT_BACKOFF);
+                            continue;
+                        };
+                        if busy.fetch_add(1, Ordering::SeqCst) >= MAX_REQUESTS {
+                            busy.fetch_sub(1, Ordering::SeqCst);
+                            let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+                            let _ = reply(
+                                &mut stream,
+                                Answer(503, json!({ "error": format!("more than {MAX_REQUESTS} requests at once") })),
+                            );
+                            continue;
+                        }
                         let api = Arc::clone(&api);
-                        let _ = std::thread::Builder::new()
+                        let done = Arc::clone(&busy);
+                        let spawned = std::thread::Builder::new()
                             .name("pgoutput-control-request".into())
-                            .spawn(move || answer(&*api, stream));
+                            .spawn(move || {
+                                answer(&*api, stream, addr);
+                                done.fetch_sub(1, Ordering::SeqCst);
+                            });
+                        if spawned.is_err() {
+                            busy.fetch_sub(1, Ordering::SeqCst);
+                        }
                     }
                 })?
         };
@@ -98,6 +127,9 @@ pub(crate) struct Request {
     pub method: String,
     pub path: String,
     pub body: Vec<u8>,
+    /// The `Origin` and `Host` headers, which tell a browser's request.
+    pub origin: Option<String>,
+    pub host: Option<String>,
 }
 
 impl Request {
@@ -271,41 +303,91 @@ fn dispatch(api: &dyn Api, request: &Request) -> Answer {
     }
 }
 
-fn answer(api: &dyn Api, mut stream: TcpStream) {
-    let _ = stream.set_read_timeout(Some(READ_TIMEOUT));
-    let Answer(status, body) = match read_request(&mut stream) {
-        Ok(request) => dispatch(api, &request),
-        Err(text) => bad(text),
+fn answer(api: &dyn Api, mut stream: TcpStream, addr: SocketAddr) {
+    let answer = match read_request(&mut stream, Instant::now() + REQUEST_DEADLINE) {
+        Ok(request) => match refused_browser(&request, addr) {
+            Some(refusal) => refusal,
+            None => dispatch(api, &request),
+        },
+        Err(refusal) => refusal,
     };
+    let _ = stream.set_write_timeout(Some(REQUEST_DEADLINE));
+    let _ = reply(&mut stream, answer);
+}
+
+/// A request a web page may have made: it carries `Origin` (a browser's cross-origin
+/// request, or any POST from a page), or a `Host` that is neither an IP address nor
+/// `localhost` (a name rebound to this address). The API crashes servers and shows what
+/// their clients did: a page a developer opens must not reach it, as toxiproxy refuses.
+fn refused_browser(request: &Request, addr: SocketAddr) -> Option<Answer> {
+    if let Some(origin) = &request.origin {
+        return Some(Answer(
+            403,
+            json!({ "error": format!("requests from web pages are refused (Origin: {origin})") }),
+        ));
+    }
+    let host = request.host.as_deref()?;
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    let known = name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok();
+    (!known).then(|| {
+        Answer(
+            403,
+            json!({ "error": format!("Host {host:?} is not this API's address ({addr}) or localhost") }),
+        )
+    })
+}
+
+fn reply(stream: &mut TcpStream, Answer(status, body): Answer) -> io::Result<()> {
     let body = body.to_string();
     let reason = match status {
         200 => "OK",
         201 => "Created",
         202 => "Accepted",
         404 => "Not Found",
+        403 => "Forbidden",
         405 => "Method Not Allowed",
         408 => "Request Timeout",
         413 => "Payload Too Large",
+        503 => "Service Unavailable",
         _ => "Bad Request",
     };
     let head = format!(
         "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
-    let _ = stream.write_all(head.as_bytes());
-    let _ = stream.write_all(body.as_bytes());
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(body.as_bytes())
 }
 
-/// Reads one request, with `httparse` for its head and `Content-Length` for its body.
-fn read_request(stream: &mut TcpStream) -> Result<Request, String> {
+/// Reads one request by `deadline`, with `httparse` for its head and `Content-Length` for
+/// its body, which is read only if it is no longer than [`MAX_BODY`].
+fn read_request(stream: &mut TcpStream, deadline: Instant) -> Result<Request, Answer> {
+    let mut read = |into: &mut [u8]| -> Result<usize, Answer> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Answer(
+                408,
+                json!({ "error": "the request took too long to arrive" }),
+            ));
+        }
+        let _ = stream.set_read_timeout(Some(left));
+        stream.read(into).map_err(|e| match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Answer(
+                408,
+                json!({ "error": "the request took too long to arrive" }),
+            ),
+            _ => bad(format!("reading the request: {e}")),
+        })
+    };
     let mut buf = Vec::new();
     let mut chunk = [0; 4096];
     let head_len = loop {
-        let n = stream
-            .read(&mut chunk)
-            .map_err(|e| format!("reading the request: {e}"))?;
+        let n = read(&mut chunk)?;
         if n == 0 {
-            return Err("the request ended early".into());
+            return Err(bad("the request ended early"));
         }
         buf.extend_from_slice(&chunk[..n]);
         let mut headers = [httparse::EMPTY_HEADER; 32];
@@ -313,43 +395,55 @@ fn read_request(stream: &mut TcpStream) -> Result<Request, String> {
         match request.parse(&buf) {
             Ok(httparse::Status::Complete(len)) => break len,
             Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => {}
-            Ok(httparse::Status::Partial) => return Err("the request's head is too long".into()),
-            Err(e) => return Err(format!("not an HTTP request: {e}")),
+            Ok(httparse::Status::Partial) => return Err(bad("the request's head is too long")),
+            Err(e) => return Err(bad(format!("not an HTTP request: {e}"))),
         }
     };
     let mut headers = [httparse::EMPTY_HEADER; 32];
     let mut request = httparse::Request::new(&mut headers);
     request
         .parse(&buf)
-        .map_err(|e| format!("not an HTTP request: {e}"))?;
-    let method = request.method.unwrap_or_default().to_owned();
-    let path = request.path.unwrap_or_default().to_owned();
-    let length = match request
-        .headers
-        .iter()
-        .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-    {
-        Some(h) => std::str::from_utf8(h.value)
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .ok_or("Content-Length is not a number")?,
+        .map_err(|e| bad(format!("not an HTTP request: {e}")))?;
+    let header = |name: &str| {
+        request
+            .headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| String::from_utf8_lossy(h.value).into_owned())
+    };
+    let (origin, host) = (header("origin"), header("host"));
+    let length = match header("content-length") {
+        Some(text) => text
+            .trim()
+            .parse::<u64>()
+            .map_err(|_| bad("Content-Length is not a number"))?,
         None => 0,
     };
-    if length > MAX_BODY {
-        return Err(format!(
-            "a body of {length} bytes is more than {MAX_BODY} allowed"
+    if length > MAX_BODY as u64 {
+        return Err(Answer(
+            413,
+            json!({ "error": format!("a body of {length} bytes is more than the {MAX_BODY} allowed") }),
         ));
     }
+    let length = length as usize;
+    let method = request.method.unwrap_or_default().to_owned();
+    let path = request.path.unwrap_or_default().to_owned();
     let mut body = buf.split_off(head_len);
-    if body.len() < length {
-        let mut rest = vec![0; length - body.len()];
-        stream
-            .read_exact(&mut rest)
-            .map_err(|e| format!("reading the body: {e}"))?;
-        body.extend_from_slice(&rest);
+    while body.len() < length {
+        let n = read(&mut chunk[..(length - body.len()).min(4096)])?;
+        if n == 0 {
+            return Err(bad("the body ended early"));
+        }
+        body.extend_from_slice(&chunk[..n]);
     }
     body.truncate(length);
-    Ok(Request { method, path, body })
+    Ok(Request {
+        method,
+        path,
+        body,
+        origin,
+        host,
+    })
 }
 
 /// `POST /faults`: a rule or an array of rules, each checked before any is armed.
@@ -419,6 +513,12 @@ fn wait(api: &dyn Api, body: &[u8]) -> Answer {
             ))
         }
     };
+    if wait.timeout_ms > MAX_WAIT_MS {
+        return bad(format!(
+            "timeout_ms {} is more than the {MAX_WAIT_MS} a wait may take",
+            wait.timeout_ms
+        ));
+    }
     let lsn = wait.lsn.unwrap_or_else(|| api.default_wait_lsn(&wait.slot));
     match api.wait_for_confirmed_flush(&wait.slot, lsn, Duration::from_millis(wait.timeout_ms)) {
         Ok(lsn) => Answer(200, json!({ "confirmed_flush_lsn": lsn })),

@@ -5,6 +5,7 @@
 
 mod async_consumer;
 mod consumer;
+mod control_guard;
 mod faults;
 mod hostile;
 mod judge;
