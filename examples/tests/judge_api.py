@@ -138,11 +138,12 @@ class Consumer:
 
 
 class ConfirmsAtBegin(Consumer):
-    """The bug of pglogrepl#40 and debezium#7531: a transaction's commit position,
-    confirmed as soon as its Begin says where it will commit, before the rest came."""
+    """The bug of pglogrepl#40 and debezium#7531: a position past a transaction's commit
+    (one past the commit position its Begin announces), confirmed before the rest came: a
+    restart there skips the transaction."""
 
     def begin(self, final_lsn):
-        self.confirm(final_lsn)
+        self.confirm(final_lsn + 1)
 
 
 class ConfirmsOnlyTransactions(Consumer):

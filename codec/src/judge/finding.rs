@@ -14,10 +14,14 @@ use crate::Lsn;
 #[serde(tag = "finding", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Finding {
-    /// It confirmed `flush`, past every position the slot's clients had been sent
-    /// (`sent`: the highest XLogData `walEnd` or keepalive WAL end): it acknowledged data
-    /// it had not received, such as a transaction's commit position taken from its Begin
-    /// before the rest arrived (jackc/pglogrepl#40, debezium/debezium#7531).
+    /// It confirmed `flush` while a transaction whose commit (or prepare) record starts
+    /// before `flush` had not been sent whole (`sent`: the highest position it had been
+    /// sent then): PostgreSQL, starting the slot's next stream at `flush`, skips that
+    /// transaction, so a consumer that stops before applying it loses it. Such as a
+    /// transaction's commit position + 1 taken from its Begin before the rest arrived
+    /// (jackc/pglogrepl#40, debezium/debezium#7531), or a Commit's end + 1 when the next
+    /// transaction's commit record starts right at that end. Confirming past what was sent
+    /// where nothing commits in between loses nothing, and is not a finding.
     ConfirmedUnsent {
         connection: u64,
         /// The position it confirmed.
@@ -121,7 +125,7 @@ impl fmt::Display for Finding {
         match self {
             Finding::ConfirmedUnsent { flush, sent, .. } => write!(
                 f,
-                "confirmed a flush position of {flush}, but had been sent up to {sent} only: it acknowledged data it had not received"
+                "confirmed a flush position of {flush} after being sent up to {sent} only, past the commit of a transaction it had not received whole: a restart there skips that transaction"
             ),
             Finding::NoTimelyReply { waited, .. } => write!(
                 f,

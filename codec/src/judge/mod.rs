@@ -47,6 +47,29 @@ pub struct Positions {
     pub probes_answered: u64,
 }
 
+/// A frame sent to a connection, as the judge hears of it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Frame {
+    /// XLogData `walEnd`.
+    pub position: Lsn,
+    /// It opens a transaction (a Begin, a first Stream Start).
+    pub opens: bool,
+    /// Where the record that decides its transaction starts, if it tells
+    /// ([`crate::PgOutputMessage::decision_lsn`]).
+    pub decided_at: Option<Lsn>,
+    /// The end of the transaction it ends.
+    pub end: Option<Lsn>,
+}
+
+/// A position confirmed past what the slot's clients had been sent, not judged yet: it
+/// loses a transaction only if one commits before it, which the frames to come tell.
+#[derive(Debug, Clone, Copy)]
+struct Ahead {
+    connection: u64,
+    flush: Lsn,
+    sent: Lsn,
+}
+
 /// An idle period of one connection: everything sent, the WAL end at `wal_end`.
 #[derive(Debug, Clone, Copy)]
 struct Idle {
@@ -83,8 +106,10 @@ struct Stream {
     write: Lsn,
     flush: Lsn,
     backwards_reported: bool,
-    /// The first position of the transaction under way.
+    /// The first position of the transaction under way, and where the record that
+    /// decides it starts, once a frame told.
     open: Option<Lsn>,
+    decided_at: Option<Lsn>,
     idle: Option<Idle>,
     /// What the consumer had confirmed when the stream started (re-sends are up to it).
     resend_below: Lsn,
@@ -103,6 +128,9 @@ pub(crate) struct Judge {
     streams: HashMap<u64, Stream>,
     /// The highest position a ConfirmedUnsent was reported for.
     flagged: Lsn,
+    /// A confirmation past what was sent, until a frame shows whether it skipped a
+    /// transaction.
+    ahead: Option<Ahead>,
     facts: VecDeque<Fact>,
     findings: VecDeque<Finding>,
 }
@@ -123,10 +151,7 @@ impl Judge {
             .start
             .get_or_insert(slot_confirmed.unwrap_or(requested).max(requested));
         let confirmed = self.positions.confirmed_flush_lsn.max(start);
-        self.positions.sent_lsn = self
-            .positions
-            .sent_lsn
-            .max(slot_confirmed.unwrap_or(Lsn(0)));
+        self.sent_up_to(slot_confirmed.unwrap_or(Lsn(0)));
         push(
             &mut self.facts,
             Fact::Started {
@@ -145,17 +170,20 @@ impl Judge {
         );
     }
 
-    /// A frame went to `connection`: its XLogData position, whether it opens a
-    /// transaction (a Begin, a first Stream Start), and the transaction's end if it ends
-    /// one.
-    pub(crate) fn frame_sent(
-        &mut self,
-        connection: u64,
-        position: Lsn,
-        opens: bool,
-        end: Option<Lsn>,
-    ) {
-        self.positions.sent_lsn = self.positions.sent_lsn.max(position);
+    /// A frame went to `connection`.
+    pub(crate) fn frame_sent(&mut self, connection: u64, frame: Frame) {
+        let Frame {
+            position,
+            opens,
+            decided_at,
+            end,
+        } = frame;
+        if let Some(decided_at) = decided_at {
+            // A transaction decided before a position confirmed when it had not been sent
+            // whole (it is being sent now): a restart there skips it.
+            self.skipped_by_ahead(decided_at);
+        }
+        self.sent_up_to(position);
         let Some(stream) = self.streams.get_mut(&connection) else {
             return;
         };
@@ -165,10 +193,14 @@ impl Judge {
         if opens && position.0 != 0 {
             stream.open = Some(position);
         }
+        if decided_at.is_some() {
+            stream.decided_at = decided_at;
+        }
         let Some(end) = end else {
             return;
         };
         let first = stream.open.take().unwrap_or(end);
+        stream.decided_at = None;
         self.positions.transaction_end_lsn = self.positions.transaction_end_lsn.max(end);
         if self.spans.len() >= MAX_SPANS {
             self.spans.pop_front();
@@ -205,7 +237,40 @@ impl Judge {
     /// The slot's clients were sent up to `position` (a frame the owner tells of in
     /// bulk).
     pub(crate) fn reached(&mut self, position: Lsn) {
+        self.sent_up_to(position);
+    }
+
+    /// The slot's clients were sent everything that commits before `position`: a
+    /// confirmation up to it skips nothing.
+    fn sent_up_to(&mut self, position: Lsn) {
         self.positions.sent_lsn = self.positions.sent_lsn.max(position);
+        if self
+            .ahead
+            .is_some_and(|ahead| ahead.flush <= self.positions.sent_lsn)
+        {
+            self.ahead = None;
+        }
+    }
+
+    /// A transaction not sent whole when a position past what was sent was confirmed,
+    /// decided at `decided_at`: PostgreSQL skips it on a restart from that position if
+    /// its record starts before it (`SnapBuildXactNeedsSkip`).
+    fn skipped_by_ahead(&mut self, decided_at: Lsn) {
+        let Some(ahead) = self.ahead else {
+            return;
+        };
+        if decided_at < ahead.flush {
+            self.ahead = None;
+            self.flagged = self.flagged.max(ahead.flush);
+            push(
+                &mut self.findings,
+                Finding::ConfirmedUnsent {
+                    connection: ahead.connection,
+                    flush: ahead.flush,
+                    sent: ahead.sent,
+                },
+            );
+        }
     }
 
     /// A keepalive went to `connection` reporting `wal_end`, with no transaction open
@@ -217,7 +282,7 @@ impl Judge {
         reply_requested: bool,
         idle: bool,
     ) {
-        self.positions.sent_lsn = self.positions.sent_lsn.max(wal_end);
+        self.sent_up_to(wal_end);
         let Some(stream) = self.streams.get_mut(&connection) else {
             return;
         };
@@ -260,15 +325,20 @@ impl Judge {
         let sent = self.positions.sent_lsn;
         let start = self.start.unwrap_or(Lsn(0));
         if flush > sent && flush > start && flush > self.flagged {
-            self.flagged = flush;
-            push(
-                &mut self.findings,
-                Finding::ConfirmedUnsent {
-                    connection,
-                    flush,
-                    sent,
-                },
-            );
+            // Past what was sent: harmless unless a transaction not sent whole commits
+            // before it, as the one under way may have told, or the frames to come will.
+            let ahead = Ahead {
+                connection,
+                flush,
+                sent,
+            };
+            if self.ahead.is_none_or(|a| a.flush < flush) {
+                self.ahead = Some(ahead);
+            }
+            let open = self.streams.get(&connection).and_then(|s| s.decided_at);
+            if let Some(decided_at) = open {
+                self.skipped_by_ahead(decided_at);
+            }
         }
         if flush > self.positions.confirmed_flush_lsn {
             self.positions.confirmed_flush_lsn = flush;

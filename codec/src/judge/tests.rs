@@ -1,10 +1,22 @@
 use super::*;
 
-/// A transaction whose Begin goes at `first`, one change just after, its Commit at `end`.
+/// A frame at `position`: opening a transaction or not, telling where the record that
+/// decides it starts, ending it at `end`.
+fn frame(position: u64, opens: bool, decided_at: Option<u64>, end: Option<u64>) -> Frame {
+    Frame {
+        position: Lsn(position),
+        opens,
+        decided_at: decided_at.map(Lsn),
+        end: end.map(Lsn),
+    }
+}
+
+/// A transaction whose Begin goes at `first`, one change just after, its Commit at `end`
+/// (the commit record starting 8 bytes before).
 fn transaction(judge: &mut Judge, connection: u64, first: u64, end: u64) {
-    judge.frame_sent(connection, Lsn(first), true, None);
-    judge.frame_sent(connection, Lsn(first + 8), false, None);
-    judge.frame_sent(connection, Lsn(end), false, Some(Lsn(end)));
+    judge.frame_sent(connection, frame(first, true, Some(end - 8), None));
+    judge.frame_sent(connection, frame(first + 8, false, None, None));
+    judge.frame_sent(connection, frame(end, false, Some(end - 8), Some(end)));
 }
 
 #[test]
@@ -47,30 +59,67 @@ fn a_consumer_cut_before_its_first_status_update_that_confirms_after_reconnectin
 }
 
 #[test]
-fn a_position_past_everything_sent_is_found_one_the_consumer_was_sent_is_not() {
+fn a_position_past_a_commit_not_sent_whole_is_found_one_postgresql_resends_from_is_not() {
     let mut judge = Judge::default();
     judge.started(1, Lsn(0), Some(Lsn(100)));
-    judge.frame_sent(1, Lsn(110), true, None);
-    judge.frame_sent(1, Lsn(118), false, None);
+    // The Begin says the commit record starts at 190.
+    judge.frame_sent(1, frame(110, true, Some(190), None));
+    judge.frame_sent(1, frame(118, false, None, None));
     // pg_recvlogical confirms the position of the last message it wrote.
     judge.status_update(1, Lsn(118), Lsn(118));
-    assert_eq!(judge.findings(), []);
-    // Confirming the commit position the Begin announced, before the rest came.
+    // The Begin's commit position itself: a restart there sends the transaction again
+    // (a commit record is skipped only if it starts before the confirmed position).
     judge.status_update(1, Lsn(190), Lsn(190));
+    assert_eq!(judge.findings(), []);
+    // One past it, before the rest came: a restart there skips the transaction.
+    judge.status_update(1, Lsn(191), Lsn(191));
     assert_eq!(
         judge.findings(),
         [Finding::ConfirmedUnsent {
             connection: 1,
-            flush: Lsn(190),
+            flush: Lsn(191),
             sent: Lsn(118)
         }]
     );
     // Once sent, the same position is no news; nor is a keepalive's WAL end.
-    judge.frame_sent(1, Lsn(200), false, Some(Lsn(200)));
+    judge.frame_sent(1, frame(200, false, Some(190), Some(200)));
     judge.keepalive_sent(1, Lsn(260), false, true);
     judge.status_update(1, Lsn(260), Lsn(260));
     assert_eq!(judge.findings().len(), 1);
-    assert!(judge.findings()[0].to_string().contains("had not received"));
+    assert!(judge.findings()[0].to_string().contains("skips"));
+}
+
+#[test]
+fn a_commit_end_plus_one_is_found_only_when_the_next_commit_starts_at_that_end() {
+    // pg-logical-replication acknowledges each Commit's end + 1.
+    let mut judge = Judge::default();
+    judge.started(1, Lsn(0), Some(Lsn(100)));
+    transaction(&mut judge, 1, 110, 200);
+    judge.status_update(1, Lsn(201), Lsn(201));
+    // The next transaction commits later: nothing it confirmed is skipped.
+    transaction(&mut judge, 1, 150, 300);
+    judge.status_update(1, Lsn(301), Lsn(301));
+    assert_eq!(judge.findings(), []);
+    // One whose commit record starts exactly at the last end (its changes were logged
+    // before that commit, concurrently): a restart at 301 would skip it.
+    judge.frame_sent(1, frame(250, true, Some(300), None));
+    assert_eq!(
+        judge.findings(),
+        [Finding::ConfirmedUnsent {
+            connection: 1,
+            flush: Lsn(301),
+            sent: Lsn(300)
+        }]
+    );
+    // A streamed transaction tells its commit only at the end: judged then.
+    let mut streamed = Judge::default();
+    streamed.started(1, Lsn(0), Some(Lsn(100)));
+    transaction(&mut streamed, 1, 110, 200);
+    streamed.frame_sent(1, frame(120, true, None, None));
+    streamed.status_update(1, Lsn(201), Lsn(201));
+    assert_eq!(streamed.findings(), []);
+    streamed.frame_sent(1, frame(208, false, Some(200), Some(208)));
+    assert_eq!(streamed.findings().len(), 1);
 }
 
 #[test]

@@ -93,4 +93,25 @@ impl PgOutputMessage<'_> {
             _ => None,
         }
     }
+
+    /// Where the record that decides the transaction starts (its commit, or its
+    /// prepare), for the messages that tell it: Begin's final LSN, Begin Prepare's,
+    /// Prepare's and Stream Prepare's prepare LSN, the commit LSN of Commit, Stream Commit
+    /// and Commit Prepared. A slot's stream that starts at a confirmed position skips every
+    /// transaction whose record starts before it (PostgreSQL's `SnapBuildXactNeedsSkip`):
+    /// confirming past this position before the transaction is applied can lose it.
+    /// `None` for every other message.
+    #[must_use]
+    pub fn decision_lsn(&self) -> Option<crate::Lsn> {
+        match self {
+            Self::Begin(m) => Some(m.final_lsn),
+            Self::Commit(m) => Some(m.commit_lsn),
+            Self::StreamCommit(m) => Some(m.commit_lsn),
+            Self::BeginPrepare(m) => Some(m.prepare_lsn),
+            Self::Prepare(m) => Some(m.prepare_lsn),
+            Self::StreamPrepare(m) => Some(m.prepare_lsn),
+            Self::CommitPrepared(m) => Some(m.commit_lsn),
+            _ => None,
+        }
+    }
 }

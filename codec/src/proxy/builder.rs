@@ -10,7 +10,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::sync::oneshot;
 
-use super::shared::Shared;
+use super::shared::{Guard, Shared};
 use super::{listener, Proxy, ProxyError};
 use crate::client::ConnInfo;
 use crate::judge::Probe;
@@ -25,6 +25,7 @@ pub struct Builder {
     checkpoint_interval: Option<Duration>,
     crash_refusal: Duration,
     tls: Option<(PathBuf, PathBuf)>,
+    guard: Guard,
     probe: Option<Probe>,
 }
 
@@ -45,6 +46,7 @@ impl Builder {
             checkpoint_interval: None,
             crash_refusal: Duration::ZERO,
             tls: None,
+            guard: Guard::default(),
             probe: None,
         }
     }
@@ -102,6 +104,34 @@ impl Builder {
         self
     }
 
+    /// Clients must use TLS (a certificate is needed, [`Builder::tls`]): one that starts
+    /// up without gets PostgreSQL's FATAL 28000 for a server whose `pg_hba.conf` lines
+    /// all say `hostssl` ("no pg_hba.conf entry for host …, no encryption").
+    #[must_use]
+    pub fn require_tls(mut self) -> Builder {
+        self.guard.require_tls = true;
+        self
+    }
+
+    /// PostgreSQL's `max_connections` (default 100): client connections open at once,
+    /// at most. One more gets FATAL 53300 "sorry, too many clients already" at once.
+    #[must_use]
+    pub fn max_connections(mut self, max: usize) -> Builder {
+        self.guard.max_connections = max;
+        self
+    }
+
+    /// PostgreSQL's `authentication_timeout` (default 60 s): how long a client has from
+    /// its connect to its start-up packet, the TLS handshake and the upstream connection
+    /// included (the upstream's `connect_timeout` bounds that one too). One that takes
+    /// longer is closed without a word, as PostgreSQL closes it; once the start-up packet
+    /// reached the upstream, its own `authentication_timeout` counts.
+    #[must_use]
+    pub fn authentication_timeout(mut self, timeout: Duration) -> Builder {
+        self.guard.authentication_timeout = timeout;
+        self
+    }
+
     /// Binds the address and starts serving, on a thread of its own.
     ///
     /// # Errors
@@ -113,9 +143,15 @@ impl Builder {
             Some((chain, key)) => Some(acceptor(chain, key).map_err(ProxyError::Tls)?),
             None => None,
         };
+        if self.guard.require_tls && tls.is_none() {
+            return Err(ProxyError::Tls(
+                "clients cannot be required to use TLS without a certificate".to_owned(),
+            ));
+        }
         let shared = Arc::new(Shared::new(
             self.upstream,
             tls,
+            self.guard,
             self.checkpoint_interval.is_some(),
             self.crash_refusal,
         ));

@@ -226,6 +226,14 @@ impl Proxy {
         self.shared.records.connections()
     }
 
+    /// How many slots the proxy keeps state of: each one a client streamed through it
+    /// (the upstream had it) or a test set a state of. A START_REPLICATION the upstream
+    /// refuses, or one from a client that has not logged in, adds none.
+    #[must_use]
+    pub fn known_slots(&self) -> usize {
+        self.shared.slots.known()
+    }
+
     /// The slots streamed through the proxy: what clients confirmed and were sent.
     #[must_use]
     pub fn slots(&self) -> Vec<SlotInfo> {

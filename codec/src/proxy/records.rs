@@ -31,6 +31,10 @@ pub struct ConnectionInfo {
     pub replication: Option<String>,
     /// The upstream it was relayed to (`host:port`).
     pub upstream: String,
+    /// Whether the client's connection to the proxy, and the proxy's to the upstream,
+    /// use TLS.
+    pub client_tls: bool,
+    pub upstream_tls: bool,
     /// The slot it streams (or streamed) from.
     pub slot: Option<String>,
     /// XLogData frames sent to it, and those the codec could not decode (forwarded as
@@ -53,13 +57,23 @@ pub(super) struct Record {
     frames: AtomicU64,
     undecodable: AtomicU64,
     /// Where bytes for its upstream go (a checkpoint's status update).
-    upstream: Mutex<Option<mpsc::UnboundedSender<Vec<u8>>>>,
+    upstream: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
 }
 
 impl Record {
     /// The pair's channel for bytes to the upstream.
-    pub(super) fn streams_to(&self, upstream: mpsc::UnboundedSender<Vec<u8>>) {
+    pub(super) fn streams_to(&self, upstream: mpsc::Sender<Vec<u8>>) {
         *self.upstream.lock().unwrap_or_else(|e| e.into_inner()) = Some(upstream);
+    }
+
+    /// The client speaks TLS with the proxy.
+    pub(super) fn client_tls(&self) {
+        self.lock().client_tls = true;
+    }
+
+    /// The proxy speaks TLS with the upstream.
+    pub(super) fn upstream_tls(&self) {
+        self.lock().upstream_tls = true;
     }
 
     pub(super) fn frame(&self) {
@@ -113,6 +127,8 @@ impl Records {
                 application_name: parameter("application_name"),
                 replication: (startup.parameter)("replication"),
                 upstream: startup.upstream.clone(),
+                client_tls: false,
+                upstream_tls: false,
                 slot: None,
                 frames: 0,
                 undecodable_frames: 0,
@@ -166,7 +182,7 @@ impl Records {
             return false;
         };
         let upstream = record.upstream.lock().unwrap_or_else(|e| e.into_inner());
-        upstream.as_ref().is_some_and(|u| u.send(bytes).is_ok())
+        upstream.as_ref().is_some_and(|u| u.try_send(bytes).is_ok())
     }
 
     pub(super) fn connections(&self) -> Vec<ConnectionInfo> {

@@ -2,7 +2,7 @@
 //! connections and slots, the log, and the crash that cuts them all.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,12 +27,39 @@ struct Starts {
     by_slot: HashMap<String, u64>,
 }
 
+/// How the proxy guards itself against its clients, as PostgreSQL does.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Guard {
+    /// Connections open at once, at most (`max_connections`).
+    pub(super) max_connections: usize,
+    /// How long a client has from its connect to its start-up packet, its TLS handshake
+    /// and the upstream connection included (`authentication_timeout`).
+    pub(super) authentication_timeout: Duration,
+    /// Clients must use TLS (as `hostssl` lines only in `pg_hba.conf`).
+    pub(super) require_tls: bool,
+}
+
+impl Default for Guard {
+    /// PostgreSQL's defaults: 100 connections, 60 s.
+    fn default() -> Guard {
+        Guard {
+            max_connections: 100,
+            authentication_timeout: Duration::from_secs(60),
+            require_tls: false,
+        }
+    }
+}
+
 /// What every connection pair shares.
 #[derive(Debug)]
 pub(super) struct Shared {
     pub(super) upstream: ConnInfo,
     /// TLS with clients that ask for it, when the proxy has a certificate.
     pub(super) tls: Option<Arc<rustls::ServerConfig>>,
+    pub(super) guard: Guard,
+    /// The upstream's major version, as its last connection said (for the proxy's own
+    /// wordings before a connection has its own).
+    pub(super) upstream_major: AtomicU32,
     pub(super) faults: Plan,
     /// The judge's probe, when armed.
     pub(super) probe: ProbeSwitch,
@@ -57,11 +84,14 @@ impl Shared {
     pub(super) fn new(
         upstream: ConnInfo,
         tls: Option<Arc<rustls::ServerConfig>>,
+        guard: Guard,
         holding: bool,
         crash_refusal: Duration,
     ) -> Shared {
         Shared {
             tls,
+            guard,
+            upstream_major: AtomicU32::new(0),
             upstream,
             faults: Plan::default(),
             probe: ProbeSwitch::default(),

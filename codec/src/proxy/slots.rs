@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::confirmed::Timeout;
-use crate::judge::{by_slot, Ending, Fact, Finding, Judge, Resent};
+use crate::judge::{by_slot, Ending, Fact, Finding, Frame, Judge, Resent};
 use crate::wire::error::{error, slot_in_use, slot_invalidated, sqlstate, SqlError};
 use crate::Lsn;
 
@@ -102,7 +102,11 @@ impl Slots {
     /// The ERROR START_REPLICATION of `slot` gets from the proxy instead of the upstream,
     /// if its state calls for one (for a server of major version `major`).
     pub(super) fn refusal(&self, slot: &str, major: u32) -> Option<SqlError> {
-        self.with(slot, |state| {
+        // Looked up only: a slot the proxy keeps no state of is the upstream's to answer,
+        // and a client's made-up name leaves nothing behind.
+        let mut slots = self.lock();
+        let state = slots.get_mut(slot)?;
+        {
             if state.missing {
                 return Some(error(
                     sqlstate::UNDEFINED_OBJECT,
@@ -120,7 +124,13 @@ impl Slots {
                 }
                 _ => Some(slot_in_use(slot, hold.pid as usize)),
             }
-        })
+        }
+    }
+
+    /// How many slots the proxy keeps state of: those a client streamed through it, or a
+    /// test set a state of.
+    pub(super) fn known(&self) -> usize {
+        self.lock().len()
     }
 
     /// `connection`, whose walsender is process `pid`, streams `slot` now, from the
@@ -136,17 +146,8 @@ impl Slots {
     /// end one: an opening frame ends an idle period, which the judge must know before
     /// the transaction's status updates come; the other frames only move the position it
     /// was sent, which the status updates bring along).
-    pub(super) fn frame(
-        &self,
-        slot: &str,
-        connection: u64,
-        position: Lsn,
-        opens: bool,
-        end: Option<Lsn>,
-    ) {
-        self.with(slot, |s| {
-            s.judge.frame_sent(connection, position, opens, end);
-        });
+    pub(super) fn frame(&self, slot: &str, connection: u64, frame: Frame) {
+        self.with(slot, |s| s.judge.frame_sent(connection, frame));
     }
 
     /// A keepalive went to `connection`, reporting `wal_end` with no transaction open
@@ -349,7 +350,16 @@ mod tests {
     fn with_a_persistence_interval_the_upstream_hears_checkpoints_only() {
         let slots = Slots::new(true);
         slots.started("s", 1, 10, Lsn(0));
-        slots.frame("s", 1, Lsn(0x200), false, Some(Lsn(0x200)));
+        slots.frame(
+            "s",
+            1,
+            Frame {
+                position: Lsn(0x200),
+                opens: false,
+                decided_at: None,
+                end: Some(Lsn(0x200)),
+            },
+        );
         assert_eq!(
             slots.status_update("s", 1, Lsn(0x100), Lsn(0x100), Lsn(0x200)),
             Lsn(0)
@@ -376,19 +386,64 @@ mod tests {
         let slots = Slots::new(false);
         // Connection 1 is cut before its first status update; connection 2 confirms all.
         slots.started("s", 1, 10, Lsn(0));
-        slots.frame("s", 1, Lsn(110), true, None);
-        slots.frame("s", 1, Lsn(200), false, Some(Lsn(200)));
+        slots.frame(
+            "s",
+            1,
+            Frame {
+                position: Lsn(110),
+                opens: true,
+                decided_at: None,
+                end: None,
+            },
+        );
+        slots.frame(
+            "s",
+            1,
+            Frame {
+                position: Lsn(200),
+                opens: false,
+                decided_at: None,
+                end: Some(Lsn(200)),
+            },
+        );
         slots.ended("s", 1, Ending::Fault, Lsn(200));
         slots.started("s", 2, 11, Lsn(0));
-        slots.frame("s", 2, Lsn(200), false, Some(Lsn(200)));
-        slots.frame("s", 2, Lsn(300), false, Some(Lsn(300)));
+        slots.frame(
+            "s",
+            2,
+            Frame {
+                position: Lsn(200),
+                opens: false,
+                decided_at: None,
+                end: Some(Lsn(200)),
+            },
+        );
+        slots.frame(
+            "s",
+            2,
+            Frame {
+                position: Lsn(300),
+                opens: false,
+                decided_at: None,
+                end: Some(Lsn(300)),
+            },
+        );
         slots.status_update("s", 2, Lsn(300), Lsn(300), Lsn(300));
         slots.ended("s", 2, Ending::Client, Lsn(300));
         assert_eq!(slots.findings(), []);
         assert_eq!(slots.facts().len(), 4);
         // Never confirmed, once nothing streams it.
         slots.started("u", 3, 12, Lsn(0));
-        slots.frame("u", 3, Lsn(200), false, Some(Lsn(200)));
+        slots.frame(
+            "u",
+            3,
+            Frame {
+                position: Lsn(200),
+                opens: false,
+                decided_at: None,
+                end: Some(Lsn(200)),
+            },
+        );
         assert_eq!(slots.findings(), []);
         slots.ended("u", 3, Ending::Client, Lsn(200));
         assert_eq!(

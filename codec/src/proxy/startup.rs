@@ -6,7 +6,7 @@
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::wire::error::{error, sqlstate, SqlError};
+use crate::wire::error::{error, sqlstate, unsupported_protocol, SqlError};
 
 /// `MAX_STARTUP_PACKET_LENGTH` in PostgreSQL's `pqcomm.h`.
 const MAX_STARTUP_PACKET: usize = 10_000;
@@ -43,14 +43,32 @@ impl First {
     }
 }
 
+/// Which encryption requests a client has been answered already: each may come once,
+/// and the other after a refusal, as `ProcessStartupPacket` allows.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Asked {
+    ssl: bool,
+    gss: bool,
+}
+
+impl Asked {
+    /// Over TLS: neither may come again.
+    pub(super) const TLS: Asked = Asked {
+        ssl: true,
+        gss: true,
+    };
+}
+
 /// Reads the client's first packets up to its StartupMessage or CancelRequest, or an
 /// SSLRequest the proxy accepts (`offer_tls`); `Ok(None)` when it leaves first. A packet
-/// PostgreSQL would refuse gets PostgreSQL's FATAL.
+/// PostgreSQL would refuse gets PostgreSQL's FATAL (worded for an upstream of major
+/// version `major`).
 pub(super) async fn read(
     client: &mut (impl AsyncRead + AsyncWrite + Unpin),
     offer_tls: bool,
+    mut asked: Asked,
+    major: u32,
 ) -> Result<Option<First>, SqlError> {
-    let mut encryption_asked = false;
     loop {
         let mut header = [0u8; 4];
         if client.read_exact(&mut header).await.is_err() {
@@ -70,19 +88,33 @@ pub(super) async fn read(
         }
         let code = u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
         match code {
-            SSL_REQUEST if len == 8 && offer_tls => {
+            SSL_REQUEST if !asked.ssl && offer_tls => {
                 if client.write_all(b"S").await.is_err() {
                     return Ok(None);
                 }
                 return Ok(Some(First::Tls));
             }
-            SSL_REQUEST | GSSENC_REQUEST if len == 8 && !encryption_asked => {
-                // A client may ask for one, then (after `N`) the other, then start up.
-                encryption_asked = code == SSL_REQUEST;
+            // Refused (`N`): the other may come next, then the start-up.
+            SSL_REQUEST if !asked.ssl => {
+                asked = Asked {
+                    ssl: true,
+                    gss: false,
+                };
                 if client.write_all(b"N").await.is_err() {
                     return Ok(None);
                 }
             }
+            GSSENC_REQUEST if !asked.gss => {
+                asked = Asked {
+                    ssl: false,
+                    gss: true,
+                };
+                if client.write_all(b"N").await.is_err() {
+                    return Ok(None);
+                }
+            }
+            // Asked again: read as a protocol version, which no server supports.
+            SSL_REQUEST | GSSENC_REQUEST => return Err(unsupported_protocol(code, major)),
             CANCEL_REQUEST => return Ok(Some(First::Cancel(bytes))),
             _ => {
                 let parameters = parameters(&bytes[8..]);

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::connection;
 use super::state::Shared;
 use super::{Action, Trigger};
-use crate::wire::error::sqlstate;
+use crate::wire::error::{sqlstate, too_many_clients};
 
 /// How many connections may be open at once, before any start-up packet: PostgreSQL's
 /// postmaster allows twice its backends (`MaxLivePostmasterChildren`), which with the
@@ -58,11 +58,8 @@ pub(super) fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
                 }
                 let live = shared.lock().connection_count();
                 if live >= max_live_connections(shared.config.max_wal_senders) {
-                    refuse(
-                        stream,
-                        sqlstate::TOO_MANY_CONNECTIONS,
-                        "sorry, too many clients already",
-                    );
+                    let err = too_many_clients();
+                    refuse(stream, &err.code, &err.message);
                     continue;
                 }
                 let attempt = shared.next_attempt();

@@ -26,8 +26,6 @@ fn tag_text<S: serde::Serializer>(tag: &u8, s: S) -> Result<S::Ok, S::Error> {
 pub(crate) struct Unrecorded {
     pub tag: u8,
     pub lsn: Lsn,
-    /// It opens a transaction (a Begin).
-    pub opens: bool,
-    /// The end of the transaction it ends.
-    pub end: Option<Lsn>,
+    /// What the judge hears of it.
+    pub frame: crate::judge::Frame,
 }

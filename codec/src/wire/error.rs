@@ -51,6 +51,43 @@ pub(crate) fn setting_name(name: &str, major: u32) -> String {
     }
 }
 
+/// The FATAL for a client past the server's connection limit.
+pub(crate) fn too_many_clients() -> SqlError {
+    error(
+        sqlstate::TOO_MANY_CONNECTIONS,
+        "sorry, too many clients already",
+    )
+}
+
+/// The FATAL for a client that asked for an encryption it had already been answered
+/// about (`ProcessStartupPacket` then reads the request code as a protocol version it
+/// does not support); servers before 18 support 3.0 only, 18 up to 3.2.
+pub(crate) fn unsupported_protocol(code: u32, major: u32) -> SqlError {
+    error(
+        sqlstate::FEATURE_NOT_SUPPORTED,
+        format!(
+            "unsupported frontend protocol {}.{}: server supports 3.0 to 3.{}",
+            code >> 16,
+            code & 0xFFFF,
+            if major >= 18 { 2 } else { 0 }
+        ),
+    )
+}
+
+/// The FATAL for a client that `pg_hba.conf` has no line for; PostgreSQL's own words for
+/// a server whose lines all say `hostssl`, to a client that came without encryption.
+pub(crate) fn no_hba_entry(host: &str, user: &str, database: Option<&str>) -> SqlError {
+    let message = match database {
+        Some(database) => format!(
+            "no pg_hba.conf entry for host \"{host}\", user \"{user}\", database \"{database}\", no encryption"
+        ),
+        None => format!(
+            "no pg_hba.conf entry for replication connection from host \"{host}\", user \"{user}\", no encryption"
+        ),
+    };
+    error(sqlstate::INVALID_AUTHORIZATION_SPECIFICATION, message)
+}
+
 /// The ERROR for a slot the walsender of process `pid` holds (`ReplicationSlotAcquire`).
 pub(crate) fn slot_in_use(slot: &str, pid: usize) -> SqlError {
     error(

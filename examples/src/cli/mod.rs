@@ -14,9 +14,10 @@ The judge (GET /findings, GET /facts; per slot, across all its connections):
   asks for a reply each time the stream catches up with a new WAL end, again once
   answered, until two answers in a row leave the slot at the same place (four at most).
   Findings (each a consumer bug; "connection" names the client that showed it):
-    confirmed_unsent {flush, sent}   a flush position past every position the slot's
-        clients were sent (XLogData walEnd, keepalive WAL end): acknowledged unreceived
-        data, e.g. a commit position taken from its Begin (pglogrepl#40, debezium#7531)
+    confirmed_unsent {flush, sent}   a flush position past the commit record of a
+        transaction not sent whole yet (sent: what had been sent): a restart there
+        skips it, as PostgreSQL skips a commit before the confirmed position; e.g. one
+        past the commit position its Begin announced (pglogrepl#40, debezium#7531)
     not_advanced_while_idle {confirmed, wal_end}   nothing left to send, the WAL end
         moved past every transaction sent, two reply requests answered, the slot left
         behind: the server keeps that WAL while nothing is published (supabase/etl#429,

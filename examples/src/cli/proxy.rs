@@ -88,6 +88,19 @@ pub struct ProxyArgs {
     /// The private key (PEM) of --tls-cert.
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Clients must use TLS (with --tls-cert): one that starts up without gets FATAL
+    /// 28000, as from a server whose pg_hba.conf lines all say hostssl.
+    #[arg(long, requires = "tls_cert")]
+    require_tls: bool,
+    /// PostgreSQL's max_connections: client connections open at once; one more gets
+    /// FATAL 53300 "sorry, too many clients already".
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    max_connections: usize,
+    /// PostgreSQL's authentication_timeout: how long a client has from its connect to its
+    /// start-up packet (TLS and the upstream connection included) before it is closed
+    /// without a word (`60s`, `500ms`).
+    #[arg(long, value_name = "TIME", default_value = "60s")]
+    authentication_timeout: String,
 }
 
 /// Runs the proxy until Ctrl-C, logging what it notes.
@@ -98,9 +111,16 @@ pub fn proxy(args: &ProxyArgs) -> Result<ExitCode, String> {
             args.listen
         ));
     }
+    let authentication_timeout = pg_duration(&args.authentication_timeout, Unit::Seconds)
+        .map_err(|e| format!("--authentication-timeout: {e}"))?;
     let mut builder = Proxy::builder(&args.upstream)
         .map_err(|e| e.to_string())?
-        .listen(args.listen);
+        .listen(args.listen)
+        .max_connections(args.max_connections)
+        .authentication_timeout(authentication_timeout);
+    if args.require_tls {
+        builder = builder.require_tls();
+    }
     if let Some(text) = &args.checkpoint_interval {
         let interval = pg_duration(text, Unit::Milliseconds)
             .map_err(|e| format!("--checkpoint-interval: {e}"))?;

@@ -7,14 +7,17 @@
 // Commit's end, skips a transaction sent again (by its end), answers reply requests (with a
 // keepalive's WAL end when no transaction is open, as pg_recvlogical does), and after a lost
 // connection subscribes again from the last position it acknowledged.
-// `ConfirmsAtBegin` has the bug of jackc/pglogrepl#40 and debezium#7531: it acknowledges a
-// transaction's commit position as soon as its Begin says where it will commit.
+// `ConfirmsAtBegin` has the bug of jackc/pglogrepl#40 and debezium#7531: as soon as a
+// transaction's Begin says where it will commit, it acknowledges that position with the
+// library's own acknowledge(lsn), which sends one past it: a restart there skips the
+// transaction, which it has not applied.
 //
 // pg-logical-replication's acknowledge(lsn) sends lsn + 1 as the write, flush and apply
 // positions (PostgreSQL's positions are already "the byte after"), so acknowledging a
-// Commit's end as it is confirms one byte the consumer was never sent: the judge reports
-// that as confirmed_unsent. `acknowledge` below passes the position minus one, so the
-// status update carries exactly the position meant.
+// Commit's end as it is confirms one byte past it, which skips the next transaction after a
+// restart when its commit record starts right at that end (the judge reports that as
+// confirmed_unsent). `acknowledge` below passes the position minus one, so the status
+// update carries exactly the position meant.
 
 const pg = require('pg');
 const { LogicalReplicationService, PgoutputPlugin } = require('pg-logical-replication');
@@ -170,8 +173,9 @@ class Consumer {
 
 class ConfirmsAtBegin extends Consumer {
   begin(message) {
-    // The bug: Begin's commit position acknowledged before the transaction is in.
-    this.acknowledge(lsnToBigInt(message.commitLsn));
+    // The bug: one past Begin's commit position (the library's acknowledge adds the one),
+    // acknowledged before the transaction is in.
+    this.acknowledge(lsnToBigInt(message.commitLsn) + 1n);
   }
 }
 

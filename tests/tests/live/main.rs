@@ -15,6 +15,7 @@ mod consumer;
 mod faults;
 mod proxy;
 mod proxy_debezium;
+mod proxy_guard;
 mod proxy_subscriber;
 mod replay;
 mod scenario;
@@ -443,6 +444,10 @@ fn record_proxy_checks(label: &str, server: &Server, bin: &Path, report: &mut Re
     report.record(
         &format!("{label}: pg_recvlogical through the proxy's faults"),
         guarded(|| proxy::check_recvlogical_faults(server, bin)),
+    );
+    report.record(
+        &format!("{label}: the proxy guards itself as PostgreSQL does"),
+        guarded(|| proxy_guard::check_guard(server)),
     );
 }
 

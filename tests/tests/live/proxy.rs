@@ -60,7 +60,7 @@ fn write(server: &Server, sql: &str) -> Result<(), String> {
 }
 
 /// A logical slot of pgoutput, created now (it holds what is written from here on).
-fn create_slot(server: &Server, slot: &str) -> Result<(), String> {
+pub(crate) fn create_slot(server: &Server, slot: &str) -> Result<(), String> {
     server
         .psql(&format!(
             "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput') IS NOT NULL;"
@@ -70,7 +70,7 @@ fn create_slot(server: &Server, slot: &str) -> Result<(), String> {
 }
 
 /// Drops `slot`, as a check's last step (what fails here fails no check).
-fn drop_slot(server: &Server, slot: &str) {
+pub(crate) fn drop_slot(server: &Server, slot: &str) {
     let _ = server.psql(&format!("SELECT pg_drop_replication_slot('{slot}');"));
 }
 
@@ -652,7 +652,7 @@ pub fn check_failures(server: &Server) -> Result<String, String> {
 }
 
 /// A startup packet for `user` on database `postgres`, with these parameters more.
-fn startup_packet(user: &str, more: &[(&str, &str)]) -> Vec<u8> {
+pub(crate) fn startup_packet(user: &str, more: &[(&str, &str)]) -> Vec<u8> {
     let mut body = 196_608u32.to_be_bytes().to_vec();
     for (name, value) in [("user", user), ("database", "postgres")]
         .iter()
@@ -671,8 +671,10 @@ fn startup_packet(user: &str, more: &[(&str, &str)]) -> Vec<u8> {
 
 /// Reads backend messages until one of type `until` (or an ErrorResponse): each type
 /// byte and body.
-fn read_until(stream: &mut std::net::TcpStream, until: u8) -> Result<Vec<(u8, Vec<u8>)>, String> {
-    use std::io::Read;
+pub(crate) fn read_until(
+    stream: &mut impl std::io::Read,
+    until: u8,
+) -> Result<Vec<(u8, Vec<u8>)>, String> {
     let mut messages = Vec::new();
     loop {
         let mut header = [0u8; 5];
@@ -691,7 +693,7 @@ fn read_until(stream: &mut std::net::TcpStream, until: u8) -> Result<Vec<(u8, Ve
 }
 
 /// An ErrorResponse's severity, SQLSTATE and message.
-fn error_fields(body: &[u8]) -> (String, String, String) {
+pub(crate) fn error_fields(body: &[u8]) -> (String, String, String) {
     let mut fields = (String::new(), String::new(), String::new());
     for field in body.split(|b| *b == 0).filter(|f| !f.is_empty()) {
         let value = String::from_utf8_lossy(&field[1..]).into_owned();
@@ -1313,11 +1315,12 @@ cur = conn.cursor()
 cur.start_replication(slot_name=slot, decode=False, options={"proto_version": "1", "publication_names": "pub"})
 def consume(msg):
     if msg.payload[:1] == b"B":
-        # The bug (pglogrepl#40, debezium#7531): the transaction's commit position,
-        # confirmed as soon as its Begin says where it will end.
-        final_lsn = int.from_bytes(msg.payload[1:9], "big")
-        msg.cursor.send_feedback(flush_lsn=final_lsn, write_lsn=final_lsn, force=True)
-        print(final_lsn, flush=True)
+        # The bug (pglogrepl#40, debezium#7531): one past the transaction's commit
+        # position, confirmed as soon as its Begin says where it will commit (a restart
+        # there skips the transaction).
+        past = int.from_bytes(msg.payload[1:9], "big") + 1
+        msg.cursor.send_feedback(flush_lsn=past, write_lsn=past, force=True)
+        print(past, flush=True)
 cur.consume_stream(consume)
 "#;
 
@@ -1400,7 +1403,7 @@ pub fn check_findings(server: &Server) -> Result<String, String> {
         .spawn()
         .map_err(|e| e.to_string())?;
     let mut lines = std::io::BufReader::new(child.stdout.take().ok_or("no stdout")?).lines();
-    let final_lsn: Result<Lsn, String> = match lines.next() {
+    let past: Result<Lsn, String> = match lines.next() {
         Some(Ok(line)) => line
             .trim()
             .parse::<u64>()
@@ -1422,10 +1425,10 @@ pub fn check_findings(server: &Server) -> Result<String, String> {
     };
     let _ = child.kill();
     let _ = child.wait();
-    let (final_lsn, caught) = (final_lsn?, caught?);
+    let (past, caught) = (past?, caught?);
     match caught {
-        Finding::ConfirmedUnsent { flush, .. } if flush == final_lsn => {}
-        other => return Err(format!("caught {other:?}, not the flush of {final_lsn}")),
+        Finding::ConfirmedUnsent { flush, .. } if flush == past => {}
+        other => return Err(format!("caught {other:?}, not the flush of {past}")),
     }
     check_idle(server, &proxy)?;
     proxy.set_probe(None);
@@ -1452,7 +1455,7 @@ pub fn check_findings(server: &Server) -> Result<String, String> {
         "a consumer confirming at Begin caught (probe armed) and one leaving its slot behind while idle caught, one confirming the WAL end clean; caught (\"{}\"); one that never confirmed caught",
         Finding::ConfirmedUnsent {
             connection: 0,
-            flush: final_lsn,
+            flush: past,
             sent: Lsn(0)
         }
         .to_string()

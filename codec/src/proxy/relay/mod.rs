@@ -2,7 +2,9 @@
 //!
 //! Both directions frame messages (a type byte and an Int32 length) only to find their
 //! boundaries, and forward them as they came: what a read brought is written in one
-//! write. Downstream, once the upstream answers START_REPLICATION with CopyBothResponse,
+//! write. The client's messages go on as their bytes come, once their header is read;
+//! only those the proxy reads are held until whole (the upstream's messages, from
+//! PostgreSQL, are framed whole). Downstream, once the upstream answers START_REPLICATION with CopyBothResponse,
 //! each CopyData is read as a frame: XLogData's pgoutput message is decoded in the
 //! session's context (its stream blocks followed), keepalives are noted, and the fault
 //! rules are asked before, within and after each message. Upstream, the client's
@@ -23,9 +25,10 @@ use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch, Notify};
+use tokio::time::{timeout_at, Instant};
 
 use super::records::{Record, Startup};
-use super::startup::{self, First};
+use super::startup::{self, Asked, First};
 use super::Shared;
 use crate::client::tokio::Io;
 use crate::client::{attempts, ClientError};
@@ -34,7 +37,7 @@ use crate::judge::Ending;
 use crate::server::grammar::Options;
 use crate::server::{Action, Trigger};
 use crate::wire::backend;
-use crate::wire::error::{error, sqlstate, SqlError};
+use crate::wire::error::{error, no_hba_entry, sqlstate, SqlError};
 use crate::{Ctx, Lsn, ProtocolVersion};
 use to_client::Down;
 use to_upstream::FromDown;
@@ -44,6 +47,11 @@ const READ_AT_LEAST: usize = 64 * 1024;
 
 /// How much of a client's bytes a stalled connection holds before it stops reading it.
 const STALLED_AT_MOST: usize = 256 * 1024;
+
+/// What a channel between the two directions holds at most: the client's direction
+/// waits for room (it reads the client no further meanwhile); the other side's bytes for
+/// the upstream (a CopyDone, a checkpoint's status update) are never more than a few.
+const CHANNEL: usize = 16;
 
 /// How long a client that left is given for its last bytes to reach the upstream.
 const CLIENT_LEFT: Duration = Duration::from_secs(1);
@@ -107,14 +115,34 @@ pub(super) async fn serve(mut client: TcpStream, peer: SocketAddr, shared: &Shar
             _ => {}
         }
     }
-    let first = match startup::read(&mut client, shared.tls.is_some()).await {
-        Ok(Some(first)) => first,
-        Ok(None) => return,
-        Err(err) => return fatal(&mut client, &err).await,
+    // One deadline over the start-up, as PostgreSQL's authentication_timeout: the first
+    // packets, the TLS handshake, and the upstream connection.
+    let deadline = Instant::now() + shared.guard.authentication_timeout;
+    let timed_out = || {
+        shared.log(format!(
+            "connection {attempt} from {peer}: no start-up within authentication_timeout ({} s): closed",
+            shared.guard.authentication_timeout.as_secs_f64()
+        ));
+    };
+    let major = shared.upstream_major.load(Ordering::Relaxed);
+    let offer_tls = shared.tls.is_some();
+    let first = match timeout_at(
+        deadline,
+        startup::read(&mut client, offer_tls, Asked::default(), major),
+    )
+    .await
+    {
+        Err(_) => return timed_out(),
+        Ok(Ok(Some(first))) => first,
+        Ok(Ok(None)) => return,
+        Ok(Err(err)) => return fatal(&mut client, &err).await,
     };
     let Some(config) = shared.tls.as_ref().filter(|_| matches!(first, First::Tls)) else {
-        let Some((server, who)) = open_upstream(&mut client, first, peer, attempt, shared).await
-        else {
+        if let Some(err) = plain_refused(&first, peer, shared) {
+            return fatal(&mut client, &err).await;
+        }
+        let opened = open_upstream(&mut client, first, peer, attempt, deadline, shared).await;
+        let Some((server, who)) = opened else {
             return;
         };
         let (read, mut write) = client.into_split();
@@ -131,28 +159,57 @@ pub(super) async fn serve(mut client: TcpStream, peer: SocketAddr, shared: &Shar
         return;
     };
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(config));
-    let mut client = match acceptor.accept(client).await {
-        Ok(tls) => tls,
-        Err(err) => {
+    let mut client = match timeout_at(deadline, acceptor.accept(client)).await {
+        Err(_) => return timed_out(),
+        Ok(Ok(tls)) => tls,
+        Ok(Err(err)) => {
             return shared.log(format!(
                 "connection {attempt} from {peer}: TLS handshake: {err}"
             ))
         }
     };
-    let first = match startup::read(&mut client, false).await {
-        Ok(Some(first)) => first,
-        Ok(None) => return,
-        Err(err) => return fatal(&mut client, &err).await,
+    let first = match timeout_at(
+        deadline,
+        startup::read(&mut client, false, Asked::TLS, major),
+    )
+    .await
+    {
+        Err(_) => return timed_out(),
+        Ok(Ok(Some(first))) => first,
+        Ok(Ok(None)) => return,
+        Ok(Err(err)) => return fatal(&mut client, &err).await,
     };
-    let Some((server, who)) = open_upstream(&mut client, first, peer, attempt, shared).await else {
+    let opened = open_upstream(&mut client, first, peer, attempt, deadline, shared).await;
+    let Some((server, who)) = opened else {
         return;
     };
+    who.record.client_tls();
     let (read, mut write) = tokio::io::split(client);
     let end = relay(read, &mut write, server, shared, &who).await;
     if end == End::Reset {
         let _ = raw.set_linger(Some(Duration::ZERO));
     }
     ended(shared, &who, end);
+}
+
+/// The FATAL a client starting up without TLS gets when the proxy requires it, as from
+/// a server whose `pg_hba.conf` lines all say `hostssl`.
+fn plain_refused(first: &First, peer: SocketAddr, shared: &Shared) -> Option<SqlError> {
+    if !shared.guard.require_tls || !matches!(first, First::Startup { .. }) {
+        return None;
+    }
+    let user = first.parameter("user").unwrap_or_default();
+    // A physical replication connection names no database.
+    let physical = matches!(
+        first.parameter("replication"),
+        Some("true" | "on" | "yes" | "1")
+    );
+    let database = (!physical).then(|| first.parameter("database").unwrap_or(user));
+    let host = peer.ip().to_string();
+    shared.log(format!(
+        "connection from {peer}: refused, no TLS (clients must use it)"
+    ));
+    Some(no_hba_entry(&host, user, database))
 }
 
 /// The client's upstream connection, opened and sent its start-up packet (or its cancel
@@ -162,6 +219,7 @@ async fn open_upstream(
     first: First,
     peer: SocketAddr,
     attempt: u64,
+    deadline: Instant,
     shared: &Shared,
 ) -> Option<(Box<dyn Io>, Who)> {
     let upstream = &shared.upstream;
@@ -175,9 +233,20 @@ async fn open_upstream(
         })),
         First::Cancel(_) | First::Tls => None,
     };
-    let opened = crate::client::tokio::open(upstream, attempts(upstream)[0]).await;
-    let mut server = match opened {
-        Ok((server, _tls)) => server,
+    // Within the start-up's deadline, and the upstream's connect_timeout.
+    let deadline = match upstream.connect_timeout {
+        Some(limit) => deadline.min(Instant::now() + limit),
+        None => deadline,
+    };
+    let opening = crate::client::tokio::open(upstream, attempts(upstream)[0]);
+    let opened = timeout_at(deadline, opening).await.unwrap_or_else(|_| {
+        Err(ClientError::Connect {
+            target: target.clone(),
+            source: std::io::Error::new(std::io::ErrorKind::TimedOut, "timeout expired"),
+        })
+    });
+    let (mut server, upstream_tls) = match opened {
+        Ok(opened) => opened,
         Err(err) => {
             shared.log(format!(
                 "connection {attempt} from {peer}: upstream {target}: {err}"
@@ -232,6 +301,9 @@ async fn open_upstream(
         }
         _ => return None,
     };
+    if upstream_tls {
+        record.record.upstream_tls();
+    }
     if server.write_all(&bytes).await.is_err() {
         ended(shared, &record, End::UpstreamClosed);
         return None;
@@ -258,6 +330,8 @@ struct Link {
     /// A START_REPLICATION the client sent that the upstream has not answered yet: its
     /// slot, the position it asked for, its options.
     start: Mutex<Option<(String, Lsn, Options)>>,
+    /// The upstream sent its first ReadyForQuery: the client logged in.
+    logged_in: AtomicBool,
     /// Copy-both is under way: the client's CopyData are standby messages.
     streaming: AtomicBool,
     /// The stream's scope, for the `flush` rules the client's status updates meet.
@@ -285,10 +359,10 @@ async fn relay<W: AsyncWrite + Unpin>(
 ) -> End {
     let (server_read, server_write) = tokio::io::split(server);
     let link = Link::default();
-    let (inject, injected) = mpsc::unbounded_channel();
+    let (inject, injected) = mpsc::channel(CHANNEL);
     let (stall, stalled) = watch::channel(false);
-    let (flush_rules, due) = mpsc::unbounded_channel();
-    let (answers, answered) = mpsc::unbounded_channel();
+    let (flush_rules, due) = mpsc::channel(CHANNEL);
+    let (answers, answered) = mpsc::channel(CHANNEL);
     who.record.streams_to(inject.clone());
     let from_down = FromDown {
         injected,

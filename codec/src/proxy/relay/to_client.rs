@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, watch};
 use super::{envelope, whole_message, End, Link, Who, READ_AT_LEAST};
 use crate::client::StreamOptions;
 use crate::faults::{error_for, frame_matches, Facts, Point, Scope, Tracker};
-use crate::judge::{Ending, Probe};
+use crate::judge::{Ending, Frame, Probe};
 use crate::proxy::Shared;
 use crate::server::{Action, Trigger};
 use crate::wire::backend;
@@ -67,7 +67,7 @@ pub(super) struct Down<'a, W> {
     /// The WAL end the probe last asked about while idle, how many times, and how many
     /// status updates had come when it last asked.
     probed_idle: Option<(Lsn, u32, u64)>,
-    inject: mpsc::UnboundedSender<Vec<u8>>,
+    inject: mpsc::Sender<Vec<u8>>,
     stall: watch::Sender<bool>,
 }
 
@@ -88,7 +88,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
         who: &'a Who,
         link: &'a Link,
         client: &'a mut W,
-        inject: mpsc::UnboundedSender<Vec<u8>>,
+        inject: mpsc::Sender<Vec<u8>>,
         stall: watch::Sender<bool>,
     ) -> Down<'a, W> {
         Down {
@@ -122,8 +122,8 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
     pub(super) async fn run(
         &mut self,
         mut server: impl AsyncRead + Unpin,
-        mut due: mpsc::UnboundedReceiver<(Trigger, Action)>,
-        mut answered: mpsc::UnboundedReceiver<Vec<u8>>,
+        mut due: mpsc::Receiver<(Trigger, Action)>,
+        mut answered: mpsc::Receiver<Vec<u8>>,
     ) -> End {
         let mut crashes = self.shared.crashes.subscribe();
         loop {
@@ -364,6 +364,9 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
             return Ok(());
         }
         match tag {
+            // ReadyForQuery: the client is logged in (before, what it sends is the
+            // upstream's to judge, and the proxy reads none of it).
+            b'Z' => self.link.logged_in.store(true, Ordering::SeqCst),
             b'S' => self.parameter_status(at, len),
             // BackendKeyData: the walsender's process id, which "active for PID" names.
             b'K' if len >= 9 => {
@@ -415,6 +418,9 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                 .and_then(|d| d.parse().ok())
                 .unwrap_or(0);
             self.link.major.store(self.major, Ordering::Relaxed);
+            self.shared
+                .upstream_major
+                .store(self.major, Ordering::Relaxed);
         }
     }
 
@@ -524,15 +530,16 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                         if let Some(end) = end {
                             self.sent = self.sent.max(end);
                         }
-                        if facts.place.opens || end.is_some() {
+                        let decided_at = message.decision_lsn();
+                        if facts.place.opens || decided_at.is_some() || end.is_some() {
                             if let Some(slot) = &session.scope.slot {
-                                self.shared.slots.frame(
-                                    slot,
-                                    self.who.attempt,
-                                    wal_end,
-                                    facts.place.opens,
+                                let frame = Frame {
+                                    position: wal_end,
+                                    opens: facts.place.opens,
+                                    decided_at,
                                     end,
-                                );
+                                };
+                                self.shared.slots.frame(slot, self.who.attempt, frame);
                             }
                         }
                         facts
@@ -656,7 +663,12 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                 self.drop_upto(at + len);
                 let mut copy_done = Vec::new();
                 backend::copy_done(&mut copy_done);
-                let _ = self.inject.send(copy_done);
+                if self.inject.try_send(copy_done).is_err() {
+                    self.shared.log(format!(
+                        "connection {}: the CopyDone after the injected ERROR found no room for the upstream",
+                        self.who.attempt
+                    ));
+                }
                 self.end_session(Ending::Fault);
                 self.draining = true;
                 Ok(())

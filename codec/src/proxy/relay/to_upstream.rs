@@ -9,7 +9,7 @@ use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 
-use super::{envelope, whole_message, End, Link, Who, STALLED_AT_MOST};
+use super::{envelope, End, Link, Who, READ_AT_LEAST, STALLED_AT_MOST};
 use crate::client::tokio::Io;
 use crate::proxy::Shared;
 use crate::server::grammar::{self, Command};
@@ -18,11 +18,15 @@ use crate::wire::backend;
 use crate::Lsn;
 use crate::{decode, ClientMessage};
 
-/// Client to upstream: forwarded as read, with the START_REPLICATION and status updates
-/// noted; held while a rule stalls the connection; bytes a rule injects (a CopyDone
-/// after an injected ERROR, a checkpoint's status update) go in between whole messages.
-/// A START_REPLICATION of a slot whose state the test set is answered by the
-/// downstream, and never reaches the upstream.
+/// Client to upstream: each message forwarded as its bytes come, once its header is read
+/// (the upstream, PostgreSQL, judges its length and refuses one past its limits as it
+/// would from the client itself); only the messages the proxy reads are held until whole:
+/// a START_REPLICATION (a query before copy-both, up to [`READ_QUERY_AT_MOST`]) and, in
+/// copy-both, the client's standby messages (up to [`READ_STANDBY_AT_MOST`]), which are
+/// noted. Held while a rule stalls the connection; bytes a rule injects (a CopyDone
+/// after an injected ERROR, a checkpoint's status update) go in between messages. A
+/// START_REPLICATION of a slot whose state the test set is answered by the downstream,
+/// and never reaches the upstream.
 pub(super) async fn run(
     mut client: impl AsyncRead + Unpin,
     mut server: tokio::io::WriteHalf<Box<dyn Io>>,
@@ -38,8 +42,7 @@ pub(super) async fn run(
         answers,
     } = channels;
     let mut buf = BytesMut::with_capacity(8 * 1024);
-    // Whole messages end at `whole`; those from `from` on are not forwarded yet.
-    let (mut from, mut whole) = (0, 0);
+    let mut framing = Framing::default();
     loop {
         // While a rule stalls the connection nothing goes to the upstream, but the
         // client is still read (up to a socket buffer's worth): its status updates are
@@ -49,16 +52,17 @@ pub(super) async fn run(
         tokio::select! {
             read = client.read_buf(&mut buf), if !held || room => match read {
                 Ok(0) | Err(_) => {
-                    // What the client sent whole before it left (its Terminate) still
-                    // goes, unless the connection is stalled.
+                    // What the client sent before it left (its Terminate) still goes,
+                    // unless the connection is stalled.
                     if !*stalled.borrow() {
-                        let _ = server.write_all(&buf[from..whole]).await;
+                        let _ = server.write_all(&buf[framing.from..framing.read]).await;
                     }
                     return End::ClientLeft;
                 }
                 Ok(_) => {}
             },
-            Some(bytes) = injected.recv() => {
+            // Between messages only: the upstream has none of the client's half-sent.
+            Some(bytes) = injected.recv(), if !framing.upstream_inside => {
                 if server.write_all(&bytes).await.is_err() {
                     return End::UpstreamClosed;
                 }
@@ -66,82 +70,159 @@ pub(super) async fn run(
             }
             Ok(()) = stalled.changed(), if held => {}
         }
-        loop {
-            match whole_message(&mut buf, whole) {
-                Ok(Some(len)) => {
-                    let message = &mut buf[whole..whole + len];
-                    if let Some(answer) =
-                        note_client_message(message, link, shared, who, &flush_rules)
-                    {
-                        // Answered here: what came before it goes, it does not.
-                        if server.write_all(&buf[from..whole]).await.is_err() {
-                            return End::UpstreamClosed;
-                        }
-                        from = whole + len;
-                        let _ = answers.send(answer);
-                    }
-                    whole += len;
-                }
-                Ok(None) => break,
-                // Not the protocol: passed on for the upstream to refuse.
-                Err(()) => {
-                    whole = buf.len();
-                    break;
-                }
+        while let Some(len) = framing.frame(&mut buf, link) {
+            let at = framing.read;
+            let noted = note_client_message(&mut buf[at..at + len], link, shared, who);
+            for rule in noted.rules {
+                let _ = flush_rules.send(rule).await;
             }
+            if let Some(answer) = noted.answer {
+                // Answered here: what came before it goes, it does not.
+                if server.write_all(&buf[framing.from..at]).await.is_err() {
+                    return End::UpstreamClosed;
+                }
+                framing.from = at + len;
+                let _ = answers.send(answer).await;
+            }
+            framing.read = at + len;
         }
         if *stalled.borrow() {
             continue;
         }
-        if whole > 0 {
-            if server.write_all(&buf[from..whole]).await.is_err() {
+        if framing.read > 0 {
+            if server
+                .write_all(&buf[framing.from..framing.read])
+                .await
+                .is_err()
+            {
                 return End::UpstreamClosed;
             }
-            buf.advance(whole);
-            (from, whole) = (0, 0);
+            buf.advance(framing.read);
+            framing.forwarded();
         }
+    }
+}
+
+/// The longest query read for a START_REPLICATION (one naming a thousand publications is
+/// 64 kB); a longer one goes on unread, as its bytes come.
+pub(super) const READ_QUERY_AT_MOST: usize = 1024 * 1024;
+
+/// The longest CopyData read in copy-both (a standby status update is 39 bytes).
+pub(super) const READ_STANDBY_AT_MOST: usize = 1024;
+
+/// Where the client's bytes stand: `buf[from..read]` is framed and not forwarded yet;
+/// `passing` bytes of a message the proxy does not read are still to come after `read`.
+#[derive(Debug, Default)]
+struct Framing {
+    from: usize,
+    read: usize,
+    passing: usize,
+    /// A length no message can have came: the rest goes on as it comes, for the
+    /// upstream to refuse.
+    lost: bool,
+    /// The upstream was forwarded part of a message only.
+    upstream_inside: bool,
+}
+
+impl Framing {
+    /// Frames what `buf` holds past `read`: the bytes of messages the proxy does not read
+    /// are counted in as they come; the length of the next message it reads, once that
+    /// message is all there (`None`: more bytes are needed).
+    fn frame(&mut self, buf: &mut BytesMut, link: &Link) -> Option<usize> {
+        loop {
+            let available = buf.len() - self.read;
+            if self.passing > 0 || self.lost {
+                let n = if self.lost {
+                    available
+                } else {
+                    self.passing.min(available)
+                };
+                self.read += n;
+                self.passing -= n.min(self.passing);
+                if self.passing > 0 || self.lost || available == n {
+                    return None;
+                }
+                continue;
+            }
+            let header = buf.get(self.read..self.read + 5)?;
+            let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
+            if len < 4 {
+                self.lost = true;
+                continue;
+            }
+            let total = len + 1;
+            let streaming = link.streaming.load(Ordering::Relaxed);
+            // Nothing a client sends before it logged in is read: it makes no state.
+            let logged_in = link.logged_in.load(Ordering::SeqCst);
+            let read = match header[0] {
+                b'd' if streaming => total <= READ_STANDBY_AT_MOST,
+                b'Q' if logged_in && !streaming => total <= READ_QUERY_AT_MOST,
+                _ => false,
+            };
+            if !read {
+                self.passing = total;
+                continue;
+            }
+            if available < total {
+                // Room for what comes next, not for what the length claims: memory
+                // follows the bytes that arrive.
+                buf.reserve((total - available).min(READ_AT_LEAST));
+                return None;
+            }
+            return Some(total);
+        }
+    }
+
+    /// `buf[..read]` went to the upstream and was dropped.
+    fn forwarded(&mut self) {
+        self.upstream_inside = self.passing > 0 || self.lost;
+        (self.from, self.read) = (0, 0);
     }
 }
 
 /// The downstream's ends of the channels to the upstream direction.
 pub(super) struct FromDown {
     /// Bytes a rule sends the upstream (a CopyDone after an injected ERROR).
-    pub(super) injected: mpsc::UnboundedReceiver<Vec<u8>>,
+    pub(super) injected: mpsc::Receiver<Vec<u8>>,
     /// Whether a rule stalls the connection.
     pub(super) stalled: watch::Receiver<bool>,
     /// The `flush` rules a status update met, for the downstream to do.
-    pub(super) flush_rules: mpsc::UnboundedSender<(Trigger, Action)>,
+    pub(super) flush_rules: mpsc::Sender<(Trigger, Action)>,
     /// Answers the proxy gives the client itself (a START_REPLICATION refused for its
     /// slot's state), for the downstream to write.
-    pub(super) answers: mpsc::UnboundedSender<Vec<u8>>,
+    pub(super) answers: mpsc::Sender<Vec<u8>>,
+}
+
+/// What the downstream is to do about a client's message: the `flush` rules its status
+/// update met, and the answer the proxy gives itself instead of forwarding it.
+#[derive(Debug, Default)]
+struct Noted {
+    rules: Vec<(Trigger, Action)>,
+    answer: Option<Vec<u8>>,
 }
 
 /// A client's message, read for what the downstream needs to know: its
 /// START_REPLICATION, and in copy-both its status updates (with the `flush` rules they
-/// meet, for the downstream to do; their flush position held back to the last checkpoint
-/// with a persistence interval). The answer the proxy gives itself instead of forwarding
-/// the message, if any.
-fn note_client_message(
-    message: &mut [u8],
-    link: &Link,
-    shared: &Shared,
-    who: &Who,
-    flush_rules: &mpsc::UnboundedSender<(Trigger, Action)>,
-) -> Option<Vec<u8>> {
+/// meet; their flush position held back to the last checkpoint with a persistence
+/// interval).
+fn note_client_message(message: &mut [u8], link: &Link, shared: &Shared, who: &Who) -> Noted {
+    let mut noted = Noted::default();
     if link.streaming.load(Ordering::Relaxed) {
         if message[0] == b'd' {
-            status_update(message, link, shared, who, flush_rules);
+            noted.rules = status_update(message, link, shared, who);
         }
-        return None;
+        return noted;
     }
     if message[0] != b'Q' {
-        return None;
+        return noted;
     }
     let text = &message[5..];
     let text = text.strip_suffix(b"\0").unwrap_or(text);
-    let text = std::str::from_utf8(text).ok()?;
+    let Ok(text) = std::str::from_utf8(text) else {
+        return noted;
+    };
     let Some(Ok(Command::StartLogical { slot, lsn, options })) = grammar::parse(text) else {
-        return None;
+        return noted;
     };
     let major = link.major.load(Ordering::Relaxed);
     if let Some(err) = shared.slots.refusal(&slot, major) {
@@ -152,10 +233,11 @@ fn note_client_message(
         let mut out = Vec::new();
         backend::error_response(&mut out, "ERROR", &err);
         backend::ready_for_query(&mut out, b'I');
-        return Some(out);
+        noted.answer = Some(out);
+        return noted;
     }
     *link.start.lock().unwrap_or_else(|e| e.into_inner()) = Some((slot, lsn, options));
-    None
+    noted
 }
 
 /// A CopyData from a streaming client: a standby status update is recorded, meets the
@@ -165,12 +247,11 @@ fn status_update(
     link: &Link,
     shared: &Shared,
     who: &Who,
-    flush_rules: &mpsc::UnboundedSender<(Trigger, Action)>,
-) {
+) -> Vec<(Trigger, Action)> {
     let Ok(ClientMessage::StandbyStatusUpdate(update)) =
         decode::<ClientMessage>(&message[5..], envelope())
     else {
-        return;
+        return Vec::new();
     };
     link.client_flush
         .fetch_max(update.flush_lsn.0, Ordering::SeqCst);
@@ -194,9 +275,7 @@ fn status_update(
         scope.as_ref(),
         |trigger| matches!(trigger, Trigger::Flush { lsn } if update.flush_lsn >= *lsn),
     );
-    for rule in met {
-        let _ = flush_rules.send(rule);
-    }
     link.status_updates.fetch_add(1, Ordering::SeqCst);
     link.replied.notify_one();
+    met
 }

@@ -12,7 +12,7 @@ use std::time::Instant;
 use super::injector::StreamFaults;
 use super::{envelope, Closed, Connection, Failure};
 use crate::faults::{Point, Scope, Trigger};
-use crate::judge::{Ending, Probe};
+use crate::judge::{Ending, Frame, Probe};
 use crate::server::grammar;
 use crate::server::inbox::{Incoming, Wait};
 use crate::server::render::{Halt, Renderer, Sink};
@@ -251,7 +251,7 @@ impl<W: Write> Connection<'_, W> {
             for entry in batch {
                 cursor += 1;
                 let end = entry.event.end_lsn();
-                if end > self.walsnd().from {
+                if !entry.event.skipped_from(self.walsnd().from) {
                     match renderer.event(&entry.event, entry.partner.as_deref(), self) {
                         Ok(()) => {}
                         Err(Halt::Sink(Stop::CopyDone)) => return self.end_copy(),
@@ -654,8 +654,12 @@ impl<W: Write> Connection<'_, W> {
         walsnd.unrecorded.push(Unrecorded {
             tag: message.tag(),
             lsn,
-            opens: role == TransactionRole::Begin,
-            end: message.transaction_end_lsn(),
+            frame: Frame {
+                position: lsn,
+                opens: role == TransactionRole::Begin,
+                decided_at: message.decision_lsn(),
+                end: message.transaction_end_lsn(),
+            },
         });
         match role {
             TransactionRole::Begin => walsnd.open = true,

@@ -416,6 +416,20 @@ impl Event {
             Event::WalPosition { lsn } => *lsn,
         }
     }
+
+    /// Whether a stream that starts at `from` (the slot's confirmed position, or a later
+    /// one asked for) leaves this event out. PostgreSQL skips a transaction whose commit
+    /// (or prepare, or abort) record starts before `from`, and a non-transactional
+    /// message whose record does (`SnapBuildXactNeedsSkip`): a client that confirmed a
+    /// commit's own position gets that transaction again; one past it, never.
+    pub(crate) fn skipped_from(&self, from: Lsn) -> bool {
+        match self {
+            Event::Transaction(t) => t.commit_lsn < from,
+            Event::CommitPrepared { commit_lsn, .. } => *commit_lsn < from,
+            Event::Message(m) => m.lsn < from,
+            _ => self.end_lsn() <= from,
+        }
+    }
 }
 
 /// The events a server streams, and the tables that the script's own Relation messages

@@ -75,7 +75,7 @@ impl State {
         self.records.add_sent(id, frames);
         let judge = self.judges.slot(slot);
         for frame in frames.drain(..) {
-            judge.frame_sent(id as u64, frame.lsn, frame.opens, frame.end);
+            judge.frame_sent(id as u64, frame.frame);
         }
         judge
     }
