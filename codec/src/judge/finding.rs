@@ -38,7 +38,11 @@ pub enum Finding {
         waited: Duration,
     },
     /// Its slot's clients were sent transactions (up to `sent`, the last one's end), none
-    /// streams now, and none of them was ever confirmed.
+    /// streams now, and none of them was ever confirmed, though the consumer answered a
+    /// reply request made after it had one whole: the slot keeps all their WAL, and every
+    /// restart sends them again. (A consumer stopped before anyone asked, as
+    /// pg_recvlogical is within its 10 s status interval, is a stopping consumer:
+    /// [`Fact::StoppedBehind`](super::Fact::StoppedBehind).)
     NeverConfirmed {
         /// The end of the last transaction sent.
         sent: Lsn,
@@ -66,14 +70,6 @@ pub enum Finding {
         /// The end of the transaction the position is inside.
         transaction_end: Lsn,
     },
-    /// A status update's `position` (`"flush"` or `"write"`) went back from `from` to
-    /// `to` on one connection (0/0, "unknown", is not a position).
-    PositionWentBackwards {
-        connection: u64,
-        position: &'static str,
-        from: Lsn,
-        to: Lsn,
-    },
 }
 
 fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -88,8 +84,7 @@ impl Finding {
             Finding::ConfirmedUnsent { connection, .. }
             | Finding::NoTimelyReply { connection, .. }
             | Finding::NotAdvancedWhileIdle { connection, .. }
-            | Finding::StuckInsideTransaction { connection, .. }
-            | Finding::PositionWentBackwards { connection, .. } => Some(connection),
+            | Finding::StuckInsideTransaction { connection, .. } => Some(connection),
             Finding::NeverConfirmed { .. } => None,
         }
     }
@@ -115,7 +110,6 @@ impl Finding {
             Finding::NeverConfirmed { .. } => "never_confirmed",
             Finding::NotAdvancedWhileIdle { .. } => "not_advanced_while_idle",
             Finding::StuckInsideTransaction { .. } => "stuck_inside_transaction",
-            Finding::PositionWentBackwards { .. } => "position_went_backwards",
         }
     }
 }
@@ -149,12 +143,6 @@ impl fmt::Display for Finding {
             } => write!(
                 f,
                 "left its slot at {confirmed}, inside a transaction it had been sent whole (ending at {transaction_end}), while idle and after answering reply requests: that transaction is sent again after any restart"
-            ),
-            Finding::PositionWentBackwards {
-                position, from, to, ..
-            } => write!(
-                f,
-                "sent a status update whose {position} position went back from {from} to {to}"
             ),
         }
     }

@@ -100,12 +100,14 @@ pub(crate) const MAX_IDLE_ASKS: u32 = 4;
 /// One streaming connection of the slot.
 #[derive(Debug, Default)]
 struct Stream {
-    /// A reply request not answered yet: since when.
+    /// A reply request not answered yet: since when, and the end of the last transaction
+    /// this connection had been sent whole when it was made.
     asked: Option<Instant>,
-    /// The last status update's positions (0/0 is "unknown").
-    write: Lsn,
+    asked_holding: Lsn,
+    /// The end of the last transaction this connection was sent whole.
+    sent_whole: Lsn,
+    /// The highest flush position its status updates gave (0/0 is "unknown").
     flush: Lsn,
-    backwards_reported: bool,
     /// The first position of the transaction under way, and where the record that
     /// decides it starts, once a frame told.
     open: Option<Lsn>,
@@ -125,9 +127,16 @@ pub(crate) struct Judge {
     start: Option<Lsn>,
     /// Transactions sent whole: their first position and their end.
     spans: VecDeque<(Lsn, Lsn)>,
+    /// The end of the first transaction sent whole past the start: a consumer that never
+    /// confirmed it confirmed none (a confirmed idle WAL end before it is no confirmation).
+    first_whole: Option<Lsn>,
     streams: HashMap<u64, Stream>,
     /// The highest position a ConfirmedUnsent was reported for.
     flagged: Lsn,
+    /// A status update answered a reply request made when its connection had been sent a
+    /// transaction whole past the slot's start: from then on the consumer could have
+    /// confirmed it (one stopped before anyone asked is a stopping consumer, a fact).
+    answered_holding: bool,
     /// A confirmation past what was sent, until a frame shows whether it skipped a
     /// transaction.
     ahead: Option<Ahead>,
@@ -201,6 +210,10 @@ impl Judge {
         };
         let first = stream.open.take().unwrap_or(end);
         stream.decided_at = None;
+        stream.sent_whole = stream.sent_whole.max(end);
+        if end > self.start.unwrap_or(Lsn(0)) {
+            self.first_whole = Some(self.first_whole.map_or(end, |first| first.min(end)));
+        }
         self.positions.transaction_end_lsn = self.positions.transaction_end_lsn.max(end);
         if self.spans.len() >= MAX_SPANS {
             self.spans.pop_front();
@@ -288,6 +301,7 @@ impl Judge {
         };
         if reply_requested {
             stream.asked.get_or_insert_with(Instant::now);
+            stream.asked_holding = stream.sent_whole;
         }
         if !idle {
             return;
@@ -316,12 +330,7 @@ impl Judge {
 
     /// `connection` sent a status update; how long its reply request had waited, if one
     /// was out.
-    pub(crate) fn status_update(
-        &mut self,
-        connection: u64,
-        write: Lsn,
-        flush: Lsn,
-    ) -> Option<Duration> {
+    pub(crate) fn status_update(&mut self, connection: u64, flush: Lsn) -> Option<Duration> {
         let sent = self.positions.sent_lsn;
         let start = self.start.unwrap_or(Lsn(0));
         if flush > sent && flush > start && flush > self.flagged {
@@ -348,40 +357,11 @@ impl Judge {
                 .retain(|finding| !finding.left_behind_up_to(flush));
         }
         let stream = self.streams.get_mut(&connection)?;
-        // PostgreSQL ignores a position before what the slot had confirmed when the
-        // stream started (a library's "0/0 + 1" after a reconnect, say): like 0/0, it
-        // says nothing.
-        let ignored = |lsn: Lsn| lsn < stream.resend_below;
-        let (write, flush) = (
-            if ignored(write) { Lsn(0) } else { write },
-            if ignored(flush) { Lsn(0) } else { flush },
-        );
-        if !stream.backwards_reported {
-            for (position, before, now) in [
-                ("flush", stream.flush, flush),
-                ("write", stream.write, write),
-            ] {
-                if now.0 != 0 && now < before {
-                    stream.backwards_reported = true;
-                    push(
-                        &mut self.findings,
-                        Finding::PositionWentBackwards {
-                            connection,
-                            position,
-                            from: before,
-                            to: now,
-                        },
-                    );
-                    break;
-                }
-            }
-        }
-        if flush.0 != 0 {
-            stream.flush = flush;
-        }
-        if write.0 != 0 {
-            stream.write = write;
-        }
+        // PostgreSQL never moves a slot's confirmed position back
+        // (`LogicalConfirmReceivedLocation`): a flush before it, such as
+        // pg-logical-replication's "0/0 + 1" for a Relation's 0/0, says nothing, and the
+        // write position does nothing to the slot.
+        stream.flush = stream.flush.max(flush);
         if let Some(period) = &mut stream.idle {
             if period.answered < period.asks {
                 if period.last_answer == Some(stream.flush) {
@@ -393,7 +373,10 @@ impl Judge {
             }
             period.answered = period.asks;
         }
-        stream.asked.take().map(|asked| asked.elapsed())
+        let asked = stream.asked.take()?;
+        let holding = stream.asked_holding > start;
+        self.answered_holding |= holding;
+        Some(asked.elapsed())
     }
 
     /// The walsender dropped `connection` for `wal_sender_timeout`: a reply request
@@ -495,7 +478,8 @@ impl Judge {
     }
 
     /// Every finding so far: those recorded, the idle periods under way that already
-    /// show one, and `never_confirmed` once nothing streams the slot.
+    /// show one, and `never_confirmed` once nothing streams the slot (and its consumer had
+    /// answered a reply request holding a transaction it never confirmed).
     pub(crate) fn findings(&self) -> Vec<Finding> {
         let mut all: Vec<Finding> = self.findings.iter().cloned().collect();
         let mut live: Vec<(&u64, &Stream)> = self.streams.iter().collect();
@@ -504,9 +488,11 @@ impl Judge {
             live.into_iter()
                 .filter_map(|(c, s)| self.idle_finding(*c, s)),
         );
-        let start = self.start.unwrap_or(Lsn(0));
         let sent = self.positions.transaction_end_lsn;
-        if self.streams.is_empty() && sent > start && self.positions.confirmed_flush_lsn <= start {
+        let confirmed_none = self
+            .first_whole
+            .is_some_and(|first| self.positions.confirmed_flush_lsn < first);
+        if self.streams.is_empty() && self.answered_holding && confirmed_none {
             all.push(Finding::NeverConfirmed { sent });
         }
         all

@@ -28,7 +28,7 @@ fn a_consumer_cut_before_its_first_status_update_that_confirms_after_reconnectin
     judge.started(2, Lsn(0), Some(Lsn(100)));
     transaction(&mut judge, 2, 110, 200);
     transaction(&mut judge, 2, 210, 300);
-    judge.status_update(2, Lsn(300), Lsn(300));
+    judge.status_update(2, Lsn(300));
     judge.ended(2, Ending::Client);
     assert_eq!(judge.findings(), []);
     assert!(matches!(
@@ -46,12 +46,65 @@ fn a_consumer_cut_before_its_first_status_update_that_confirms_after_reconnectin
             },
         ]
     ));
-    // Nothing streams it and it confirmed nothing: that is a finding of the slot.
+    // Nothing streams it and it confirmed nothing though it answered a reply request
+    // holding a transaction: that is a finding of the slot.
     let mut silent = Judge::default();
     silent.started(1, Lsn(0), Some(Lsn(100)));
     transaction(&mut silent, 1, 110, 200);
+    answer_unconfirmed(&mut silent, 1, 200);
     assert_eq!(silent.findings(), []);
     silent.ended(1, Ending::Fault);
+    assert_eq!(
+        silent.findings(),
+        [Finding::NeverConfirmed { sent: Lsn(200) }]
+    );
+    // psycopg2 through the proxy (which does not know the slot's position): it confirms
+    // the idle WAL end it was told before the first transaction, then nothing it was sent.
+    let mut proxied = Judge::default();
+    proxied.started(1, Lsn(0), None);
+    proxied.keepalive_sent(1, Lsn(100), true, true);
+    proxied.status_update(1, Lsn(100));
+    transaction(&mut proxied, 1, 110, 200);
+    proxied.keepalive_sent(1, Lsn(200), true, true);
+    proxied.status_update(1, Lsn(100));
+    proxied.ended(1, Ending::Client);
+    assert_eq!(
+        proxied.findings(),
+        [Finding::NeverConfirmed { sent: Lsn(200) }]
+    );
+}
+
+/// A keepalive at `wal_end` asking for a reply, answered with 0/0 ("unknown").
+fn answer_unconfirmed(judge: &mut Judge, connection: u64, wal_end: u64) {
+    judge.keepalive_sent(connection, Lsn(wal_end), true, true);
+    judge.status_update(connection, Lsn(0));
+}
+
+#[test]
+fn a_consumer_stopped_before_anyone_asked_it_is_a_fact_one_that_answered_without_confirming_is_not()
+{
+    // pg_recvlogical with its defaults (status every 10 s), stopped by a signal after 2 s:
+    // it was sent a transaction and never asked about it.
+    let mut stopped = Judge::default();
+    stopped.started(1, Lsn(0), Some(Lsn(100)));
+    // A reply request made before the transaction was whole, answered after it: it
+    // confirms nothing of what it had been asked about.
+    stopped.keepalive_sent(1, Lsn(100), true, true);
+    transaction(&mut stopped, 1, 110, 200);
+    stopped.status_update(1, Lsn(0));
+    stopped.ended(1, Ending::Client);
+    assert_eq!(stopped.findings(), []);
+    assert!(stopped.facts().contains(&Fact::StoppedBehind {
+        connection: 1,
+        confirmed: Lsn(100),
+        transaction_end: Lsn(200)
+    }));
+    // Asked while holding it, it answered without confirming it, and stopped.
+    let mut silent = Judge::default();
+    silent.started(1, Lsn(0), Some(Lsn(100)));
+    transaction(&mut silent, 1, 110, 200);
+    answer_unconfirmed(&mut silent, 1, 200);
+    silent.ended(1, Ending::Client);
     assert_eq!(
         silent.findings(),
         [Finding::NeverConfirmed { sent: Lsn(200) }]
@@ -66,13 +119,13 @@ fn a_position_past_a_commit_not_sent_whole_is_found_one_postgresql_resends_from_
     judge.frame_sent(1, frame(110, true, Some(190), None));
     judge.frame_sent(1, frame(118, false, None, None));
     // pg_recvlogical confirms the position of the last message it wrote.
-    judge.status_update(1, Lsn(118), Lsn(118));
+    judge.status_update(1, Lsn(118));
     // The Begin's commit position itself: a restart there sends the transaction again
     // (a commit record is skipped only if it starts before the confirmed position).
-    judge.status_update(1, Lsn(190), Lsn(190));
+    judge.status_update(1, Lsn(190));
     assert_eq!(judge.findings(), []);
     // One past it, before the rest came: a restart there skips the transaction.
-    judge.status_update(1, Lsn(191), Lsn(191));
+    judge.status_update(1, Lsn(191));
     assert_eq!(
         judge.findings(),
         [Finding::ConfirmedUnsent {
@@ -84,7 +137,7 @@ fn a_position_past_a_commit_not_sent_whole_is_found_one_postgresql_resends_from_
     // Once sent, the same position is no news; nor is a keepalive's WAL end.
     judge.frame_sent(1, frame(200, false, Some(190), Some(200)));
     judge.keepalive_sent(1, Lsn(260), false, true);
-    judge.status_update(1, Lsn(260), Lsn(260));
+    judge.status_update(1, Lsn(260));
     assert_eq!(judge.findings().len(), 1);
     assert!(judge.findings()[0].to_string().contains("skips"));
 }
@@ -95,10 +148,10 @@ fn a_commit_end_plus_one_is_found_only_when_the_next_commit_starts_at_that_end()
     let mut judge = Judge::default();
     judge.started(1, Lsn(0), Some(Lsn(100)));
     transaction(&mut judge, 1, 110, 200);
-    judge.status_update(1, Lsn(201), Lsn(201));
+    judge.status_update(1, Lsn(201));
     // The next transaction commits later: nothing it confirmed is skipped.
     transaction(&mut judge, 1, 150, 300);
-    judge.status_update(1, Lsn(301), Lsn(301));
+    judge.status_update(1, Lsn(301));
     assert_eq!(judge.findings(), []);
     // One whose commit record starts exactly at the last end (its changes were logged
     // before that commit, concurrently): a restart at 301 would skip it.
@@ -116,7 +169,7 @@ fn a_commit_end_plus_one_is_found_only_when_the_next_commit_starts_at_that_end()
     streamed.started(1, Lsn(0), Some(Lsn(100)));
     transaction(&mut streamed, 1, 110, 200);
     streamed.frame_sent(1, frame(120, true, None, None));
-    streamed.status_update(1, Lsn(201), Lsn(201));
+    streamed.status_update(1, Lsn(201));
     assert_eq!(streamed.findings(), []);
     streamed.frame_sent(1, frame(208, false, Some(200), Some(208)));
     assert_eq!(streamed.findings().len(), 1);
@@ -128,15 +181,15 @@ fn transactions_sent_again_after_a_crash_are_a_fact() {
     judge.started(1, Lsn(0), Some(Lsn(100)));
     transaction(&mut judge, 1, 110, 200);
     transaction(&mut judge, 1, 210, 300);
-    judge.status_update(1, Lsn(300), Lsn(300));
+    judge.status_update(1, Lsn(300));
     judge.crash();
     judge.ended(1, Ending::Crash);
     // The slot went back to its last checkpoint; the consumer asks for its own position.
     judge.started(2, Lsn(300), Some(Lsn(200)));
     transaction(&mut judge, 2, 210, 300);
     transaction(&mut judge, 2, 310, 400);
-    judge.status_update(2, Lsn(300), Lsn(300));
-    judge.status_update(2, Lsn(400), Lsn(400));
+    judge.status_update(2, Lsn(300));
+    judge.status_update(2, Lsn(400));
     assert_eq!(judge.findings(), []);
     assert_eq!(
         judge.resent(),
@@ -166,20 +219,20 @@ fn a_slot_left_behind_while_idle_is_found_once_the_consumer_answered() {
     let mut judge = Judge::default();
     judge.started(1, Lsn(0), Some(Lsn(100)));
     transaction(&mut judge, 1, 110, 200);
-    judge.status_update(1, Lsn(200), Lsn(200));
+    judge.status_update(1, Lsn(200));
     // The WAL end moves with nothing to send: not asked yet, nothing to say.
     judge.keepalive_sent(1, Lsn(500), false, true);
     assert_eq!(judge.findings(), []);
     judge.keepalive_sent(1, Lsn(500), true, true);
     assert_eq!(judge.findings(), [], "asked, not answered yet");
-    judge.status_update(1, Lsn(200), Lsn(200));
+    judge.status_update(1, Lsn(200));
     assert_eq!(
         judge.findings(),
         [],
         "the first answer may predate the keepalive"
     );
     judge.keepalive_sent(1, Lsn(500), true, true);
-    judge.status_update(1, Lsn(200), Lsn(200));
+    judge.status_update(1, Lsn(200));
     let held = Finding::NotAdvancedWhileIdle {
         connection: 1,
         confirmed: Lsn(200),
@@ -187,12 +240,12 @@ fn a_slot_left_behind_while_idle_is_found_once_the_consumer_answered() {
     };
     assert_eq!(judge.findings(), [held]);
     // Confirmed later: nothing held any more.
-    judge.status_update(1, Lsn(500), Lsn(500));
+    judge.status_update(1, Lsn(500));
     assert_eq!(judge.findings(), []);
     // Left by the consumer while still held: kept.
     for _ in 0..2 {
         judge.keepalive_sent(1, Lsn(700), true, true);
-        judge.status_update(1, Lsn(500), Lsn(500));
+        judge.status_update(1, Lsn(500));
     }
     judge.ended(1, Ending::Client);
     assert!(matches!(
@@ -208,7 +261,7 @@ fn a_slot_left_behind_while_idle_is_found_once_the_consumer_answered() {
     transaction(&mut cut, 1, 110, 200);
     for _ in 0..2 {
         cut.keepalive_sent(1, Lsn(500), true, true);
-        cut.status_update(1, Lsn(200), Lsn(200));
+        cut.status_update(1, Lsn(200));
     }
     cut.ended(1, Ending::Fault);
     assert_eq!(cut.findings(), []);
@@ -222,11 +275,11 @@ fn a_consumer_that_confirms_its_last_transaction_between_two_answers_is_not_accu
     judge.started(1, Lsn(0), Some(Lsn(100)));
     transaction(&mut judge, 1, 110, 200);
     transaction(&mut judge, 1, 210, 300);
-    judge.status_update(1, Lsn(200), Lsn(200));
+    judge.status_update(1, Lsn(200));
     judge.keepalive_sent(1, Lsn(500), true, true);
-    judge.status_update(1, Lsn(200), Lsn(200));
+    judge.status_update(1, Lsn(200));
     judge.keepalive_sent(1, Lsn(500), true, true);
-    judge.status_update(1, Lsn(300), Lsn(300));
+    judge.status_update(1, Lsn(300));
     judge.ended(1, Ending::Client);
     assert_eq!(judge.findings(), []);
     // The same answer twice is its word.
@@ -235,7 +288,7 @@ fn a_consumer_that_confirms_its_last_transaction_between_two_answers_is_not_accu
     transaction(&mut stays, 1, 110, 300);
     for _ in 0..2 {
         stays.keepalive_sent(1, Lsn(500), true, true);
-        stays.status_update(1, Lsn(300), Lsn(300));
+        stays.status_update(1, Lsn(300));
     }
     assert!(matches!(
         stays.findings()[..],
@@ -252,10 +305,10 @@ fn a_slot_left_inside_a_transaction_while_idle_is_found() {
     let mut judge = Judge::default();
     judge.started(1, Lsn(0), Some(Lsn(100)));
     transaction(&mut judge, 1, 110, 200);
-    judge.status_update(1, Lsn(118), Lsn(118));
+    judge.status_update(1, Lsn(118));
     for _ in 0..2 {
         judge.keepalive_sent(1, Lsn(200), true, true);
-        judge.status_update(1, Lsn(118), Lsn(118));
+        judge.status_update(1, Lsn(118));
     }
     assert_eq!(
         judge.findings(),
@@ -271,36 +324,28 @@ fn a_slot_left_inside_a_transaction_while_idle_is_found() {
 }
 
 #[test]
-fn positions_going_backwards_and_unanswered_reply_requests_are_found() {
+fn a_flush_going_back_is_ignored_as_postgresql_ignores_it_an_unanswered_reply_request_is_found() {
     let mut judge = Judge::default();
     judge.started(1, Lsn(0), Some(Lsn(100)));
     transaction(&mut judge, 1, 110, 200);
     transaction(&mut judge, 1, 210, 300);
-    judge.status_update(1, Lsn(300), Lsn(300));
-    // 0/0 is "unknown", not a position.
-    judge.status_update(1, Lsn(300), Lsn(0));
+    judge.status_update(1, Lsn(300));
+    // 0/0 is "unknown"; a position before the slot's changes nothing in PostgreSQL
+    // (`LogicalConfirmReceivedLocation` never moves it back).
+    judge.status_update(1, Lsn(0));
+    judge.status_update(1, Lsn(200));
+    judge.status_update(1, Lsn(1));
     assert_eq!(judge.findings(), []);
-    judge.status_update(1, Lsn(300), Lsn(200));
-    judge.status_update(1, Lsn(300), Lsn(150));
-    assert_eq!(
-        judge.findings(),
-        [Finding::PositionWentBackwards {
-            connection: 1,
-            position: "flush",
-            from: Lsn(300),
-            to: Lsn(200)
-        }],
-        "once per connection"
-    );
+    assert_eq!(judge.positions().confirmed_flush_lsn, Lsn(300));
     judge.keepalive_sent(1, Lsn(300), true, false);
-    assert!(judge.status_update(1, Lsn(300), Lsn(300)).is_some());
+    assert!(judge.status_update(1, Lsn(300)).is_some());
     judge.keepalive_sent(1, Lsn(300), true, false);
     judge.reply_overdue(1);
     assert!(matches!(
-        judge.findings()[1],
-        Finding::NoTimelyReply { connection: 1, .. }
+        judge.findings()[..],
+        [Finding::NoTimelyReply { connection: 1, .. }]
     ));
-    let json = serde_json::to_value(&judge.findings()[1]).unwrap();
+    let json = serde_json::to_value(&judge.findings()[0]).unwrap();
     assert_eq!(json["finding"], "no_timely_reply");
     assert!(json["waited_ms"].is_u64());
 }
@@ -310,6 +355,7 @@ fn judges_keep_each_slot_apart() {
     let mut judges = Judges::default();
     judges.slot("a").started(1, Lsn(0), Some(Lsn(100)));
     transaction(judges.slot("a"), 1, 110, 200);
+    answer_unconfirmed(judges.slot("a"), 1, 200);
     judges.slot("a").ended(1, Ending::Client);
     judges.slot("b").started(2, Lsn(0), Some(Lsn(100)));
     judges.crash();
@@ -342,10 +388,10 @@ fn a_consumer_that_stops_or_lags_behind_what_it_was_sent_is_a_fact_not_a_finding
     transaction(&mut judge, 1, 110, 200);
     transaction(&mut judge, 1, 210, 300);
     transaction(&mut judge, 1, 310, 400);
-    judge.status_update(1, Lsn(200), Lsn(200));
+    judge.status_update(1, Lsn(200));
     for _ in 0..2 {
         judge.keepalive_sent(1, Lsn(400), true, true);
-        judge.status_update(1, Lsn(200), Lsn(200));
+        judge.status_update(1, Lsn(200));
     }
     assert_eq!(judge.findings(), [], "lagging: behind what it was sent");
     judge.ended(1, Ending::Client);
@@ -359,9 +405,9 @@ fn a_consumer_that_stops_or_lags_behind_what_it_was_sent_is_a_fact_not_a_finding
     judge.started(2, Lsn(200), Some(Lsn(200)));
     transaction(&mut judge, 2, 210, 300);
     transaction(&mut judge, 2, 310, 400);
-    judge.status_update(2, Lsn(400), Lsn(400));
+    judge.status_update(2, Lsn(400));
     judge.keepalive_sent(2, Lsn(500), true, true);
-    judge.status_update(2, Lsn(500), Lsn(500));
+    judge.status_update(2, Lsn(500));
     judge.ended(2, Ending::Client);
     assert_eq!(judge.findings(), []);
 
@@ -370,10 +416,10 @@ fn a_consumer_that_stops_or_lags_behind_what_it_was_sent_is_a_fact_not_a_finding
     let mut idle = Judge::default();
     idle.started(1, Lsn(0), Some(Lsn(100)));
     transaction(&mut idle, 1, 110, 200);
-    idle.status_update(1, Lsn(200), Lsn(200));
+    idle.status_update(1, Lsn(200));
     for _ in 0..2 {
         idle.keepalive_sent(1, Lsn(500), true, true);
-        idle.status_update(1, Lsn(200), Lsn(200));
+        idle.status_update(1, Lsn(200));
     }
     idle.ended(1, Ending::Client);
     assert!(matches!(
@@ -382,33 +428,33 @@ fn a_consumer_that_stops_or_lags_behind_what_it_was_sent_is_a_fact_not_a_finding
     ));
     idle.started(2, Lsn(200), Some(Lsn(200)));
     idle.keepalive_sent(2, Lsn(600), false, true);
-    idle.status_update(2, Lsn(600), Lsn(600));
+    idle.status_update(2, Lsn(600));
     assert_eq!(idle.findings(), []);
 }
 
-/// pg-logical-replication's first status update after a reconnect is 0/1 (its 0/0 + 1):
-/// PostgreSQL ignores a position before the slot's, and so does the judge.
+/// pg-logical-replication with its automatic acknowledgement confirms each frame's
+/// position + 1 as it reads it: a Relation's 0/0 as 0/1, on a proxy's first connection
+/// (where the slot's own position is not known) and after a reconnect. PostgreSQL never
+/// moves a slot's position back, and the judge finds nothing in it.
 #[test]
 fn a_position_before_the_slots_is_ignored_as_postgresql_ignores_it() {
     let mut judge = Judge::default();
-    judge.started(1, Lsn(0), Some(Lsn(100)));
-    transaction(&mut judge, 1, 110, 200);
-    judge.status_update(1, Lsn(200), Lsn(200));
+    judge.started(1, Lsn(0), None);
+    judge.frame_sent(1, frame(110, true, Some(192), None));
+    judge.status_update(1, Lsn(111));
+    judge.frame_sent(1, frame(0, false, None, None));
+    judge.status_update(1, Lsn(1));
+    judge.frame_sent(1, frame(118, false, None, None));
+    judge.status_update(1, Lsn(119));
+    judge.frame_sent(1, frame(200, false, Some(192), Some(200)));
+    judge.status_update(1, Lsn(201));
     judge.ended(1, Ending::Fault);
-    judge.started(2, Lsn(0), Some(Lsn(200)));
-    judge.status_update(2, Lsn(1), Lsn(1));
+    judge.started(2, Lsn(200), None);
+    judge.status_update(2, Lsn(1));
     transaction(&mut judge, 2, 210, 300);
-    judge.status_update(2, Lsn(300), Lsn(300));
-    judge.status_update(2, Lsn(1), Lsn(1));
+    judge.status_update(2, Lsn(301));
+    judge.status_update(2, Lsn(1));
+    judge.keepalive_sent(2, Lsn(400), false, true);
     assert_eq!(judge.findings(), []);
-    // Back from where it stood on this connection, at or after the slot's: found.
-    judge.status_update(2, Lsn(250), Lsn(250));
-    assert!(matches!(
-        judge.findings()[..],
-        [Finding::PositionWentBackwards {
-            connection: 2,
-            to: Lsn(250),
-            ..
-        }]
-    ));
+    assert_eq!(judge.positions().confirmed_flush_lsn, Lsn(301));
 }

@@ -173,13 +173,12 @@ impl Slots {
         &self,
         slot: &str,
         connection: u64,
-        write: Lsn,
         flush: Lsn,
         forwarded: Lsn,
     ) -> Lsn {
         let heard = self.with(slot, |s| {
             s.judge.reached(forwarded);
-            s.judge.status_update(connection, write, flush);
+            s.judge.status_update(connection, flush);
             s.confirmed = s.confirmed.max(flush);
             if self.holding {
                 flush.min(s.persisted)
@@ -360,13 +359,10 @@ mod tests {
                 end: Some(Lsn(0x200)),
             },
         );
-        assert_eq!(
-            slots.status_update("s", 1, Lsn(0x100), Lsn(0x100), Lsn(0x200)),
-            Lsn(0)
-        );
+        assert_eq!(slots.status_update("s", 1, Lsn(0x100), Lsn(0x200)), Lsn(0));
         assert_eq!(slots.checkpoint(), [("s".to_owned(), Lsn(0x100), Some(1))]);
         assert_eq!(
-            slots.status_update("s", 1, Lsn(0x200), Lsn(0x200), Lsn(0x200)),
+            slots.status_update("s", 1, Lsn(0x200), Lsn(0x200)),
             Lsn(0x100)
         );
         let info = &slots.infos()[0];
@@ -376,7 +372,7 @@ mod tests {
         );
         let free = Slots::new(false);
         assert_eq!(
-            free.status_update("s", 1, Lsn(0x100), Lsn(0x100), Lsn(0x100)),
+            free.status_update("s", 1, Lsn(0x100), Lsn(0x100)),
             Lsn(0x100)
         );
     }
@@ -428,7 +424,7 @@ mod tests {
                 end: Some(Lsn(300)),
             },
         );
-        slots.status_update("s", 2, Lsn(300), Lsn(300), Lsn(300));
+        slots.status_update("s", 2, Lsn(300), Lsn(300));
         slots.ended("s", 2, Ending::Client, Lsn(300));
         assert_eq!(slots.findings(), []);
         assert_eq!(slots.facts().len(), 4);
@@ -445,6 +441,9 @@ mod tests {
             },
         );
         assert_eq!(slots.findings(), []);
+        // It answered a reply request holding that transaction, and confirmed nothing.
+        slots.keepalive("u", 3, Lsn(200), true, true);
+        slots.status_update("u", 3, Lsn(0), Lsn(200));
         slots.ended("u", 3, Ending::Client, Lsn(200));
         assert_eq!(
             slots.findings(),
@@ -452,7 +451,7 @@ mod tests {
         );
         // A position the client was forwarded, though not yet told the judge, is no news.
         slots.started("v", 4, 13, Lsn(0));
-        slots.status_update("v", 4, Lsn(150), Lsn(150), Lsn(150));
+        slots.status_update("v", 4, Lsn(150), Lsn(150));
         assert_eq!(slots.findings().len(), 1);
     }
 }

@@ -25,9 +25,8 @@ The judge (GET /findings, GET /facts; per slot, across all its connections):
     stuck_inside_transaction {confirmed, transaction_end}   idle and asked, the slot left
         inside a transaction it had whole: sent again after any restart
     no_timely_reply {waited_ms}   a reply request unanswered until wal_sender_timeout
-    position_went_backwards {position, from, to}   a status update's flush or write
-        position went back on one connection
     never_confirmed {sent}   sent transactions, none streaming now, none ever confirmed
+        though it answered a reply request once it had one whole
   Facts (what happened, no blame): started {requested, confirmed, behind: a request
   behind what the consumer had confirmed}, ended {how: client, fault, crash, timeout,
   server}, stopped_behind {confirmed, transaction_end: the consumer ended its stream
@@ -35,7 +34,7 @@ The judge (GET /findings, GET /facts; per slot, across all its connections):
   sent again that the consumer had confirmed, which it should skip}.
   An idle finding stands while it lasts and is kept if the consumer ends its stream in
   it, until a later connection confirms past it; a stream cut by a fault or a crash is
-  not judged for it. A position before the slot's is ignored, as PostgreSQL does."#
+  not judged for it. A position before the slot's is ignored, as PostgreSQL ignores it."#
     };
 }
 

@@ -67,7 +67,6 @@ export type FindingName =
   | 'not_advanced_while_idle'
   | 'stuck_inside_transaction'
   | 'no_timely_reply'
-  | 'position_went_backwards'
   | 'never_confirmed';
 
 /** A consumer bug the judge found: its name, slot, connection, fields and an account in words. */

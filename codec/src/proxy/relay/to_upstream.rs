@@ -259,13 +259,9 @@ fn status_update(
     if let Some(slot) = scope.as_ref().and_then(|s| s.slot.as_deref()) {
         shared.records.status_update(&who.record, update.flush_lsn);
         let forwarded = Lsn(link.forwarded.load(Ordering::SeqCst));
-        let heard = shared.slots.status_update(
-            slot,
-            who.attempt,
-            update.write_lsn,
-            update.flush_lsn,
-            forwarded,
-        );
+        let heard = shared
+            .slots
+            .status_update(slot, who.attempt, update.flush_lsn, forwarded);
         if heard != update.flush_lsn {
             // 'd', Int32 length, 'r', write position, then the flush position.
             message[14..22].copy_from_slice(&heard.0.to_be_bytes());

@@ -100,10 +100,10 @@ impl State {
         update: StandbyStatusUpdate,
         epoch: u64,
     ) -> Option<Lsn> {
-        let waited =
-            self.judges
-                .slot(slot)
-                .status_update(id as u64, update.write_lsn, update.flush_lsn);
+        let waited = self
+            .judges
+            .slot(slot)
+            .status_update(id as u64, update.flush_lsn);
         if let Some(waited) = waited {
             self.records.add_reply(id, waited);
         }
