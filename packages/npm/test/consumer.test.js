@@ -42,6 +42,21 @@ test('a pg-logical-replication consumer gets every row once through a close insi
   assert.ok(slot.probes > 0 && slot.probes_answered === slot.probes, JSON.stringify(slot));
 });
 
+test('pg-logical-replication as its README shows it (the library acknowledges) is accused of nothing through a close inside a transaction', { timeout: 120000 }, async (t) => {
+  const server = await startServer({ script: script(4), publication: 'p', probe: 1, faults: [{ ...CLOSE_IN_TRANSACTION_2, slot: 'auto' }] });
+  t.after(() => server.close());
+  await createSlot(server.clientConfig, 'auto');
+  const consumer = new Consumer(server.clientConfig, 'auto', { auto: true });
+  await consumer.run((c) => c.applied.length === 4);
+
+  // Every transaction applied once, in order (one sent again after the close is known by
+  // its end, and not applied twice).
+  assert.deepEqual(consumer.ids(), [[1, 2], [3, 4], [5, 6], [7, 8]]);
+  assert.equal(consumer.disconnects, 1);
+  assert.deepEqual((await server.faults()).map((f) => f.fired), [1]);
+  await server.assertNoFindings();
+});
+
 test('a consumer acknowledging at Begin fails assertNoFindings with the judge\'s account', { timeout: 120000 }, async (t) => {
   const server = await startServer({ script: script(3), publication: 'p', probe: 1 });
   t.after(() => server.close());

@@ -67,13 +67,20 @@ async function createSlot(clientConfig, slot) {
 }
 
 class Consumer {
-  constructor(clientConfig, slot, { publication = 'p', maxDisconnects = 10 } = {}) {
+  /**
+   * `auto`: pg-logical-replication used as its README shows it, acknowledgement left to the
+   * library (each message's position + 1, and a status update every 10 s), subscribed
+   * again from where the library stands when the connection is lost.
+   */
+  constructor(clientConfig, slot, { publication = 'p', maxDisconnects = 10, auto = false } = {}) {
     this.clientConfig = clientConfig;
     this.slot = slot;
     this.maxDisconnects = maxDisconnects;
+    this.auto = auto;
     this.plugin = new PgoutputPlugin({ protoVersion: 1, publicationNames: [publication] });
-    // Acknowledged by hand only: no acknowledgement of every message, no timer.
-    this.service = new LogicalReplicationService(clientConfig, { acknowledge: { auto: false, timeoutSeconds: 0 } });
+    // Acknowledged by hand only unless `auto`: no acknowledgement of every message, no timer.
+    const acknowledge = auto ? { auto: true, timeoutSeconds: 10 } : { auto: false, timeoutSeconds: 0 };
+    this.service = new LogicalReplicationService(clientConfig, { acknowledge });
     this.applied = []; // [{ end, ids }], in order
     this.skipped = []; // ends of transactions sent again
     this.pending = null; // the ids of the open transaction
@@ -88,7 +95,7 @@ class Consumer {
 
   acknowledge(position) {
     if (position > this.confirmed) this.confirmed = position;
-    if (this.confirmed > 0n) this.service.acknowledge(lsnToText(this.confirmed - 1n));
+    if (this.confirmed > 0n && !this.auto) this.service.acknowledge(lsnToText(this.confirmed - 1n));
   }
 
   begin() {}
@@ -148,7 +155,8 @@ class Consumer {
     const loop = (async () => {
       while (!stopping) {
         try {
-          await this.service.subscribe(this.plugin, this.slot, lsnToText(this.confirmed));
+          const from = this.auto ? this.service.lastLsn() : lsnToText(this.confirmed);
+          await this.service.subscribe(this.plugin, this.slot, from);
         } catch (error) {
           if (stopping) break;
           this.disconnects += 1;

@@ -47,6 +47,30 @@ test('a pg-logical-replication consumer through the proxy gets every row once th
   assert.ok(lsnToBigInt(rows[0].lsn) >= consumer.lastEnd, JSON.stringify(rows));
 });
 
+test('pg-logical-replication as its README shows it (the library acknowledges) is accused of nothing through the proxy\'s reset, probe armed', { timeout: 120000 }, async (t) => {
+  const proxy = await startProxy({
+    upstream: postgres.dsn,
+    probe: 1,
+    faults: [{ when: { on: 'change', transaction: 3, after: 1 }, then: { do: 'reset' }, slot: 'auto' }],
+  });
+  t.after(() => proxy.close());
+  await createSlot(proxy.clientConfig, 'auto');
+  t.after(() => query(postgres.clientConfig,
+    "SELECT pg_drop_replication_slot('auto') FROM pg_replication_slots WHERE slot_name = 'auto' AND NOT active"));
+  for (let i = 0; i < 4; i++) {
+    await query(postgres.clientConfig, "INSERT INTO t VALUES ($1, 'a'), ($2, 'b')", [200 + 2 * i, 201 + 2 * i]);
+  }
+  // Its first status update after the reset is 0/1 (the library's 0/0 + 1 for a Relation),
+  // which PostgreSQL ignores; each acknowledgement is a message's position + 1.
+  const consumer = new Consumer(proxy.clientConfig, 'auto', { auto: true });
+  await consumer.run((c) => c.applied.length === 4);
+
+  assert.deepEqual(consumer.ids(), [[200, 201], [202, 203], [204, 205], [206, 207]]);
+  assert.equal(consumer.disconnects, 1);
+  assert.deepEqual((await proxy.faults()).map((f) => f.fired), [1]);
+  await proxy.assertNoFindings();
+});
+
 test('the upstream password is in no argument, log line or error of the proxy', { timeout: 60000 }, async (t) => {
   const fs = require('node:fs');
   const secret = 'hunter2-upstream-secret';

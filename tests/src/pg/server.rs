@@ -138,7 +138,22 @@ impl Server {
         Server::start_with(binaries, true, &[])
     }
 
+    /// Starts on the next free port: a port the kernel gave a socket of its own meanwhile
+    /// (the ports are picked ahead, and TCP ones collide with ephemeral ports) makes
+    /// PostgreSQL's "Address already in use", and the next one is tried.
     fn start_with(binaries: &ServerBinaries, tls: bool, settings: &[&str]) -> io::Result<Server> {
+        let mut tries = 0;
+        loop {
+            match Server::start_once(binaries, tls, settings) {
+                Err(err) if tries < 8 && err.to_string().contains("Address already in use") => {
+                    tries += 1;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    fn start_once(binaries: &ServerBinaries, tls: bool, settings: &[&str]) -> io::Result<Server> {
         let bin = binaries.bin.clone();
         let version = String::from_utf8_lossy(
             &command_output(Command::new(bin.join("postgres")).arg("--version"))?.stdout,

@@ -447,7 +447,7 @@ fn record_proxy_checks(label: &str, server: &Server, bin: &Path, report: &mut Re
     );
     report.record(
         &format!("{label}: the proxy guards itself as PostgreSQL does"),
-        guarded(|| proxy_guard::check_guard(server)),
+        guarded(|| proxy_guard::check_guard(server, bin)),
     );
 }
 

@@ -209,8 +209,10 @@ pub fn check(server: &Server) -> Result<String, String> {
         want.u.extend(&tx.u);
         want.d.extend(&tx.d);
     }
+    // The judge's probe armed: Debezium is a correct consumer, accused of nothing.
     let proxy = Proxy::builder(&server.conninfo("postgres", None))
         .map_err(|e| e.to_string())?
+        .probe(pgoutput_codec::server::Probe::every(1))
         .start()
         .map_err(|e| e.to_string())?;
     let started = Instant::now();
@@ -326,9 +328,15 @@ pub fn check(server: &Server) -> Result<String, String> {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+    let findings = proxy.findings();
+    if !findings.is_empty() {
+        return Err(failure(format!(
+            "findings for Debezium, a correct consumer: {findings:?}"
+        )));
+    }
     let t = &summary["timings_s"];
     Ok(format!(
-        "Debezium 3.6.3 on Java {} (sslmode=prefer, SCRAM) through the proxy: {} snapshot reads, {} creates, {} updates, {} deletes, each once ({} events); slot confirmed {confirmed} (the last of {committed} transactions ends at {end}); proxy: \"{line}\"; JVM {}s, streaming {}s after the engine started, all events {}s, confirm {}s, {:.1}s in all",
+        "Debezium 3.6.3 on Java {} (sslmode=prefer, SCRAM) through the proxy, probe armed, no finding: {} snapshot reads, {} creates, {} updates, {} deletes, each once ({} events); slot confirmed {confirmed} (the last of {committed} transactions ends at {end}); proxy: \"{line}\"; JVM {}s, streaming {}s after the engine started, all events {}s, confirm {}s, {:.1}s in all",
         summary["java_version"].as_str().unwrap_or("?"),
         got.r.len(),
         got.c.len(),

@@ -3,7 +3,8 @@
 //! did not need (the message goes on as it comes, and PostgreSQL refuses the length at
 //! once); made-up slot names, and a START_REPLICATION before login, leave no state; a
 //! client that sends nothing is closed after `authentication_timeout`; a client past
-//! `max_connections` gets FATAL 53300; an SSLRequest asked twice gets PostgreSQL's FATAL.
+//! `max_connections` gets FATAL 53300; an SSLRequest asked twice gets PostgreSQL's FATAL;
+//! a default proxy in front of a `peer`-only server lets no one in as its own OS user.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -13,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use pgoutput_codec::proxy::Proxy;
-use pgoutput_tests::pg::Server;
+use pgoutput_tests::pg::{Server, ServerBinaries};
 
 use crate::proxy::{create_slot, drop_slot, error_fields, read_until, startup_packet};
 use crate::scenario::TAIL_USER;
@@ -96,7 +97,8 @@ fn direct(server: &Server) -> Target {
     )
 }
 
-pub fn check_guard(server: &Server) -> Result<String, String> {
+pub fn check_guard(server: &Server, bin: &Path) -> Result<String, String> {
+    let peer = peer_only_upstream(bin)?;
     let huge = huge_length(server, &crate::tail::binary()?)?;
     let proxy = Proxy::builder(&upstream(server))
         .map_err(|e| e.to_string())?
@@ -112,8 +114,104 @@ pub fn check_guard(server: &Server) -> Result<String, String> {
     let limit = connection_limit(&proxy)?;
     proxy.stop();
     Ok(format!(
-        "{huge}; {slots}; {before_login}; {silent}; {ssl}; {limit}"
+        "{peer}; {huge}; {slots}; {before_login}; {silent}; {ssl}; {limit}"
     ))
+}
+
+/// A server whose `pg_hba.conf` is `local all all peer` only (the proxy's OS user mapped
+/// to `postgres`, as a packaged cluster lets its administrator in), listening on
+/// `127.0.0.1` and on sockets, `/var/run/postgresql` among them where it exists: a proxy
+/// whose upstream names no host reaches it over TCP, so its client meets the FATAL 28000
+/// a TCP login gets there, byte for byte, and is not let in as the proxy's user; one whose
+/// upstream names the socket directory is (the user said so).
+fn peer_only_upstream(bin: &Path) -> Result<String, String> {
+    let os_user = Command::new("id")
+        .arg("-un")
+        .output()
+        .map_err(|e| e.to_string())?;
+    let os_user = String::from_utf8_lossy(&os_user.stdout).trim().to_owned();
+    // One directory per installation: the installations' checks run at once.
+    let name = bin.display().to_string().replace('/', "_");
+    let dir = std::env::temp_dir().join(format!("pgoutput-peer-{}{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let files = [
+        ("pg_hba.conf", "local all all peer map=admins\n".to_owned()),
+        (
+            "pg_ident.conf",
+            format!("admins {os_user} postgres\nadmins postgres postgres\n"),
+        ),
+    ];
+    for (name, text) in &files {
+        std::fs::write(dir.join(name), text).map_err(|e| e.to_string())?;
+    }
+    // The server's own user reads the files and makes its socket in the directory.
+    let _ = Command::new("chmod")
+        .arg("-R")
+        .arg("a+rwX")
+        .arg(&dir)
+        .status();
+    let mut sockets = dir.display().to_string();
+    if Path::new("/var/run/postgresql").is_dir() {
+        sockets.push_str(", /var/run/postgresql");
+    }
+    let settings = [
+        "listen_addresses = '127.0.0.1'".to_owned(),
+        format!("unix_socket_directories = '{sockets}'"),
+        format!("hba_file = '{}'", dir.join("pg_hba.conf").display()),
+        format!("ident_file = '{}'", dir.join("pg_ident.conf").display()),
+    ];
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    let binaries = ServerBinaries {
+        bin: bin.to_path_buf(),
+        source: "the live installation",
+    };
+    let result = (|| {
+        let server = Server::start_with_settings(&binaries, &settings)
+            .map_err(|e| format!("the peer-only server: {e}"))?;
+        let port = server.port();
+        let login = |target: &Target| -> Result<Vec<(u8, Vec<u8>)>, String> {
+            let mut client = Conn::open(target)?;
+            client
+                .write_all(&startup_packet("postgres", &[]))
+                .map_err(|e| e.to_string())?;
+            read_until(&mut client, b'Z')
+        };
+        let tcp = login(&Target::Tcp(SocketAddr::from(([127, 0, 0, 1], port))))?;
+        let default = Proxy::builder(&format!("port={port}"))
+            .map_err(|e| e.to_string())?
+            .start()
+            .map_err(|e| e.to_string())?;
+        let through = login(&Target::Tcp(default.addr()))?;
+        default.stop();
+        if through != tcp {
+            return Err(format!(
+                "a default proxy in front of a peer-only server answered {through:?}; a TCP login there gets {tcp:?}"
+            ));
+        }
+        let Some((b'E', body)) = through.last() else {
+            return Err(format!(
+                "a TCP login to a peer-only server answered {tcp:?}"
+            ));
+        };
+        let (severity, code, message) = error_fields(body);
+        if code != "28000" {
+            return Err(format!("answered {severity} {code} {message}"));
+        }
+        let named = Proxy::builder(&format!("host={} port={port}", dir.display()))
+            .map_err(|e| e.to_string())?
+            .start()
+            .map_err(|e| e.to_string())?;
+        let by_socket = login(&Target::Tcp(named.addr()));
+        named.stop();
+        if !matches!(by_socket?.last(), Some((b'Z', _))) {
+            return Err("a proxy whose upstream names the socket did not log in by peer".into());
+        }
+        Ok(format!(
+            "in front of a peer-only server a default proxy went by TCP and relayed {severity} {code} \"{message}\" as PostgreSQL sends it (one naming the socket logged in by peer)"
+        ))
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
 }
 
 /// The upstream as a user would give it: no user, no password (each client logs in as

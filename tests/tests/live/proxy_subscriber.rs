@@ -558,6 +558,9 @@ fn subscribe(server: &Server) -> Result<String, String> {
     for rule in rules {
         cutter.add_fault(rule).map_err(|e| e.to_string())?;
     }
+    // The judge's probe armed through the cuts: the subscriber is a correct consumer,
+    // accused of nothing.
+    cutter.set_probe(Some(pgoutput_codec::server::Probe::every(1)));
     let errors_before = error_counts(server)?;
     // The switch: the subscription disabled (its apply worker leaves, its slot is free),
     // on 17+ its slot set to fail over (ALTER_REPLICATION_SLOT through the first proxy),
@@ -654,6 +657,13 @@ fn subscribe(server: &Server) -> Result<String, String> {
         ));
     }
     proxy_misreadings(&cutter)?;
+    let findings = cutter.findings();
+    if !findings.is_empty() {
+        return Err(format!(
+            "findings for the subscriber, a correct consumer: {findings:?}; proxy log:\n{}",
+            proxy_log(&cutter)
+        ));
+    }
     let starts = cutter
         .log()
         .iter()
@@ -694,7 +704,7 @@ fn subscribe(server: &Server) -> Result<String, String> {
     let summary = format!(
         "{options}: table sync and streaming left {synced_rows} rows as the source's in {:.1}s{failover}; \
          {} connections byte for byte the same in front of the proxy and behind it ({}); \
-         then {fired:?} cuts over {starts} START_REPLICATIONs (apply errors {} → {}, sync errors {}) and {cut_rows} rows as the source's in {:.1}s",
+         then {fired:?} cuts over {starts} START_REPLICATIONs (probe armed, no finding) (apply errors {} → {}, sync errors {}) and {cut_rows} rows as the source's in {:.1}s",
         phase1.as_secs_f64(),
         traffic.connections,
         traffic.describe(),

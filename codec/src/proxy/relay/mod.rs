@@ -346,6 +346,8 @@ struct Link {
     forwarded: AtomicU64,
     /// The upstream's major version, once its `server_version` came.
     major: AtomicU32,
+    /// The client sent a Terminate: the upstream closing after it is the client's doing.
+    terminated: AtomicBool,
 }
 
 /// Relays until either side ends; the caller closes the client's connection as the end
@@ -388,10 +390,12 @@ async fn relay<W: AsyncWrite + Unpin>(
         }
     };
     // A stream still under way ends with the connection; a walsender that dropped it
-    // without an error timed out.
+    // without an error, and not after the client's Terminate (which the upstream may act
+    // on before this side sees the client's end), timed out.
     if let Some((slot, upstream_error)) = down.open_stream() {
         let how = match end {
             End::ClientLeft => Ending::Client,
+            End::UpstreamClosed if link.terminated.load(Ordering::SeqCst) => Ending::Client,
             End::UpstreamClosed if !upstream_error => Ending::Timeout,
             End::UpstreamClosed => Ending::Server,
             End::Closed | End::Reset => Ending::Fault,

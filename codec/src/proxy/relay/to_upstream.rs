@@ -154,6 +154,9 @@ impl Framing {
             let streaming = link.streaming.load(Ordering::Relaxed);
             // Nothing a client sends before it logged in is read: it makes no state.
             let logged_in = link.logged_in.load(Ordering::SeqCst);
+            if header[0] == b'X' && logged_in {
+                link.terminated.store(true, Ordering::SeqCst);
+            }
             let read = match header[0] {
                 b'd' if streaming => total <= READ_STANDBY_AT_MOST,
                 b'Q' if logged_in && !streaming => total <= READ_QUERY_AT_MOST,
