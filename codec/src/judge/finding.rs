@@ -39,7 +39,8 @@ pub enum Finding {
     },
     /// Its slot's clients were sent transactions (up to `sent`, the last one's end), none
     /// streams now, and none of them was ever confirmed, though the consumer answered a
-    /// reply request made after it had one whole: the slot keeps all their WAL, and every
+    /// reply request made after it had one whole (or was dropped by `wal_sender_timeout`
+    /// for not answering it): the slot keeps all their WAL, and every
     /// restart sends them again. (A consumer stopped before anyone asked, as
     /// pg_recvlogical is within its 10 s status interval, is a stopping consumer:
     /// [`Fact::StoppedBehind`](super::Fact::StoppedBehind).)

@@ -133,10 +133,11 @@ pub(crate) struct Judge {
     streams: HashMap<u64, Stream>,
     /// The highest position a ConfirmedUnsent was reported for.
     flagged: Lsn,
-    /// A status update answered a reply request made when its connection had been sent a
-    /// transaction whole past the slot's start: from then on the consumer could have
-    /// confirmed it (one stopped before anyone asked is a stopping consumer, a fact).
-    answered_holding: bool,
+    /// A reply request made when its connection had been sent a transaction whole past
+    /// the slot's start was answered, or went unanswered until the walsender dropped the
+    /// connection for it: the consumer could have confirmed that transaction (one stopped
+    /// before anyone asked is a stopping consumer, a fact).
+    asked_holding: bool,
     /// A confirmation past what was sent, until a frame shows whether it skipped a
     /// transaction.
     ahead: Option<Ahead>,
@@ -375,18 +376,19 @@ impl Judge {
         }
         let asked = stream.asked.take()?;
         let holding = stream.asked_holding > start;
-        self.answered_holding |= holding;
+        self.asked_holding |= holding;
         Some(asked.elapsed())
     }
 
     /// The walsender dropped `connection` for `wal_sender_timeout`: a reply request
     /// still out was not answered in time.
     pub(crate) fn reply_overdue(&mut self, connection: u64) {
-        if let Some(asked) = self
-            .streams
-            .get_mut(&connection)
-            .and_then(|s| s.asked.take())
-        {
+        let start = self.start.unwrap_or(Lsn(0));
+        let Some(stream) = self.streams.get_mut(&connection) else {
+            return;
+        };
+        if let Some(asked) = stream.asked.take() {
+            self.asked_holding |= stream.asked_holding > start;
             push(
                 &mut self.findings,
                 Finding::NoTimelyReply {
@@ -492,7 +494,7 @@ impl Judge {
         let confirmed_none = self
             .first_whole
             .is_some_and(|first| self.positions.confirmed_flush_lsn < first);
-        if self.streams.is_empty() && self.answered_holding && confirmed_none {
+        if self.streams.is_empty() && self.asked_holding && confirmed_none {
             all.push(Finding::NeverConfirmed { sent });
         }
         all

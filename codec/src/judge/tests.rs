@@ -58,6 +58,18 @@ fn a_consumer_cut_before_its_first_status_update_that_confirms_after_reconnectin
         silent.findings(),
         [Finding::NeverConfirmed { sent: Lsn(200) }]
     );
+    // Asked while holding it, it never answered, and the walsender dropped it for that.
+    let mut mute = Judge::default();
+    mute.started(1, Lsn(0), Some(Lsn(100)));
+    transaction(&mut mute, 1, 110, 200);
+    mute.keepalive_sent(1, Lsn(200), true, true);
+    mute.reply_overdue(1);
+    mute.ended(1, Ending::Timeout);
+    assert_eq!(mute.findings().len(), 2);
+    assert_eq!(
+        mute.findings()[1],
+        Finding::NeverConfirmed { sent: Lsn(200) }
+    );
     // psycopg2 through the proxy (which does not know the slot's position): it confirms
     // the idle WAL end it was told before the first transaction, then nothing it was sent.
     let mut proxied = Judge::default();
