@@ -49,7 +49,8 @@ pub enum Finding {
         sent: Lsn,
     },
     /// While nothing was left to send and the WAL end stood at `wal_end`, it answered
-    /// two reply requests there and still left the slot at `confirmed`: a consumer that confirms only
+    /// two reply requests there and still left the slot at `confirmed` 10 s after the
+    /// first (a consumer that stops sooner is a stopping one): a consumer that confirms only
     /// the transactions it gets keeps the server's WAL for good while nothing is
     /// published (supabase/etl#429, debezium/debezium#6881, epgsql/epgsql#306). A consumer
     /// confirms the WAL end of a keepalive that comes between transactions.

@@ -83,6 +83,8 @@ struct Idle {
     /// left it the same.
     last_answer: Option<Lsn>,
     same_answers: u32,
+    /// When the first reply request at `asked_at` was made.
+    asked_since: Option<Instant>,
 }
 
 /// How many answers in a row at one idle WAL end must leave the slot at the same place
@@ -96,6 +98,24 @@ pub(crate) const IDLE_ASKS: u32 = 2;
 /// is answered: enough for [`IDLE_ASKS`] equal answers after a consumer's position moved
 /// twice (its last transaction confirmed, then the WAL end).
 pub(crate) const MAX_IDLE_ASKS: u32 = 4;
+
+/// How long an idle consumer must leave its slot short of the WAL end it was asked at
+/// before it is found not to advance: one status interval of the field's clients (10 s in
+/// pg_recvlogical, psycopg2, pgjdbc and Debezium). A consumer that moves its slot on a
+/// timer of its own (Debezium's `heartbeat.action.query` writes a row it then confirms)
+/// does within it; one that stops sooner is a stopping consumer, not a finding.
+pub(crate) const IDLE_PATIENCE: Duration = Duration::from_secs(10);
+
+/// The wait before an idle finding (a field, so that the judge's own tests need not
+/// sleep).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Patience(pub(crate) Duration);
+
+impl Default for Patience {
+    fn default() -> Patience {
+        Patience(IDLE_PATIENCE)
+    }
+}
 
 /// One streaming connection of the slot.
 #[derive(Debug, Default)]
@@ -143,6 +163,7 @@ pub(crate) struct Judge {
     ahead: Option<Ahead>,
     facts: VecDeque<Fact>,
     findings: VecDeque<Finding>,
+    pub(crate) patience: Patience,
 }
 
 fn push<T>(list: &mut VecDeque<T>, item: T) {
@@ -314,6 +335,7 @@ impl Judge {
             answered: 0,
             last_answer: None,
             same_answers: 0,
+            asked_since: None,
         });
         period.wal_end = period.wal_end.max(wal_end);
         if reply_requested {
@@ -325,6 +347,7 @@ impl Judge {
                 period.answered = 0;
                 period.last_answer = None;
                 period.same_answers = 0;
+                period.asked_since = Some(Instant::now());
             }
         }
     }
@@ -444,7 +467,8 @@ impl Judge {
     }
 
     /// What an idle period shows: [`IDLE_ASKS`] answers in a row to reply requests made
-    /// at the WAL end left the slot at the same place, short of it.
+    /// at the WAL end left the slot at the same place, short of it (and, for WAL nothing
+    /// published, for [`IDLE_PATIENCE`] since the first of them).
     fn idle_finding(&self, connection: u64, stream: &Stream) -> Option<Finding> {
         let period = stream.idle?;
         let asked_at = period.asked_at?;
@@ -472,11 +496,16 @@ impl Judge {
         // Only WAL that nothing published, past every transaction it was sent, left
         // unconfirmed is the idle consumer's bug; short of that it has not applied what it
         // was sent yet, or stopped before (a lagging or stopping consumer: a fact).
-        (asked_at > self.positions.transaction_end_lsn).then_some(Finding::NotAdvancedWhileIdle {
-            connection,
-            confirmed,
-            wal_end: asked_at,
-        })
+        let patient = period
+            .asked_since
+            .is_some_and(|since| since.elapsed() >= self.patience.0);
+        (patient && asked_at > self.positions.transaction_end_lsn).then_some(
+            Finding::NotAdvancedWhileIdle {
+                connection,
+                confirmed,
+                wal_end: asked_at,
+            },
+        )
     }
 
     /// Every finding so far: those recorded, the idle periods under way that already

@@ -19,6 +19,15 @@ fn transaction(judge: &mut Judge, connection: u64, first: u64, end: u64) {
     judge.frame_sent(connection, frame(end, false, Some(end - 8), Some(end)));
 }
 
+/// A judge that finds an idle consumer as soon as its answers show it, without waiting
+/// [`IDLE_PATIENCE`].
+fn impatient() -> Judge {
+    Judge {
+        patience: Patience(Duration::ZERO),
+        ..Judge::default()
+    }
+}
+
 #[test]
 fn a_consumer_cut_before_its_first_status_update_that_confirms_after_reconnecting_has_no_finding() {
     let mut judge = Judge::default();
@@ -228,7 +237,7 @@ fn transactions_sent_again_after_a_crash_are_a_fact() {
 
 #[test]
 fn a_slot_left_behind_while_idle_is_found_once_the_consumer_answered() {
-    let mut judge = Judge::default();
+    let mut judge = impatient();
     judge.started(1, Lsn(0), Some(Lsn(100)));
     transaction(&mut judge, 1, 110, 200);
     judge.status_update(1, Lsn(200));
@@ -279,6 +288,25 @@ fn a_slot_left_behind_while_idle_is_found_once_the_consumer_answered() {
     assert_eq!(cut.findings(), []);
 }
 
+/// Debezium with `heartbeat.action.query` confirms WAL nothing published by writing a row
+/// every heartbeat and confirming that; stopped between two heartbeats, after answering
+/// reply requests at an idle WAL end with its last transaction's end, it is a stopping
+/// consumer: the slot is not kept for good, and nothing in its answers says it would be.
+#[test]
+fn a_consumer_that_stops_within_the_patience_after_idle_wal_is_not_accused() {
+    let mut judge = Judge::default();
+    judge.started(1, Lsn(0), Some(Lsn(100)));
+    transaction(&mut judge, 1, 110, 200);
+    judge.status_update(1, Lsn(200));
+    for _ in 0..MAX_IDLE_ASKS {
+        judge.keepalive_sent(1, Lsn(500), true, true);
+        judge.status_update(1, Lsn(200));
+    }
+    assert_eq!(judge.findings(), [], "not yet for {IDLE_PATIENCE:?}");
+    judge.ended(1, Ending::Client);
+    assert_eq!(judge.findings(), []);
+}
+
 /// A consumer still working on its last transaction when first asked confirms it between
 /// two answers, then leaves: its position moved, so no answer of it is its final word.
 #[test]
@@ -295,7 +323,7 @@ fn a_consumer_that_confirms_its_last_transaction_between_two_answers_is_not_accu
     judge.ended(1, Ending::Client);
     assert_eq!(judge.findings(), []);
     // The same answer twice is its word.
-    let mut stays = Judge::default();
+    let mut stays = impatient();
     stays.started(1, Lsn(0), Some(Lsn(100)));
     transaction(&mut stays, 1, 110, 300);
     for _ in 0..2 {
@@ -425,7 +453,7 @@ fn a_consumer_that_stops_or_lags_behind_what_it_was_sent_is_a_fact_not_a_finding
 
     // Idle over WAL nothing published, left so, then confirmed past by a later
     // connection: the finding is withdrawn.
-    let mut idle = Judge::default();
+    let mut idle = impatient();
     idle.started(1, Lsn(0), Some(Lsn(100)));
     transaction(&mut idle, 1, 110, 200);
     idle.status_update(1, Lsn(200));

@@ -20,8 +20,8 @@ The judge (GET /findings, GET /facts; per slot, across all its connections):
         past the commit position its Begin announced (pglogrepl#40, debezium#7531)
     not_advanced_while_idle {confirmed, wal_end}   nothing left to send, the WAL end
         moved past every transaction sent, two reply requests answered, the slot left
-        behind: the server keeps that WAL while nothing is published (supabase/etl#429,
-        debezium#6881, epgsql#306)
+        behind 10 s after the first: the server keeps that WAL while nothing is
+        published (supabase/etl#429, debezium#6881, epgsql#306)
     stuck_inside_transaction {confirmed, transaction_end}   idle and asked, the slot left
         inside a transaction it had whole: sent again after any restart
     no_timely_reply {waited_ms}   a reply request unanswered until wal_sender_timeout

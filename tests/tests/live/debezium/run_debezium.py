@@ -12,7 +12,13 @@ The order of a run:
      slot's confirmed_flush_lsn to pass the last change Debezium received (Debezium
      confirms a transaction's end once a heartbeat after it was committed, hence
      heartbeat.interval.ms and offset.flush.interval.ms=0);
-  4. the engine closes, and the run waits for the slot to be released.
+  4. with --unpublished, that SQL runs on the server (WAL that nothing in the publication
+     holds: PostgreSQL sends Debezium keepalives and no transaction), and the run waits
+     for the slot to pass it: Debezium confirms only transactions it receives, so that
+     takes --heartbeat-action-query, a write to a table of the publication on each
+     heartbeat, as Debezium's documentation has it for a database whose other tables
+     are busier than the captured ones;
+  5. the engine closes, and the run waits for the slot to be released.
 The slot is left for the caller to examine and drop. Debezium's logs go to standard error.
 
 Exit codes: 0 all well; 2 too few or too many events, or a deadline passed; 3 the engine
@@ -65,6 +71,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--workload", action="append", default=[],
                    help="SQL run once streaming started, in one call (repeatable; each is "
                         "one transaction, or several with explicit BEGIN/COMMIT)")
+    p.add_argument("--heartbeat-action-query", default=None,
+                   help="heartbeat.action.query: SQL Debezium runs on each heartbeat")
+    p.add_argument("--unpublished", default=None,
+                   help="SQL writing WAL nothing published, run once every event arrived; the "
+                        "run then waits for the slot to confirm past it")
     p.add_argument("--timeout", type=float, default=120.0, help="deadline of the whole run, seconds")
     p.add_argument("--java-home", default=JAVA_HOME, help=f"the JDK whose libjvm.so to load ({JAVA_HOME})")
     p.add_argument("--log-level", default="WARN", help="Debezium's and Kafka's log level")
@@ -172,6 +183,8 @@ def main() -> int:
         "converter.schemas.enable": "false",
         "errors.max.retries": "0",
     }
+    if a.heartbeat_action_query:
+        props["heartbeat.action.query"] = a.heartbeat_action_query
 
     t = time.monotonic()
     import jpype
@@ -324,6 +337,30 @@ def main() -> int:
                 break
             time.sleep(0.05)
         summary["timings_s"]["confirm_wait"] = round(time.monotonic() - tc, 2)
+
+    # WAL nothing published: the slot must pass it by what Debezium writes itself.
+    if rc == 0 and a.unpublished:
+        tu = time.monotonic()
+        try:
+            admin.q(a.unpublished)
+            written = admin.q("SELECT pg_current_wal_insert_lsn()::text")[0][0]
+        except Exception as e:  # noqa: BLE001
+            errors.append(f"the unpublished write failed: {e}")
+            rc = 5
+        else:
+            summary["unpublished_wal_end"] = written
+            while True:
+                s = admin.slot(a.slot)
+                confirmed = s and s["confirmed_flush_lsn"]
+                if confirmed and lsn_to_int(confirmed) >= lsn_to_int(written):
+                    summary["confirmed_past_unpublished"] = confirmed
+                    break
+                if time.monotonic() > deadline or failed():
+                    errors.append(f"the slot confirmed {confirmed}, not past the unpublished WAL up to {written}")
+                    rc = 3 if failed() else 4
+                    break
+                time.sleep(0.05)
+        summary["timings_s"]["unpublished_wait"] = round(time.monotonic() - tu, 2)
 
     # Close, and wait for the walsender to release the slot.
     tclose = time.monotonic()
