@@ -61,6 +61,7 @@ class Consumer:
         self.open = False
         self.confirmed = 0
         self.disconnects = 0
+        self.dropped = None  # what psycopg2 raised when the server last dropped it
         self.conn = None
         self.cur = None
 
@@ -120,7 +121,8 @@ class Consumer:
                 if not self.open:
                     self.idle()
                 select.select([self.cur], [], [], 0.02)
-            except psycopg2.Error:
+            except psycopg2.Error as e:
+                self.dropped = str(e)
                 if not reconnect:
                     return True
                 self.disconnects += 1
@@ -275,13 +277,15 @@ def main():
             consumer.run_until(lambda: api("POST", "/wait", {"slot": consumer.slot, "timeout_ms": 100})[0] == 200)
         else:
             consumer.run_until(lambda: findings(consumer.slot))
+            assert consumer.dropped is None, (kind.__name__, "dropped before a finding", consumer.dropped,
+                                              facts(consumer.slot))
         consumer.close()
         wait_until(lambda: any(f["fact"] == "ended" for f in facts(consumer.slot)), "the end")
         got = findings(consumer.slot)
         if want is None:
             assert got == [], (kind.__name__, got)
         else:
-            assert [f["finding"] for f in got] == [want], (kind.__name__, got)
+            assert [f["finding"] for f in got] == [want], (kind.__name__, got, facts(consumer.slot))
         idle[kind.__name__] = got[0]["text"] if got else "clean"
     summary["idle"] = idle
 
