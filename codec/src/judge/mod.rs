@@ -83,8 +83,9 @@ struct Idle {
     /// left it the same.
     last_answer: Option<Lsn>,
     same_answers: u32,
-    /// When the first reply request at `asked_at` was made.
-    asked_since: Option<Instant>,
+    /// Where the answers of this period have left the slot, and since when: kept while
+    /// the WAL end moves on (other databases write all the time) and the answers stay.
+    stale: Option<(Lsn, Instant)>,
 }
 
 /// How many answers in a row at one idle WAL end must leave the slot at the same place
@@ -335,7 +336,7 @@ impl Judge {
             answered: 0,
             last_answer: None,
             same_answers: 0,
-            asked_since: None,
+            stale: None,
         });
         period.wal_end = period.wal_end.max(wal_end);
         if reply_requested {
@@ -347,7 +348,6 @@ impl Judge {
                 period.answered = 0;
                 period.last_answer = None;
                 period.same_answers = 0;
-                period.asked_since = Some(Instant::now());
             }
         }
     }
@@ -388,6 +388,9 @@ impl Judge {
         stream.flush = stream.flush.max(flush);
         if let Some(period) = &mut stream.idle {
             if period.answered < period.asks {
+                if period.stale.is_none_or(|(at, _)| at != stream.flush) {
+                    period.stale = Some((stream.flush, Instant::now()));
+                }
                 if period.last_answer == Some(stream.flush) {
                     period.same_answers += 1;
                 } else {
@@ -468,7 +471,7 @@ impl Judge {
 
     /// What an idle period shows: [`IDLE_ASKS`] answers in a row to reply requests made
     /// at the WAL end left the slot at the same place, short of it (and, for WAL nothing
-    /// published, for [`IDLE_PATIENCE`] since the first of them).
+    /// published, had left it there for [`IDLE_PATIENCE`], however the WAL end moved).
     fn idle_finding(&self, connection: u64, stream: &Stream) -> Option<Finding> {
         let period = stream.idle?;
         let asked_at = period.asked_at?;
@@ -497,8 +500,8 @@ impl Judge {
         // unconfirmed is the idle consumer's bug; short of that it has not applied what it
         // was sent yet, or stopped before (a lagging or stopping consumer: a fact).
         let patient = period
-            .asked_since
-            .is_some_and(|since| since.elapsed() >= self.patience.0);
+            .stale
+            .is_some_and(|(_, since)| since.elapsed() >= self.patience.0);
         (patient && asked_at > self.positions.transaction_end_lsn).then_some(
             Finding::NotAdvancedWhileIdle {
                 connection,

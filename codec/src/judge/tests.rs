@@ -307,6 +307,37 @@ fn a_consumer_that_stops_within_the_patience_after_idle_wal_is_not_accused() {
     assert_eq!(judge.findings(), []);
 }
 
+/// The WAL end moves on every few seconds on a busy server (other databases, other
+/// tables): the patience runs from where the answers left the slot, not from the latest
+/// WAL end, so a consumer that never moves is found however often it moves.
+#[test]
+fn the_patience_runs_on_while_the_wal_end_moves() {
+    let mut judge = Judge {
+        patience: Patience(Duration::from_millis(50)),
+        ..Judge::default()
+    };
+    judge.started(1, Lsn(0), Some(Lsn(100)));
+    transaction(&mut judge, 1, 110, 200);
+    judge.status_update(1, Lsn(200));
+    for _ in 0..2 {
+        judge.keepalive_sent(1, Lsn(500), true, true);
+        judge.status_update(1, Lsn(200));
+    }
+    std::thread::sleep(Duration::from_millis(60));
+    for _ in 0..2 {
+        judge.keepalive_sent(1, Lsn(600), true, true);
+        judge.status_update(1, Lsn(200));
+    }
+    assert_eq!(
+        judge.findings(),
+        [Finding::NotAdvancedWhileIdle {
+            connection: 1,
+            confirmed: Lsn(200),
+            wal_end: Lsn(600)
+        }]
+    );
+}
+
 /// A consumer still working on its last transaction when first asked confirms it between
 /// two answers, then leaves: its position moved, so no answer of it is its final word.
 #[test]
