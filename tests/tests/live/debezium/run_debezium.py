@@ -319,23 +319,29 @@ def main() -> int:
         else:
             summary["timings_s"]["engine_start_to_all_events"] = round(time.monotonic() - t_engine, 2)
 
+    def wait_confirmed(passed, what: str) -> tuple[str | None, int]:
+        """Waits for the slot's confirmed_flush_lsn to satisfy passed(lsn): it and 0, or
+        None and the exit code once the deadline passed or the engine failed."""
+        while True:
+            s = admin.slot(a.slot)
+            confirmed = s and s["confirmed_flush_lsn"]
+            if confirmed and passed(lsn_to_int(confirmed)):
+                return confirmed, 0
+            if time.monotonic() > deadline or failed():
+                errors.append(f"the slot confirmed {confirmed}, not past {what}")
+                return None, 3 if failed() else 4
+            time.sleep(0.05)
+
     # The slot confirmed past the last change: confirmed_flush_lsn only ever takes a
     # transaction's end, so every transaction received is confirmed.
     last = latest["lsn"]
     summary["max_streamed_change_lsn"] = int_to_lsn(last)
     if rc == 0:
         tc = time.monotonic()
-        while True:
-            s = admin.slot(a.slot)
-            confirmed = s and s["confirmed_flush_lsn"]
-            if confirmed and (last is None or lsn_to_int(confirmed) > last):
-                summary["confirmed_flush_lsn_while_streaming"] = confirmed
-                break
-            if time.monotonic() > deadline or failed():
-                errors.append(f"the slot confirmed {confirmed}, not past the last change {int_to_lsn(last)}")
-                rc = 3 if failed() else 4
-                break
-            time.sleep(0.05)
+        confirmed, rc = wait_confirmed(lambda lsn: last is None or lsn > last,
+                                       f"the last change {int_to_lsn(last)}")
+        if confirmed:
+            summary["confirmed_flush_lsn_while_streaming"] = confirmed
         summary["timings_s"]["confirm_wait"] = round(time.monotonic() - tc, 2)
 
     # WAL nothing published: the slot must pass it by what Debezium writes itself.
@@ -349,17 +355,10 @@ def main() -> int:
             rc = 5
         else:
             summary["unpublished_wal_end"] = written
-            while True:
-                s = admin.slot(a.slot)
-                confirmed = s and s["confirmed_flush_lsn"]
-                if confirmed and lsn_to_int(confirmed) >= lsn_to_int(written):
-                    summary["confirmed_past_unpublished"] = confirmed
-                    break
-                if time.monotonic() > deadline or failed():
-                    errors.append(f"the slot confirmed {confirmed}, not past the unpublished WAL up to {written}")
-                    rc = 3 if failed() else 4
-                    break
-                time.sleep(0.05)
+            confirmed, rc = wait_confirmed(lambda lsn: lsn >= lsn_to_int(written),
+                                           f"the unpublished WAL up to {written}")
+            if confirmed:
+                summary["confirmed_past_unpublished"] = confirmed
         summary["timings_s"]["unpublished_wait"] = round(time.monotonic() - tu, 2)
 
     # Close, and wait for the walsender to release the slot.
