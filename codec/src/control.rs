@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::confirmed::Timeout;
-use crate::faults::{Fault, FaultError};
+use crate::faults::Fault;
 use crate::judge::{Fact, Finding, Probe};
 use crate::Lsn;
 
@@ -160,10 +160,7 @@ pub(crate) trait Api: Send + Sync + 'static {
     /// The fault rules, each with how often it fired.
     fn faults(&self) -> Vec<(Fault, u64)>;
 
-    /// Whether a rule can work here.
-    fn check_fault(&self, fault: &Fault) -> Result<(), FaultError>;
-
-    /// Arms a rule [`Api::check_fault`] accepted.
+    /// Arms a rule [`Fault::check`] accepted.
     fn add_fault(&self, fault: Fault);
 
     /// Disarms every rule.
@@ -459,7 +456,7 @@ fn add_faults(api: &dyn Api, body: &[u8]) -> Answer {
     let mut faults = Vec::new();
     for rule in rules {
         match serde_json::from_value::<Fault>(rule) {
-            Ok(fault) => match api.check_fault(&fault) {
+            Ok(fault) => match fault.check() {
                 Ok(()) => faults.push(fault),
                 Err(e) => return bad(e.to_string()),
             },

@@ -29,7 +29,7 @@ use serde_json::{json, Value};
 use super::Shared;
 use crate::confirmed::Timeout;
 use crate::control::{bad, Answer, Api, Control, Request};
-use crate::faults::{Fault, FaultError};
+use crate::faults::Fault;
 use crate::judge::{Fact, Finding, Probe};
 use crate::Lsn;
 
@@ -109,10 +109,6 @@ impl Api for ProxyApi {
 
     fn faults(&self) -> Vec<(Fault, u64)> {
         self.0.faults.faults()
-    }
-
-    fn check_fault(&self, fault: &Fault) -> Result<(), FaultError> {
-        self.0.check_fault(fault)
     }
 
     fn add_fault(&self, fault: Fault) {

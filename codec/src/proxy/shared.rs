@@ -13,7 +13,7 @@ use super::slots::{SlotInfo, Slots};
 use crate::client::ConnInfo;
 use crate::faults::Plan;
 use crate::judge::ProbeSwitch;
-use crate::server::{Action, Fault, FaultError};
+use crate::server::{Fault, FaultError};
 use crate::wire::error::{error, sqlstate, SqlError};
 use crate::{encode, ClientMessage, Ctx, PgTimestamp, ProtocolVersion, StandbyStatusUpdate};
 
@@ -109,20 +109,8 @@ impl Shared {
     }
 
     pub(super) fn add_fault(&self, fault: Fault) -> Result<(), FaultError> {
-        self.check_fault(&fault)?;
-        self.faults.add(fault);
-        Ok(())
-    }
-
-    /// Whether a rule can work on the proxy.
-    pub(super) fn check_fault(&self, fault: &Fault) -> Result<(), FaultError> {
         fault.check()?;
-        if matches!(fault.then, Action::Crash) {
-            return Err(FaultError(format!(
-                "the proxy does not do {:?} yet (the test server does)",
-                fault.then
-            )));
-        }
+        self.faults.add(fault);
         Ok(())
     }
 

@@ -29,9 +29,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{
-    ClientInfo, Fact, Fault, FaultError, Finding, Probe, Script, SlotInfo, TestServer, Timeout,
-};
+use super::{ClientInfo, Fact, Fault, Finding, Probe, Script, SlotInfo, TestServer, Timeout};
 use crate::control::{bad, Answer, Api, Control, Request};
 use crate::Lsn;
 
@@ -73,10 +71,6 @@ impl Api for Serve {
 
     fn faults(&self) -> Vec<(Fault, u64)> {
         self.0.faults()
-    }
-
-    fn check_fault(&self, fault: &Fault) -> Result<(), FaultError> {
-        fault.check()
     }
 
     fn add_fault(&self, fault: Fault) {

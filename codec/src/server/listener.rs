@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::connection;
 use super::state::Shared;
-use super::{Action, Trigger};
+use super::Action;
 use crate::wire::error::{sqlstate, too_many_clients};
 
 /// How many connections may be open at once, before any start-up packet: PostgreSQL's
@@ -65,9 +65,7 @@ pub(super) fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
                 let attempt = shared.next_attempt();
                 let on_connect: Vec<Action> = shared
                     .faults
-                    .fire(None, |trigger| {
-                        matches!(trigger, Trigger::Connect { attempt: n } if *n == attempt)
-                    })
+                    .connecting(attempt)
                     .into_iter()
                     .map(|(_, action)| action)
                     .collect();

@@ -1091,7 +1091,8 @@ fn real_confirmed(server: &Server, slot: &str) -> Result<Lsn, String> {
 
 /// A crash with slot persistence, and slot states, on a real server: psycopg2 confirms
 /// the second transaction, a checkpoint lets PostgreSQL hear it, psycopg2 confirms the
-/// last, which PostgreSQL does not hear; the crash cuts the connection, new ones get
+/// last, which PostgreSQL does not hear, and a `crash` rule on that confirmation cuts the
+/// connection (the rule and `Proxy::crash` are one crash); new ones get
 /// 57P03 while the server "starts up", and the real server then sends again from the
 /// third transaction. START_REPLICATION of a held, an invalidated and a forgotten slot
 /// get 55006, 55000 and 42704 from the proxy in PostgreSQL's words.
@@ -1166,12 +1167,14 @@ pub fn check_crash_and_slot_states(server: &Server) -> Result<String, String> {
                 want[1]
             ));
         }
-        writeln!(stdin, "go").map_err(|e| e.to_string())?;
-        expect_line("confirmed")?;
+        // The crash as a rule: when psycopg2 confirms the last transaction.
         let last = *want.last().ok_or("no transaction")?;
         proxy
-            .wait_for_confirmed_flush(slot, last, wait)
+            .add_fault(Fault::new(Trigger::Flush { lsn: last }, Action::Crash).slot(slot))
             .map_err(|e| e.to_string())?;
+        writeln!(stdin, "go").map_err(|e| e.to_string())?;
+        expect_line("confirmed")?;
+        expect_line("ended")?;
         Ok((checkpointed, real_confirmed(server, slot)?))
     })();
     let (checkpointed, at_crash) = match steps {
@@ -1182,8 +1185,6 @@ pub fn check_crash_and_slot_states(server: &Server) -> Result<String, String> {
             return Err(e);
         }
     };
-    proxy.crash();
-    expect_line("ended")?;
     let _ = child.wait();
     // While it "starts up": PostgreSQL's FATAL to a new connection.
     let mut client = std::net::TcpStream::connect(proxy.addr()).map_err(|e| e.to_string())?;

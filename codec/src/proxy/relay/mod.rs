@@ -32,10 +32,9 @@ use super::startup::{self, Asked, First};
 use super::Shared;
 use crate::client::tokio::Io;
 use crate::client::{attempts, ClientError};
-use crate::faults::{error_for, Scope};
+use crate::faults::{End as Ends, OnConnect, Scope};
 use crate::judge::Ending;
 use crate::server::grammar::Options;
-use crate::server::{Action, Trigger};
 use crate::wire::backend;
 use crate::wire::error::{error, no_hba_entry, sqlstate, SqlError};
 use crate::{Ctx, Lsn, ProtocolVersion};
@@ -94,25 +93,21 @@ impl End {
 /// ends.
 pub(super) async fn serve(mut client: TcpStream, peer: SocketAddr, shared: &Shared) {
     let attempt = shared.attempts.fetch_add(1, Ordering::SeqCst) + 1;
-    let fired = shared.faults.fire(
-        None,
-        |trigger| matches!(trigger, Trigger::Connect { attempt: a } if *a == attempt),
-    );
-    for (_, action) in fired {
+    for (_, action) in shared.faults.connecting(attempt) {
         shared.log(format!(
             "connection {attempt} from {peer}: fault: {action:?} on connect"
         ));
-        match action {
-            Action::Close => return,
-            Action::Reset => return reset(&client),
-            Action::Stall { ms: Some(ms) } => tokio::time::sleep(Duration::from_millis(ms)).await,
-            Action::Stall { ms: None } => std::future::pending().await,
-            Action::Error { code, message } => {
-                // Before the start-up packet every error is FATAL, and no slot is known.
-                let err = error_for(&code, message, "", 0, 0);
-                return fatal(&mut client, &err).await;
-            }
-            _ => {}
+        // Refused when the rule is added: the others need a streaming connection.
+        let Some(effect) = action.on_connect(shared.upstream_major.load(Ordering::Relaxed)) else {
+            continue;
+        };
+        match effect {
+            OnConnect::End(Ends::Fin) => return,
+            OnConnect::End(Ends::Rst) => return reset(&client),
+            OnConnect::End(Ends::Crash) => return shared.crash(),
+            OnConnect::Pause(Some(how_long)) => tokio::time::sleep(how_long).await,
+            OnConnect::Pause(None) => std::future::pending().await,
+            OnConnect::Fatal(err) => return fatal(&mut client, &err).await,
         }
     }
     // One deadline over the start-up, as PostgreSQL's authentication_timeout: the first

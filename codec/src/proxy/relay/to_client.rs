@@ -5,7 +5,7 @@
 //! between frames (time, flush, a crash, the proxy's own answers).
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -13,19 +13,12 @@ use tokio::sync::{mpsc, watch};
 
 use super::{envelope, whole_message, End, Link, Who, READ_AT_LEAST};
 use crate::client::StreamOptions;
-use crate::faults::{error_for, frame_matches, Facts, Point, Scope, Tracker};
+use crate::faults::{Clock, Context, Effect, End as Ends, Facts, Pace, Point, Scope, Tracker};
 use crate::judge::{Ending, Frame, Probe};
 use crate::proxy::Shared;
 use crate::server::{Action, Trigger};
 use crate::wire::backend;
 use crate::{decode, encode, Decoder, Lsn, PgTimestamp, PrimaryKeepalive, ServerMessage};
-
-/// A `slow` action in force.
-#[derive(Debug, Clone, Copy)]
-enum Slow {
-    Delay(Duration),
-    Rate(u64),
-}
 
 /// A logical replication stream under way: its decoder and what the rules count.
 struct Session {
@@ -34,9 +27,7 @@ struct Session {
     decoder: Option<Decoder>,
     tracker: Tracker,
     scope: Scope,
-    /// When the stream started, and how far its `time` rules have been looked at.
-    started: tokio::time::Instant,
-    time_checked: Option<u64>,
+    clock: Clock,
 }
 
 /// Upstream to client, with the fault rules.
@@ -58,7 +49,8 @@ pub(super) struct Down<'a, W> {
     /// An injected ERROR ended the stream for the client: the upstream's rest of it is
     /// dropped up to its ReadyForQuery.
     draining: bool,
-    slow: Option<Slow>,
+    /// A `slow` action in force.
+    pace: Option<Pace>,
     /// How far the client was sent whole: the highest keepalive WAL end or transaction
     /// end forwarded.
     sent: Lsn,
@@ -103,7 +95,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
             upstream_error: false,
             session: None,
             draining: false,
-            slow: None,
+            pace: None,
             sent: Lsn(0),
             shutting_down: None,
             probed_idle: None,
@@ -173,17 +165,14 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
             self.who.attempt
         ));
         let at = self.written;
-        self.act(action, at, 0).await
+        self.act(&action, at, 0).await
     }
 
     /// When the next `time` rule of this stream is due.
     fn next_time(&self) -> Option<tokio::time::Instant> {
         let session = self.session.as_ref()?;
-        let ms = self
-            .shared
-            .faults
-            .next_time(&session.scope, session.time_checked)?;
-        Some(session.started + Duration::from_millis(ms))
+        let at = session.clock.next(&self.shared.faults, &session.scope)?;
+        Some(tokio::time::Instant::from_std(at))
     }
 
     /// The `time` rules whose moment has come.
@@ -191,11 +180,9 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
         let Some(session) = &mut self.session else {
             return Ok(());
         };
-        let elapsed = u64::try_from(session.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let checked = session.time_checked.replace(elapsed);
-        let fired = self.shared.faults.fire(Some(&session.scope), |trigger| {
-            matches!(trigger, Trigger::Time { ms } if *ms <= elapsed && checked.is_none_or(|c| *ms > c))
-        });
+        let fired = session
+            .clock
+            .due(&self.shared.faults, &session.scope, Instant::now());
         for (trigger, action) in fired {
             self.fire(trigger, action).await?;
         }
@@ -469,8 +456,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
             decoder,
             tracker: Tracker::default(),
             scope,
-            started: tokio::time::Instant::now(),
-            time_checked: None,
+            clock: Clock::start(Instant::now()),
         });
         self.link.streaming.store(true, Ordering::Relaxed);
     }
@@ -557,7 +543,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                     }
                 };
                 let probe = self.shared.probe.get();
-                if !self.shared.faults.armed() && self.slow.is_none() && probe.is_none() {
+                if !self.shared.faults.armed() && self.pace.is_none() && probe.is_none() {
                     // Nothing to ask (two atomic loads): the frame goes as it came.
                     return self.finish_shutdown(at + len).await;
                 }
@@ -567,7 +553,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                     return Ok(());
                 }
                 self.pace(at, len).await?;
-                self.rules(Point::Within(0), &facts, at, len).await?;
+                self.rules(Point::Within, &facts, at, len).await?;
                 if self.session.is_none() {
                     return Ok(());
                 }
@@ -596,68 +582,65 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
         let Some(session) = self.session.as_ref() else {
             return Ok(());
         };
-        let mut fired = self
+        let fired = self
             .shared
             .faults
-            .fire(Some(&session.scope), |trigger| match point {
-                Point::Within(_) => match trigger {
-                    Trigger::Message { byte: Some(b), .. } => {
-                        frame_matches(trigger, Point::Within(*b), facts)
-                    }
-                    _ => false,
-                },
-                point => frame_matches(trigger, point, facts),
-            });
-        fired.sort_by_key(|(trigger, _)| match trigger {
-            Trigger::Message { byte: Some(b), .. } => *b,
-            _ => 0,
-        });
-        for (trigger, action) in fired {
-            let upto = match (point, &trigger) {
-                (Point::Before, _) => at,
-                (Point::Within(_), Trigger::Message { byte: Some(b), .. }) => at + (*b).min(len),
-                _ => at + len,
-            };
-            self.write_upto(upto).await?;
+            .at_frame(&session.scope, point, facts, len);
+        for fired in fired {
+            self.write_upto(at + fired.upto).await?;
             self.shared.log(format!(
-                "connection {}: fault: {action:?} at {trigger:?}",
-                self.who.attempt
+                "connection {}: fault: {:?} at {:?}",
+                self.who.attempt, fired.action, fired.trigger
             ));
-            self.act(action, at, len).await?;
+            self.act(&fired.action, at, len).await?;
         }
         Ok(())
     }
 
-    /// Does `action`; an action that ends the connection returns how.
-    async fn act(&mut self, action: Action, at: usize, len: usize) -> Result<(), End> {
-        match action {
-            Action::Close => Err(End::Closed),
-            Action::Reset => Err(End::Reset),
-            Action::Stall { ms } => {
+    /// Does what `action` asks of this connection; an action that ends it returns how.
+    async fn act(&mut self, action: &Action, at: usize, len: usize) -> Result<(), End> {
+        let (slot, xid) = self
+            .session
+            .as_ref()
+            .map_or((String::new(), Default::default()), |s| {
+                (s.scope.slot.clone().unwrap_or_default(), s.tracker.xid())
+            });
+        let effect = action.effect(&Context {
+            slot: &slot,
+            major: self.major,
+            xid,
+        });
+        match effect {
+            Effect::End(Ends::Fin) => Err(End::Closed),
+            Effect::End(Ends::Rst) => Err(End::Reset),
+            Effect::End(Ends::Crash) => {
+                self.shared.crash();
+                Err(End::Crashed)
+            }
+            Effect::Pause(how_long) => {
                 let _ = self.stall.send(true);
-                match ms {
-                    Some(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+                match how_long {
+                    Some(how_long) => tokio::time::sleep(how_long).await,
                     None => std::future::pending().await,
                 }
                 let _ = self.stall.send(false);
                 Ok(())
             }
-            Action::Error { code, message } => {
-                let (slot, xid) = self.session.as_ref().map_or((String::new(), 0), |s| {
-                    (s.scope.slot.clone().unwrap_or_default(), s.tracker.xid().0)
-                });
-                let err = error_for(&code, message, &slot, self.major, xid);
-                if code.starts_with("57P0") {
-                    let mut out = Vec::new();
-                    backend::error_response(&mut out, "FATAL", &err);
-                    self.write_own(self.written, &out).await?;
-                    return Err(End::Closed);
-                }
+            Effect::Error { error, fatal: true } => {
+                let mut out = Vec::new();
+                backend::error_response(&mut out, "FATAL", &error);
+                self.write_own(self.written, &out).await?;
+                Err(End::Closed)
+            }
+            Effect::Error {
+                error,
+                fatal: false,
+            } => {
                 // An ERROR ends the streaming, and the walsender goes back to its
                 // command loop: the client gets the ERROR and ReadyForQuery, the upstream
                 // a CopyDone, and the upstream's rest of the copy is dropped.
                 let mut out = Vec::new();
-                backend::error_response(&mut out, "ERROR", &err);
+                backend::error_response(&mut out, "ERROR", &error);
                 backend::ready_for_query(&mut out, b'I');
                 self.write_own(self.written, &out).await?;
                 self.drop_upto(at + len);
@@ -673,24 +656,15 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                 self.draining = true;
                 Ok(())
             }
-            Action::RequestReply => self.keepalive(true).await,
-            Action::Slow {
-                delay_ms,
-                bytes_per_second,
-            } => {
-                self.slow = match (delay_ms, bytes_per_second) {
-                    (Some(ms), _) => Some(Slow::Delay(Duration::from_millis(ms))),
-                    (None, Some(rate)) => Some(Slow::Rate(rate)),
-                    (None, None) => None,
-                };
+            Effect::RequestReply => self.keepalive(true).await,
+            Effect::Pace(pace) => {
+                self.pace = Some(pace);
                 Ok(())
             }
-            Action::Shutdown => {
+            Effect::Shutdown => {
                 self.shutting_down = Some(Shutdown::Finishing);
                 self.finish_shutdown(at + len).await
             }
-            // Refused when the rule is added.
-            Action::Crash => Ok(()),
         }
     }
 
@@ -713,10 +687,8 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
     /// Paces the frame at `at` for a `slow` action: what came before it goes, then the
     /// wait.
     async fn pace(&mut self, at: usize, len: usize) -> Result<(), End> {
-        let wait = match self.slow {
-            None => return Ok(()),
-            Some(Slow::Delay(delay)) => delay,
-            Some(Slow::Rate(rate)) => Duration::from_secs_f64(len as f64 / rate as f64),
+        let Some(wait) = self.pace.as_mut().and_then(|pace| pace.before(len)) else {
+            return Ok(());
         };
         self.write_upto(at).await?;
         tokio::time::sleep(wait).await;

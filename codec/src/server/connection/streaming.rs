@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use super::injector::StreamFaults;
 use super::{envelope, Closed, Connection, Failure};
-use crate::faults::{Point, Scope, Trigger};
+use crate::faults::{Point, Scope};
 use crate::judge::{Ending, Frame, Probe};
 use crate::server::grammar;
 use crate::server::inbox::{Incoming, Wait};
@@ -158,7 +158,7 @@ impl<W: Write> Connection<'_, W> {
             done: false,
             pending_failure: None,
             epoch,
-            faults: StreamFaults::new(self.shared.faults.next_time(&scope, None), scope, now),
+            faults: StreamFaults::new(scope, now),
             shutting_down: false,
             unrecorded: Vec::new(),
             open: false,
@@ -504,10 +504,7 @@ impl<W: Write> Connection<'_, W> {
         let advanced =
             self.record(|state, slot, id| state.status_update(id as usize, slot, update, epoch));
         let scope = self.scope();
-        let met = self.shared.faults.fire(
-            Some(&scope),
-            |trigger| matches!(trigger, Trigger::Flush { lsn } if update.flush_lsn >= *lsn),
-        );
+        let met = self.shared.faults.flushed(Some(&scope), update.flush_lsn);
         self.walsnd().faults.pending.extend(met);
         self.shared.notify();
         if let Some(lsn) = advanced {
@@ -582,16 +579,16 @@ impl<W: Write> Connection<'_, W> {
         payload: &[u8],
     ) -> Result<(), Failure> {
         let probe = self.shared.probe.get();
-        if !self.shared.faults.armed() && self.walsnd().faults.slow.is_none() && probe.is_none() {
+        if !self.shared.faults.armed() && self.walsnd().faults.pace.is_none() && probe.is_none() {
             return self.write_frame(lsn, message, payload);
         }
         let facts = self.walsnd().faults.tracker.frame(message);
-        self.frame_faults(Point::Before, &facts, self.out.len())?;
-        self.pace()?;
+        self.frame_faults(Point::Before, &facts, self.out.len(), payload.len())?;
+        self.pace(payload.len())?;
         let start = self.out.len();
         self.push_frame(lsn, message, payload);
-        self.frame_faults(Point::Within(0), &facts, start)?;
-        self.frame_faults(Point::After, &facts, start)?;
+        self.frame_faults(Point::Within, &facts, start, payload.len())?;
+        self.frame_faults(Point::After, &facts, start, payload.len())?;
         self.due_faults()?;
         if let Some(probe) = probe.filter(|p| p.holds(&facts.place)) {
             self.probe_hold(probe)?;

@@ -1,0 +1,8 @@
+//! `reset`: the connection is reset (RST) at the rule's point, as by a load balancer or a
+//! failover; what the client's kernel had not yet handed over is lost.
+
+use super::{Effect, End};
+
+pub(super) fn effect() -> Effect {
+    Effect::End(End::Rst)
+}
