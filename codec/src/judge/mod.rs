@@ -21,7 +21,7 @@ use serde::Serialize;
 pub use fact::{Ending, Fact, Resent};
 pub use finding::Finding;
 pub use probe::Probe;
-pub(crate) use probe::ProbeSwitch;
+pub(crate) use probe::{Owed, ProbeSwitch};
 
 use crate::Lsn;
 

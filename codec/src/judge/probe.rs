@@ -2,14 +2,16 @@
 //! that sends faster than its consumer answers has sent a transaction whole before any
 //! status update about it arrives, so a consumer that confirms a transaction before it
 //! has it looks correct. Probed, a transaction is held after its first change with a
-//! keepalive asking for a reply, until the consumer's next status update, twice (the
-//! first update to arrive may have left before the consumer read what was held; each
-//! wait `wait_ms` at most): what it confirms then, it confirmed without the rest. Each
+//! keepalive asking for a reply, until the consumer has answered every request made so
+//! far, twice (an update that settles the count may still have left before the consumer
+//! read what was held; each wait `wait_ms` at most): what it confirms then, it confirmed
+//! without the rest. Counting requests rather than updates keeps an answer to an earlier
+//! request (an idle one, say) from ending a hold before the consumer saw it. Each
 //! time the stream catches up with the WAL, a probed connection is asked for a reply too,
 //! and again once answered, until two answers in a row leave the slot at the same place,
 //! so a consumer that leaves its slot behind while idle shows it.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -117,6 +119,38 @@ impl ProbeSwitch {
     }
 }
 
+/// How many replies a connection owes: one per keepalive asking for one, less one per
+/// status update. A hold waits until nothing is owed, so that the update ending it
+/// answers its own request and not an earlier one still on its way.
+#[derive(Debug, Default)]
+pub(crate) struct Owed(AtomicU64);
+
+impl Owed {
+    /// A keepalive asking for a reply is about to go.
+    pub(crate) fn asked(&self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// A status update came: it answers the oldest request, if any is open (a consumer
+    /// may also send updates of its own).
+    pub(crate) fn answered(&self) {
+        let _ = self
+            .0
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+    }
+
+    /// Every request so far has had an answer.
+    pub(crate) fn settled(&self) -> bool {
+        self.0.load(Ordering::SeqCst) == 0
+    }
+
+    /// A hold gave up waiting: the consumer does not answer every request, so the ones
+    /// it left are not waited for again.
+    pub(crate) fn forgive(&self) {
+        self.0.store(0, Ordering::SeqCst);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,5 +179,25 @@ mod tests {
         assert_eq!(switch.get(), Some(Probe::every(4)));
         switch.set(None);
         assert!(!switch.armed());
+    }
+
+    #[test]
+    fn replies_owed_count_requests_less_answers() {
+        let owed = Owed::default();
+        assert!(owed.settled());
+        owed.answered();
+        assert!(
+            owed.settled(),
+            "an update of the consumer's own owes nothing back"
+        );
+        owed.asked();
+        owed.asked();
+        owed.answered();
+        assert!(!owed.settled());
+        owed.answered();
+        assert!(owed.settled());
+        owed.asked();
+        owed.forgive();
+        assert!(owed.settled());
     }
 }

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use pgoutput_codec::client::{ConnInfo, Connection, Consumer, ConsumerConfig, StreamOptions};
 use pgoutput_codec::server::{
-    Action, Ending, Event, Fact, Fault, Finding, Probe, Publication, TestServer, Trigger,
+    Action, Ending, Event, Fact, Fault, Finding, Probe, Publication, TestServer, Transaction,
+    Trigger,
 };
 use pgoutput_codec::{Lsn, ProtocolVersion};
 
@@ -156,6 +157,54 @@ fn findings(server: &TestServer, slot: &str) -> Vec<Finding> {
         .filter(|(s, _)| s == slot)
         .map(|(_, f)| f)
         .collect()
+}
+
+/// A consumer confirming a transaction's commit at its Begin (pglogrepl#40) is caught
+/// while the probe holds the rest, though updates it sent before it read the hold's
+/// request arrive first: the answer to the idle request before the transaction, and one
+/// of its own. A hold ends on an answer to its own request, not to one before it.
+#[test]
+fn a_hold_is_not_ended_by_an_answer_to_an_earlier_request() {
+    let (t, _) = super::two_row_transactions(0);
+    let server = TestServer::builder()
+        .publication(Publication::new("p").table(t.clone()))
+        .probe(Probe::every(1).wait(Duration::from_secs(30)))
+        .start()
+        .unwrap();
+    let mut raw = streaming(&server, "s");
+    // Idle: the probe asks at the WAL end; the answer waits.
+    read_until(&mut raw, |k| k[0] == b'k' && k[17] == 1);
+    server
+        .append(Event::Transaction(
+            Transaction::new().insert(&t, ["10"]).insert(&t, ["11"]),
+        ))
+        .unwrap();
+    let mut commit = Lsn(0);
+    read_until(&mut raw, |p| {
+        if p[0] == b'B' {
+            commit = Lsn(u64::from_be_bytes(p[1..9].try_into().unwrap()));
+        }
+        p[0] == b'B'
+    });
+    // What it had sent before it read the hold's request (the idle answer, an update of
+    // its own), then its confirmation at Begin.
+    raw.send(&status_update(Lsn(0), 0));
+    raw.send(&status_update(Lsn(0), 0));
+    raw.send(&status_update(Lsn(commit.0 + 1), 0));
+    read_until(&mut raw, |p| p[0] == b'C');
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while findings(&server, "s").is_empty() {
+        assert!(Instant::now() < deadline, "{:?}", server.log());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        matches!(
+            findings(&server, "s")[..],
+            [Finding::ConfirmedUnsent { flush, .. }] if flush == Lsn(commit.0 + 1)
+        ),
+        "{:?}",
+        findings(&server, "s")
+    );
 }
 
 #[test]

@@ -33,7 +33,7 @@ use super::Shared;
 use crate::client::tokio::Io;
 use crate::client::{attempts, ClientError};
 use crate::faults::{End as Ends, OnConnect, Scope};
-use crate::judge::Ending;
+use crate::judge::{Ending, Owed};
 use crate::server::grammar::Options;
 use crate::wire::backend;
 use crate::wire::error::{error, no_hba_entry, sqlstate, SqlError};
@@ -336,6 +336,8 @@ struct Link {
     /// A status update came; how many have.
     replied: Notify,
     status_updates: AtomicU64,
+    /// Replies the client owes to keepalives that asked (a probe's hold waits for all).
+    owed: Owed,
     /// The highest position the client was forwarded in this stream (XLogData
     /// `walEnd`, keepalive WAL end): the judge hears of each frame's only in bulk.
     forwarded: AtomicU64,

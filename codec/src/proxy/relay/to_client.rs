@@ -208,9 +208,9 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
 
     /// The probe holds the transaction here: the frame goes (up to `end`), a keepalive
     /// asks for a reply, and nothing more of the upstream's is forwarded until the
-    /// client's next status update; then once more, since the first update to arrive may
-    /// have left before the client read what was held. Each wait lasts the probe's
-    /// `wait_ms` at most.
+    /// client has answered every request so far (the upstream's own included); then once
+    /// more, since an update of the client's own may have settled the count before it
+    /// read what was held. Each wait lasts the probe's `wait_ms` at most.
     async fn probe_hold(&mut self, probe: Probe, end: usize) -> Result<(), End> {
         self.write_upto(end).await?;
         let mut answered = true;
@@ -223,19 +223,21 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
         Ok(())
     }
 
-    /// A keepalive asking for a reply, then nothing forwarded until the client's next
-    /// status update or `wait`: whether one came.
+    /// A keepalive asking for a reply, then nothing forwarded until the client owes no
+    /// reply or `wait`: whether it answered (past `wait`, what it owes is forgiven).
     async fn ask_and_wait(&mut self, wait: Duration) -> Result<bool, End> {
-        let before = self.link.status_updates.load(Ordering::SeqCst);
         self.keepalive(true).await?;
         let until = tokio::time::Instant::now() + wait;
         loop {
-            if self.link.status_updates.load(Ordering::SeqCst) > before {
+            if self.link.owed.settled() {
                 return Ok(true);
             }
             tokio::select! {
                 () = self.link.replied.notified() => {}
-                () = tokio::time::sleep_until(until) => return Ok(false),
+                () = tokio::time::sleep_until(until) => {
+                    self.link.owed.forgive();
+                    return Ok(false);
+                }
             }
         }
     }
@@ -278,6 +280,9 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
             send_time: PgTimestamp::now(),
             reply_requested,
         });
+        if reply_requested {
+            self.link.owed.asked();
+        }
         let payload = encode(&keepalive, envelope()).expect("a keepalive always encodes");
         let mut out = Vec::new();
         backend::copy_data(&mut out, &payload);
@@ -476,6 +481,9 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                         self.sent = self.sent.max(k.wal_end);
                     }
                     self.link.forwarded.fetch_max(k.wal_end.0, Ordering::SeqCst);
+                    if k.reply_requested {
+                        self.link.owed.asked();
+                    }
                     if let Some(slot) = &session.scope.slot {
                         self.shared.slots.keepalive(
                             slot,

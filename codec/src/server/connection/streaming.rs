@@ -12,7 +12,7 @@ use std::time::Instant;
 use super::injector::StreamFaults;
 use super::{envelope, Closed, Connection, Failure};
 use crate::faults::{Point, Scope};
-use crate::judge::{Ending, Frame, Probe};
+use crate::judge::{Ending, Frame, Owed, Probe};
 use crate::server::grammar;
 use crate::server::inbox::{Incoming, Wait};
 use crate::server::render::{Halt, Renderer, Sink};
@@ -79,8 +79,8 @@ pub(super) struct WalSnd {
     unrecorded: Vec<Unrecorded>,
     /// A transaction is open on the connection (its Begin went, its end not yet).
     open: bool,
-    /// How many status updates the client sent (a probe's hold waits for the next).
-    status_updates: u64,
+    /// Replies the client owes to keepalives that asked (a probe's hold waits for all).
+    owed: Owed,
     /// How the stream ended, where its cause said so (a fault rule, the timeout).
     pub(super) ending: Option<Ending>,
     /// The WAL end the probe last asked about while idle, and how many times.
@@ -162,7 +162,7 @@ impl<W: Write> Connection<'_, W> {
             shutting_down: false,
             unrecorded: Vec::new(),
             open: false,
-            status_updates: 0,
+            owed: Owed::default(),
             ending: None,
             probed_idle: None,
         };
@@ -397,6 +397,7 @@ impl<W: Write> Connection<'_, W> {
         walsnd.last_sent = Instant::now();
         if reply_requested {
             walsnd.waiting_for_ping = true;
+            walsnd.owed.asked();
         }
         let (wal_end, idle) = (walsnd.sent, !walsnd.open);
         self.record(|state, slot, id| {
@@ -498,7 +499,7 @@ impl<W: Write> Connection<'_, W> {
         let walsnd = self.walsnd();
         walsnd.client_write = update.write_lsn;
         walsnd.client_flush = update.flush_lsn;
-        walsnd.status_updates += 1;
+        walsnd.owed.answered();
         let slot = walsnd.slot.clone();
         let epoch = walsnd.epoch;
         let advanced =
@@ -597,11 +598,12 @@ impl<W: Write> Connection<'_, W> {
     }
 
     /// The probe holds the transaction here: the frame goes, a keepalive asks for a
-    /// reply, and nothing more is sent until the client's next status update; then once
-    /// more, since the first update to arrive may have left before the client read what
-    /// was held (the second left after it had read the first request, and everything
-    /// before it). What it confirms meanwhile, it confirmed without the rest. Each wait
-    /// lasts the probe's `wait_ms` at most.
+    /// reply, and nothing more is sent until the client has answered every request so
+    /// far (an answer to an earlier one, an idle one say, does not end the hold); then
+    /// once more, since an update of the client's own may have settled the count before
+    /// it read what was held (the second answer left after it had read the first
+    /// request, and everything before it). What it confirms meanwhile, it confirmed
+    /// without the rest. Each wait lasts the probe's `wait_ms` at most.
     fn probe_hold(&mut self, probe: Probe) -> Result<(), Failure> {
         let mut answered = true;
         for _ in 0..2 {
@@ -611,18 +613,18 @@ impl<W: Write> Connection<'_, W> {
         Ok(())
     }
 
-    /// A keepalive asking for a reply, then nothing sent until the client's next status
-    /// update or `until`: whether one came.
+    /// A keepalive asking for a reply, then nothing sent until the client owes no reply
+    /// or `until`: whether it answered (past `until`, what it owes is forgiven).
     fn ask_and_wait(&mut self, until: Instant) -> Result<bool, Failure> {
-        let before = self.walsnd().status_updates;
         self.keepalive(true)?;
         self.flush()?;
         loop {
             let walsnd = self.walsnd();
-            if walsnd.status_updates > before {
+            if walsnd.owed.settled() {
                 return Ok(true);
             }
             if walsnd.done || walsnd.pending_failure.is_some() || Instant::now() >= until {
+                walsnd.owed.forgive();
                 return Ok(false);
             }
             match self.inbox.wait(Some(until)) {
