@@ -717,4 +717,5 @@ pub struct TestServerGuideDoctests;
 
 pub mod fuzz;
 pub mod pg;
+pub mod poison;
 pub mod typed;

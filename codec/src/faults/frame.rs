@@ -1,9 +1,9 @@
 //! What a frame means to the rules: where in it a rule fires, what it counts as, and
 //! the rules that fire there, in the order their bytes come.
 
-use super::{Action, MessageKind, Plan, Scope, Trigger};
+use super::{Action, Context, MessageKind, Plan, Scope, Trigger};
 use crate::follow::{Follower, Place};
-use crate::{PgOutputMessage, Tagged, Xid};
+use crate::{Ctx, Lsn, PgOutputMessage, Tagged, Xid};
 
 /// Where in a frame a rule fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,28 +68,34 @@ pub(crate) struct Facts {
 }
 
 /// Counts the messages a connection sends, by kind, and follows their transactions:
-/// what the triggers count.
+/// what the triggers count, and where an action's message of its own would stand.
 #[derive(Debug)]
 pub(crate) struct Tracker {
     messages: u64,
     /// Messages sent by kind, indexed by their tag byte.
     by_kind: [u64; 256],
     follower: Follower,
+    /// The stream's pgoutput context outside a stream block, if its options are known.
+    ctx: Option<Ctx>,
+    /// The WAL position of the last message counted (the one at a rule's point).
+    position: Lsn,
 }
 
-impl Default for Tracker {
-    fn default() -> Tracker {
+impl Tracker {
+    /// A stream whose options make `ctx` (none: not known).
+    pub(crate) fn new(ctx: Option<Ctx>) -> Tracker {
         Tracker {
             messages: 0,
             by_kind: [0; 256],
             follower: Follower::default(),
+            ctx: ctx.and_then(|c| c.with_in_stream(false).ok()),
+            position: Lsn(0),
         }
     }
-}
 
-impl Tracker {
-    /// Counts `message` as sent, and says what it was.
-    pub(crate) fn frame(&mut self, message: &PgOutputMessage<'_>) -> Facts {
+    /// Counts `message`, sent at `position`, and says what it was.
+    pub(crate) fn frame(&mut self, position: Lsn, message: &PgOutputMessage<'_>) -> Facts {
+        self.position = position;
         self.messages += 1;
         let of_kind = &mut self.by_kind[usize::from(message.tag())];
         *of_kind += 1;
@@ -106,9 +112,17 @@ impl Tracker {
         self.follower.idle()
     }
 
-    /// The xid of the last transaction begun (for error wordings that name it).
-    pub(crate) fn xid(&self) -> Xid {
-        self.follower.xid().unwrap_or(Xid(0))
+    /// What an action firing on this stream of `slot` on a server of `major` depends on.
+    pub(crate) fn context<'a>(&self, slot: &'a str, major: u32) -> Context<'a> {
+        let in_block = self.follower.in_block();
+        Context {
+            slot,
+            major,
+            // The xid of the last transaction begun, for error wordings that name it.
+            xid: self.follower.xid().unwrap_or(Xid(0)),
+            ctx: self.ctx.and_then(|c| c.with_in_stream(in_block).ok()),
+            position: self.position,
+        }
     }
 }
 
@@ -160,7 +174,9 @@ pub(crate) fn frame_matches(trigger: &Trigger, point: Point, facts: &Facts) -> b
 mod tests {
     use super::*;
     use crate::faults::Fault;
-    use crate::{Begin, Commit, Insert, Lsn, PgTimestamp, TupleData};
+    use crate::{
+        Begin, Commit, Insert, PgTimestamp, ProtocolVersion, StreamStart, Streaming, TupleData,
+    };
 
     fn begin() -> PgOutputMessage<'static> {
         PgOutputMessage::Begin(Begin {
@@ -189,10 +205,10 @@ mod tests {
 
     #[test]
     fn frames_are_counted_on_the_connection_and_by_kind() {
-        let mut tracker = Tracker::default();
+        let mut tracker = Tracker::new(None);
         let facts: Vec<Facts> = [begin(), insert(), insert(), commit(), begin(), insert()]
             .iter()
-            .map(|m| tracker.frame(m))
+            .map(|m| tracker.frame(Lsn(0x10), m))
             .collect();
         assert_eq!(facts[5].number, 6);
         assert_eq!(facts[5].number_of_kind, 3);
@@ -202,15 +218,31 @@ mod tests {
             (Some(2), Some(1))
         );
         assert!(facts[3].place.ends);
-        assert_eq!(tracker.xid(), Xid(750));
+        let on = tracker.context("s", 15);
+        assert_eq!((on.xid, on.position, on.ctx), (Xid(750), Lsn(0x10), None));
+    }
+
+    #[test]
+    fn an_action_sees_the_streams_context_where_it_fires() {
+        let streaming = Ctx::new(ProtocolVersion::V2, Streaming::On).unwrap();
+        let mut tracker = Tracker::new(Some(streaming));
+        assert_eq!(tracker.context("s", 16).ctx, Some(streaming));
+        let start = PgOutputMessage::StreamStart(StreamStart {
+            xid: Xid(812),
+            first_segment: true,
+        });
+        tracker.frame(Lsn(0x30), &start);
+        let on = tracker.context("s", 16);
+        assert!(on.ctx.is_some_and(|c| c.in_stream()));
+        assert_eq!(on.position, Lsn(0x30));
     }
 
     #[test]
     fn triggers_match_at_their_point() {
-        let mut tracker = Tracker::default();
-        tracker.frame(&begin());
+        let mut tracker = Tracker::new(None);
+        tracker.frame(Lsn(0x10), &begin());
         // A frame's facts are read before it is written: `before` rules see them too.
-        let facts = tracker.frame(&insert());
+        let facts = tracker.frame(Lsn(0x20), &insert());
         let third = Trigger::before_message(2);
         assert!(frame_matches(&third, Point::Before, &facts));
         assert!(!frame_matches(&third, Point::After, &facts));
@@ -235,9 +267,9 @@ mod tests {
         for (byte, action) in [(20, Action::Reset), (7, Action::Close)] {
             plan.add(Fault::new(Trigger::mid_frame(1, byte), action));
         }
-        plan.add(Fault::new(Trigger::mid_frame(1, 99), Action::RequestReply));
+        plan.add(Fault::new(Trigger::mid_frame(1, 99), Action::Shutdown));
         plan.add(Fault::new(Trigger::before_message(1), Action::RequestReply));
-        let facts = Tracker::default().frame(&begin());
+        let facts = Tracker::new(None).frame(Lsn(0x10), &begin());
         let scope = Scope::default();
         let at = |point| -> Vec<(usize, Action)> {
             plan.at_frame(&scope, point, &facts, 50)
@@ -252,7 +284,7 @@ mod tests {
             [
                 (7, Action::Close),
                 (20, Action::Reset),
-                (50, Action::RequestReply)
+                (50, Action::Shutdown)
             ]
         );
         assert!(at(Point::After).is_empty());

@@ -160,6 +160,14 @@ impl Fault {
                 return bad("a connect trigger comes before the slot and application_name are known: no slot, application_name or connection scope".into());
             }
         }
+        if let Trigger::Message { byte: Some(_), .. } = self.when {
+            if self.then.sends() {
+                return bad(format!(
+                    "{:?} sends a message of its own, which goes between frames: before or after a message, not at a byte",
+                    self.then
+                ));
+            }
+        }
         self.then.check()
     }
 }

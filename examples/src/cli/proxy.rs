@@ -27,7 +27,8 @@ context START_REPLICATION set, and fault rules (the JSON of `pgoutput serve --he
 the upstream's frames as they go to the client: message, commit, change, stream_block and
 connect, time and flush triggers; close, reset, stall, error (FATAL for 57P0x; otherwise
 ERROR and ReadyForQuery, the upstream's copy ended with a CopyDone), shutdown (PostgreSQL's
-walsender shutdown sequence), request_reply, slow and crash (as POST /crash) actions.
+walsender shutdown sequence), request_reply, slow, crash (as POST /crash) and inject (a
+message of the rule's own, the upstream's stream untouched) actions.
 
 Control API (--control 127.0.0.1:PORT; loopback only unless --control-remote), JSON:
   GET /   the endpoints          GET|POST|DELETE /faults   (as pgoutput serve's)

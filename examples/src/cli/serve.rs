@@ -63,6 +63,9 @@ Fault rules (--fault JSON, repeatable; "faults": [...] in --config; POST /faults
     {"do": "request_reply"}   a keepalive asking for a reply now
     {"do": "slow", "delay_ms": 100}   or {"do": "slow", "bytes_per_second": 10000}
     {"do": "crash"}   drop every connection; slots back to their last checkpoint
+    {"do": "inject", "message": {"type": "type", "xid": null, "type_oid": 16400,
+        "namespace": "public", "name": "mood"}}   send a message of the rule's own (the JSON
+        `pgoutput decode` prints) at the position of the one the rule fired at; not at a byte
 
 Control API (--control 127.0.0.1:PORT; loopback only unless --control-remote), JSON:
   POST /events (JSON lines, as --script)   GET|POST|DELETE /faults

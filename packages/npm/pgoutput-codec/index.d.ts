@@ -25,7 +25,9 @@ export type FaultAction =
   | { do: 'shutdown' }
   | { do: 'request_reply' }
   | { do: 'slow'; delay_ms?: number; bytes_per_second?: number }
-  | { do: 'crash' };
+  | { do: 'crash' }
+  /** A pgoutput message of the rule's own, in the JSON form `pgoutput decode` prints. */
+  | { do: 'inject'; message: { type: string; [field: string]: unknown } };
 
 /** A fault rule: when → then, scoped to a slot, an application_name or the n-th connection of a slot. */
 export interface FaultRule {

@@ -16,6 +16,7 @@ mod faults;
 mod proxy;
 mod proxy_debezium;
 mod proxy_guard;
+mod proxy_inject;
 mod proxy_subscriber;
 mod replay;
 mod scenario;
@@ -436,6 +437,10 @@ fn record_proxy_checks(label: &str, server: &Server, bin: &Path, report: &mut Re
     report.record(
         &format!("{label}: the proxy's crash, slot persistence and slot states"),
         guarded(|| proxy::check_crash_and_slot_states(server)),
+    );
+    report.record(
+        &format!("{label}: the proxy's inject action"),
+        guarded(|| proxy_inject::check(server)),
     );
     report.record(
         &format!("{label}: the proxy's findings"),

@@ -52,7 +52,7 @@ fn workload(base: u32) -> Vec<String> {
 
 /// Runs `sql` with its commits flushed before it returns: these servers run with
 /// `synchronous_commit` off, and the SQL interface's peek reads only what is flushed.
-fn write(server: &Server, sql: &str) -> Result<(), String> {
+pub(crate) fn write(server: &Server, sql: &str) -> Result<(), String> {
     server
         .psql(&format!("SET synchronous_commit = on;\n{sql}"))
         .map(drop)
@@ -113,7 +113,7 @@ fn slots(set: &Options) -> [String; 4] {
 }
 
 /// A proxy in front of the server's Unix socket.
-fn start_proxy(server: &Server) -> Result<Proxy, String> {
+pub(crate) fn start_proxy(server: &Server) -> Result<Proxy, String> {
     Proxy::builder(&server.conninfo("postgres", None))
         .map_err(|e| e.to_string())?
         .start()
@@ -121,7 +121,7 @@ fn start_proxy(server: &Server) -> Result<Proxy, String> {
 }
 
 /// A client's connection string through the proxy, as `user`.
-fn through(proxy: &Proxy, (user, password): (&str, &str)) -> String {
+pub(crate) fn through(proxy: &Proxy, (user, password): (&str, &str)) -> String {
     format!(
         "host=127.0.0.1 port={} user={user} password={password} dbname=postgres sslmode=prefer",
         proxy.addr().port()
@@ -253,7 +253,7 @@ conn.close()
 
 /// The first `count` messages psycopg2 gets from `slot` (nothing confirmed): each one's
 /// `data_start`, `wal_end` and payload.
-fn psycopg2(
+pub(crate) fn psycopg2(
     dsn: &str,
     slot: &str,
     set: &Options,
@@ -465,7 +465,7 @@ pub fn check_faults(server: &Server) -> Result<String, String> {
 }
 
 /// A correct consumer: the judge found nothing, across all its connections.
-fn no_findings(proxy: &Proxy) -> Result<(), String> {
+pub(crate) fn no_findings(proxy: &Proxy) -> Result<(), String> {
     match proxy.findings().as_slice() {
         [] => Ok(()),
         findings => Err(format!("findings for a correct consumer: {findings:?}")),
@@ -571,7 +571,7 @@ pub fn check_timers_and_shutdown(server: &Server) -> Result<String, String> {
 }
 
 /// Waits until PostgreSQL itself shows `slot` confirmed at `lsn` or past it.
-fn wait_confirmed(server: &Server, slot: &str, lsn: Lsn) -> Result<Lsn, String> {
+pub(crate) fn wait_confirmed(server: &Server, slot: &str, lsn: Lsn) -> Result<Lsn, String> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let confirmed: Lsn = server

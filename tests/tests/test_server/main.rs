@@ -8,6 +8,7 @@ mod consumer;
 mod control_guard;
 mod faults;
 mod hostile;
+mod inject;
 mod judge;
 mod psycopg;
 mod quick_start;

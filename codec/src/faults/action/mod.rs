@@ -6,6 +6,7 @@
 mod close;
 mod crash;
 mod error;
+mod inject;
 mod request_reply;
 mod reset;
 mod shutdown;
@@ -19,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use super::FaultError;
 use crate::judge::Ending;
 use crate::wire::error::SqlError;
-use crate::Xid;
+use crate::{Ctx, Lsn, PgOutputMessage, Xid};
 
 pub(crate) use slow::Pace;
 
@@ -65,6 +66,12 @@ pub enum Action {
     /// position its last checkpoint persisted, so transactions a consumer confirmed since
     /// are sent again.
     Crash,
+    /// Send this pgoutput message (in the JSON form `pgoutput decode` prints) at the
+    /// rule's point, in an XLogData at the position of the message the rule fired at (for
+    /// a `time` or `flush` rule, the last one sent): a message
+    /// kind the consumer does not expect, a Relation again, a stray Stream Abort. Before
+    /// or after a message, not at a byte of it.
+    Inject { message: PgOutputMessage<'static> },
 }
 
 impl Action {
@@ -92,6 +99,7 @@ impl Action {
                 bytes_per_second,
             } => slow::effect(*delay_ms, *bytes_per_second),
             Action::Crash => crash::effect(),
+            Action::Inject { message } => inject::effect(message, on),
         }
     }
 
@@ -103,6 +111,7 @@ impl Action {
                 delay_ms,
                 bytes_per_second,
             } => slow::check(*delay_ms, *bytes_per_second),
+            Action::Inject { message } => inject::check(message),
             Action::Close
             | Action::Reset
             | Action::Stall { .. }
@@ -115,29 +124,51 @@ impl Action {
     /// What the action asks of a connection just accepted, before anything is read
     /// (a `connect` rule): `None` when it needs a streaming connection.
     pub(crate) fn on_connect(&self, major: u32) -> Option<OnConnect> {
-        // No slot is known yet, and no transaction.
+        // No slot is known yet, no transaction and no protocol.
         let before_startup = Context {
             slot: "",
             major,
             xid: Xid(0),
+            ctx: None,
+            position: Lsn(0),
         };
         match self.effect(&before_startup) {
             Effect::End(how) => Some(OnConnect::End(how)),
             Effect::Pause(how_long) => Some(OnConnect::Pause(how_long)),
             // Before the start-up packet every error is FATAL.
             Effect::Error { error, .. } => Some(OnConnect::Fatal(error)),
-            Effect::RequestReply | Effect::Pace(_) | Effect::Shutdown => None,
+            Effect::RequestReply | Effect::Send(_) | Effect::Pace(_) | Effect::Shutdown => None,
         }
+    }
+
+    /// Whether the action sends a message of its own into the stream, which can go
+    /// between frames only.
+    pub(crate) fn sends(&self) -> bool {
+        let anywhere = Context {
+            slot: "",
+            major: 0,
+            xid: Xid(0),
+            ctx: None,
+            position: Lsn(0),
+        };
+        matches!(
+            self.effect(&anywhere),
+            Effect::RequestReply | Effect::Send(_)
+        )
     }
 }
 
 /// What an action's effect depends on: the connection's slot, the server's major version
-/// and the transaction under way (for PostgreSQL's wording of an error).
+/// and the transaction under way (for PostgreSQL's wording of an error); the stream's
+/// pgoutput context at this point (none where its options are not known) and the
+/// position of the message at this point (for a message of the rule's own).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Context<'a> {
     pub slot: &'a str,
     pub major: u32,
     pub xid: Xid,
+    pub ctx: Option<Ctx>,
+    pub position: Lsn,
 }
 
 /// What an action asks of a streaming connection, once what comes before the rule's
@@ -153,6 +184,8 @@ pub(crate) enum Effect {
     Error { error: SqlError, fatal: bool },
     /// A keepalive asking for a reply.
     RequestReply,
+    /// These bytes (whole CopyData messages), written where the rule fired.
+    Send(Vec<u8>),
     /// Every message from now on paced so.
     Pace(Pace),
     /// PostgreSQL's walsender shutdown: the transaction under way finished, then
@@ -166,7 +199,11 @@ impl Effect {
         match self {
             Effect::End(End::Crash) => Some(Ending::Crash),
             Effect::End(End::Fin | End::Rst) | Effect::Error { .. } => Some(Ending::Fault),
-            Effect::Pause(_) | Effect::RequestReply | Effect::Pace(_) | Effect::Shutdown => None,
+            Effect::Pause(_)
+            | Effect::RequestReply
+            | Effect::Send(_)
+            | Effect::Pace(_)
+            | Effect::Shutdown => None,
         }
     }
 }
@@ -228,6 +265,8 @@ mod tests {
             slot: "s",
             major: 15,
             xid: Xid(7),
+            ctx: None,
+            position: Lsn(0),
         };
         let ending = |action: Action| action.effect(&on).ending();
         assert_eq!(ending(Action::Crash), Some(Ending::Crash));

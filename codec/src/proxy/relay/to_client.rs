@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::{envelope, whole_message, End, Link, Who, READ_AT_LEAST};
 use crate::client::StreamOptions;
-use crate::faults::{Clock, Context, Effect, End as Ends, Facts, Pace, Point, Scope, Tracker};
+use crate::faults::{Clock, Effect, End as Ends, Facts, Pace, Point, Scope, Tracker};
 use crate::judge::{Ending, Frame, Probe};
 use crate::proxy::Shared;
 use crate::server::{Action, Trigger};
@@ -458,8 +458,8 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
         self.link.forwarded.store(0, Ordering::SeqCst);
         self.probed_idle = None;
         self.session = Some(Session {
+            tracker: Tracker::new(decoder.as_ref().map(Decoder::ctx)),
             decoder,
-            tracker: Tracker::default(),
             scope,
             clock: Clock::start(Instant::now()),
         });
@@ -508,18 +508,21 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                 }
                 Ok(())
             }
-            Some(b'w') if payload.len() >= 25 => {
+            Some(b'w') => {
                 let Some(decoder) = &mut session.decoder else {
                     return Ok(());
                 };
+                let Ok(ServerMessage::XLogData(xlog)) =
+                    decode::<ServerMessage<'_>>(payload, envelope())
+                else {
+                    return Ok(());
+                };
                 self.who.record.frame();
-                let wal_end = Lsn(u64::from_be_bytes(
-                    payload[9..17].try_into().expect("8 bytes"),
-                ));
+                let wal_end = xlog.wal_end;
                 self.link.forwarded.fetch_max(wal_end.0, Ordering::Relaxed);
-                let facts = match decoder.decode(&payload[25..]) {
+                let facts = match decoder.decode(&xlog.data) {
                     Ok(message) => {
-                        let facts = session.tracker.frame(&message);
+                        let facts = session.tracker.frame(xlog.wal_start, &message);
                         let end = message.transaction_end_lsn();
                         if let Some(end) = end {
                             self.sent = self.sent.max(end);
@@ -540,12 +543,9 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                     }
                     Err(err) => {
                         self.who.record.undecodable();
-                        let wal_start =
-                            u64::from_be_bytes(payload[1..9].try_into().expect("8 bytes"));
                         self.shared.log(format!(
                             "connection {}: the frame at {} did not decode, forwarded as it came: {err}",
-                            self.who.attempt,
-                            Lsn(wal_start)
+                            self.who.attempt, xlog.wal_start
                         ));
                         return Ok(());
                     }
@@ -607,17 +607,13 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
 
     /// Does what `action` asks of this connection; an action that ends it returns how.
     async fn act(&mut self, action: &Action, at: usize, len: usize) -> Result<(), End> {
-        let (slot, xid) = self
-            .session
-            .as_ref()
-            .map_or((String::new(), Default::default()), |s| {
-                (s.scope.slot.clone().unwrap_or_default(), s.tracker.xid())
-            });
-        let effect = action.effect(&Context {
-            slot: &slot,
-            major: self.major,
-            xid,
-        });
+        let effect = match &self.session {
+            Some(s) => {
+                let slot = s.scope.slot.as_deref().unwrap_or_default();
+                action.effect(&s.tracker.context(slot, self.major))
+            }
+            None => action.effect(&Tracker::new(None).context("", self.major)),
+        };
         match effect {
             Effect::End(Ends::Fin) => Err(End::Closed),
             Effect::End(Ends::Rst) => Err(End::Reset),
@@ -665,6 +661,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                 Ok(())
             }
             Effect::RequestReply => self.keepalive(true).await,
+            Effect::Send(bytes) => self.write_own(self.written, &bytes).await,
             Effect::Pace(pace) => {
                 self.pace = Some(pace);
                 Ok(())

@@ -8,10 +8,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Closed, Connection, Failure};
-use crate::faults::{Action, Clock, Context, Effect, End, Facts, OnConnect, Pace, Point};
+use crate::faults::{Action, Clock, Effect, End, Facts, OnConnect, Pace, Point};
 use crate::faults::{Scope, Tracker, Trigger};
 use crate::server::state::Shared;
 use crate::wire::backend;
+use crate::Ctx;
 
 /// What the fault rules keep of one stream: who it is for them, what it has sent, the
 /// `time` rules' clock, the rules a status update met, a `slow` action in force.
@@ -30,10 +31,11 @@ pub(super) struct StreamFaults {
 }
 
 impl StreamFaults {
-    pub(super) fn new(scope: Scope, started: Instant) -> StreamFaults {
+    /// The faults of a stream whose options make `ctx`.
+    pub(super) fn new(scope: Scope, ctx: Option<Ctx>, started: Instant) -> StreamFaults {
         StreamFaults {
             scope: Arc::new(scope),
-            tracker: Tracker::default(),
+            tracker: Tracker::new(ctx),
             clock: Clock::start(started),
             pending: Vec::new(),
             pace: None,
@@ -118,20 +120,14 @@ impl<W: Write> Connection<'_, W> {
             "client {}: fault: {action:?} at {trigger:?}",
             self.id
         ));
-        let (slot, xid) = self
-            .walsnd
-            .as_ref()
-            .map_or((String::new(), Default::default()), |w| {
-                (
-                    w.faults.scope.slot.clone().unwrap_or_default(),
-                    w.faults.tracker.xid(),
-                )
-            });
-        let effect = action.effect(&Context {
-            slot: &slot,
-            major: self.shared.config.major,
-            xid,
-        });
+        let major = self.shared.config.major;
+        let effect = match &self.walsnd {
+            Some(w) => {
+                let slot = w.faults.scope.slot.as_deref().unwrap_or_default();
+                action.effect(&w.faults.tracker.context(slot, major))
+            }
+            None => action.effect(&Tracker::new(None).context("", major)),
+        };
         if let (Some(how), Some(walsnd)) = (effect.ending(), &mut self.walsnd) {
             walsnd.ending.get_or_insert(how);
         }
@@ -163,6 +159,10 @@ impl<W: Write> Connection<'_, W> {
                 Ok(())
             }
             Effect::RequestReply => Ok(self.keepalive(true)?),
+            Effect::Send(bytes) => {
+                self.out.extend_from_slice(&bytes);
+                Ok(())
+            }
             Effect::Pace(pace) => {
                 self.walsnd().faults.pace = Some(pace);
                 Ok(())

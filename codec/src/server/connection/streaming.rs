@@ -23,7 +23,7 @@ use crate::wire::backend;
 use crate::wire::error::{error, sqlstate, SqlError};
 use crate::wire::frontend::Frontend;
 use crate::{
-    decode, encode, ClientMessage, Lsn, PgOutputMessage, PgTimestamp, PrimaryKeepalive,
+    decode, encode, ClientMessage, Ctx, Lsn, PgOutputMessage, PgTimestamp, PrimaryKeepalive,
     ServerMessage, StandbyStatusUpdate, Tagged, TransactionRole,
 };
 
@@ -158,7 +158,11 @@ impl<W: Write> Connection<'_, W> {
             done: false,
             pending_failure: None,
             epoch,
-            faults: StreamFaults::new(scope, now),
+            faults: StreamFaults::new(
+                scope,
+                Ctx::new(options.proto_version, options.streaming).ok(),
+                now,
+            ),
             shutting_down: false,
             unrecorded: Vec::new(),
             open: false,
@@ -583,7 +587,7 @@ impl<W: Write> Connection<'_, W> {
         if !self.shared.faults.armed() && self.walsnd().faults.pace.is_none() && probe.is_none() {
             return self.write_frame(lsn, message, payload);
         }
-        let facts = self.walsnd().faults.tracker.frame(message);
+        let facts = self.walsnd().faults.tracker.frame(lsn, message);
         self.frame_faults(Point::Before, &facts, self.out.len(), payload.len())?;
         self.pace(payload.len())?;
         let start = self.out.len();

@@ -1,0 +1,198 @@
+//! The `inject` action on the test server: a message of the rule's own arrives where the
+//! rule put it, in an XLogData at that point's position, for the crate's `Consumer` and
+//! for psycopg2, and the slot and the judge go on as if it had not been sent.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use pgoutput_codec::client::{ConnInfo, Connection, Consumer, ConsumerConfig, StreamOptions};
+use pgoutput_codec::server::{
+    Action, Fault, Publication, Script, TestServer, Transaction, Trigger,
+};
+use pgoutput_codec::{encode, Ctx, IntoOwned, Lsn, ProtocolVersion};
+use pgoutput_tests::poison;
+
+/// The two rules: the logical message after the first transaction's Commit, the Type
+/// before the second transaction's first change (its 8th message, after its Begin).
+fn rules() -> [Fault; 2] {
+    [
+        Fault::new(
+            Trigger::Commit { transaction: 1 },
+            Action::Inject {
+                message: poison::message(),
+            },
+        ),
+        Fault::new(
+            Trigger::before_message(8),
+            Action::Inject {
+                message: poison::enum_type(),
+            },
+        ),
+    ]
+}
+
+/// What a protocol 1 client of `sent` receives once the rules have fired: the logical
+/// message after the 6th message at its position, the Type before the 8th at that one's.
+fn with_injected(sent: &[(Lsn, Vec<u8>)]) -> Vec<(Lsn, Vec<u8>)> {
+    let v1 = Ctx::plain(ProtocolVersion::V1);
+    let mut expected = sent.to_vec();
+    expected.insert(7, (sent[7].0, encode(&poison::enum_type(), v1).unwrap()));
+    expected.insert(6, (sent[5].0, encode(&poison::message(), v1).unwrap()));
+    expected
+}
+
+fn server() -> TestServer {
+    let t1 = super::t1();
+    let mut script = Script::new();
+    for t in 0..3 {
+        let mut transaction = Transaction::new();
+        for r in 0..3 {
+            transaction = transaction.insert(&t1, [(t * 10 + r).to_string().as_str(), "v"]);
+        }
+        script = script.transaction(transaction);
+    }
+    let mut builder = TestServer::builder()
+        .publication(Publication::new("p").table(t1))
+        .script(script);
+    for rule in rules() {
+        builder = builder.fault(rule);
+    }
+    builder.start().expect("the test server starts")
+}
+
+fn rendered(server: &TestServer) -> Vec<(Lsn, Vec<u8>)> {
+    server
+        .render(&StreamOptions::new(ProtocolVersion::V1, &["p"]))
+        .unwrap()
+        .into_iter()
+        .map(|f| (f.lsn, f.payload))
+        .collect()
+}
+
+#[test]
+fn the_crates_consumer_receives_an_injected_message_where_the_rule_put_it() {
+    let server = server();
+    let expected = with_injected(&rendered(&server));
+    let info = ConnInfo::parse(Some(&server.connection_string()), |_| None).unwrap();
+    let mut conn = Connection::connect(&info).unwrap();
+    conn.simple_query("CREATE_REPLICATION_SLOT c LOGICAL pgoutput (SNAPSHOT 'nothing')")
+        .unwrap();
+    let options = StreamOptions::new(ProtocolVersion::V1, &["p"]);
+    let config = ConsumerConfig::new("c", options)
+        .auto_confirm(true)
+        .status_interval(Duration::from_millis(100));
+    let mut consumer = Consumer::start(conn, Some(info), config).unwrap();
+    let v1 = Ctx::plain(ProtocolVersion::V1);
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while got.len() < expected.len() {
+        assert!(
+            Instant::now() < deadline,
+            "{} of {}",
+            got.len(),
+            expected.len()
+        );
+        if let Some(event) = consumer.next_within(Duration::from_millis(200)).unwrap() {
+            let message = event.message.into_owned();
+            got.push((event.wal_start, encode(&message, v1).unwrap()));
+        }
+    }
+    assert_eq!(got, expected);
+    // auto_confirm: the slot reaches the end once the consumer has moved past it.
+    assert!(consumer
+        .next_within(Duration::from_millis(50))
+        .unwrap()
+        .is_none());
+    let end = server.wal_end();
+    assert_eq!(
+        server.wait_for_confirmed_flush("c", end, Duration::from_secs(10)),
+        Ok(end)
+    );
+    assert_eq!(server.findings(), []);
+    consumer.close();
+}
+
+/// Streams slot "psy" to the position given, confirms it, prints each message's
+/// `data_start` and payload.
+const PSYCOPG2: &str = r#"
+import sys, psycopg2, psycopg2.extras
+dsn, end = sys.argv[1], int(sys.argv[2])
+conn = psycopg2.connect(dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection)
+cur = conn.cursor()
+cur.create_replication_slot("psy", output_plugin="pgoutput")
+cur.start_replication(slot_name="psy", decode=False, options={"proto_version": "1", "publication_names": "p"})
+out = []
+def consume(msg):
+    out.append("%d %s" % (msg.data_start, msg.payload.hex()))
+    if msg.data_start == end and msg.payload[:1] == b"C":
+        msg.cursor.send_feedback(flush_lsn=end, write_lsn=end, force=True)
+        raise psycopg2.extras.StopReplication()
+try:
+    cur.consume_stream(consume)
+except psycopg2.extras.StopReplication:
+    pass
+conn.close()
+print("\n".join(out))
+"#;
+
+#[test]
+fn psycopg2_receives_an_injected_message_where_the_rule_put_it() {
+    if !pgoutput_tests::pg::psycopg2_found() {
+        return;
+    }
+    let server = server();
+    let sent = rendered(&server);
+    let last_commit = sent.last().unwrap().0;
+    let output = Command::new("python3")
+        .args([
+            "-c",
+            PSYCOPG2,
+            &server.connection_string(),
+            &last_commit.0.to_string(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let expected: Vec<String> = with_injected(&sent)
+        .iter()
+        .map(|(lsn, payload)| format!("{} {}", lsn.0, pgoutput_tests::hex(payload)))
+        .collect();
+    let printed: Vec<String> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(printed, expected);
+    assert_eq!(server.findings(), []);
+}
+
+#[test]
+fn an_injection_at_a_byte_of_a_frame_is_refused() {
+    let err = TestServer::builder()
+        .fault(Fault::new(
+            Trigger::mid_frame(2, 5),
+            Action::Inject {
+                message: poison::enum_type(),
+            },
+        ))
+        .start()
+        .unwrap_err();
+    assert!(err.to_string().contains("not at a byte"), "{err}");
+    // The JSON form, as the CLI and the control API take it.
+    let rule: Fault = serde_json::from_str(
+        r#"{"when": {"on": "commit", "transaction": 1},
+            "then": {"do": "inject", "message": {"type": "type", "xid": null,
+                     "type_oid": 16400, "namespace": "public", "name": "mood"}}}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        rule.then,
+        Action::Inject {
+            message: poison::enum_type()
+        }
+    );
+}
