@@ -56,7 +56,7 @@ fn real_15_and_18(
 }
 
 /// The payloads the script renders to, with their positions.
-fn expected(server: &TestServer) -> Vec<(Lsn, Vec<u8>)> {
+pub(super) fn expected(server: &TestServer) -> Vec<(Lsn, Vec<u8>)> {
     server
         .render(&StreamOptions::new(ProtocolVersion::V1, &["p"]))
         .unwrap()

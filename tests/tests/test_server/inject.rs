@@ -60,19 +60,10 @@ fn server() -> TestServer {
     builder.start().expect("the test server starts")
 }
 
-fn rendered(server: &TestServer) -> Vec<(Lsn, Vec<u8>)> {
-    server
-        .render(&StreamOptions::new(ProtocolVersion::V1, &["p"]))
-        .unwrap()
-        .into_iter()
-        .map(|f| (f.lsn, f.payload))
-        .collect()
-}
-
 #[test]
 fn the_crates_consumer_receives_an_injected_message_where_the_rule_put_it() {
     let server = server();
-    let expected = with_injected(&rendered(&server));
+    let expected = with_injected(&super::faults::expected(&server));
     let info = ConnInfo::parse(Some(&server.connection_string()), |_| None).unwrap();
     let mut conn = Connection::connect(&info).unwrap();
     conn.simple_query("CREATE_REPLICATION_SLOT c LOGICAL pgoutput (SNAPSHOT 'nothing')")
@@ -112,43 +103,19 @@ fn the_crates_consumer_receives_an_injected_message_where_the_rule_put_it() {
     consumer.close();
 }
 
-/// Streams slot "psy" to the position given, confirms it, prints each message's
-/// `data_start` and payload.
-const PSYCOPG2: &str = r#"
-import sys, psycopg2, psycopg2.extras
-dsn, end = sys.argv[1], int(sys.argv[2])
-conn = psycopg2.connect(dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection)
-cur = conn.cursor()
-cur.create_replication_slot("psy", output_plugin="pgoutput")
-cur.start_replication(slot_name="psy", decode=False, options={"proto_version": "1", "publication_names": "p"})
-out = []
-def consume(msg):
-    out.append("%d %s" % (msg.data_start, msg.payload.hex()))
-    if msg.data_start == end and msg.payload[:1] == b"C":
-        msg.cursor.send_feedback(flush_lsn=end, write_lsn=end, force=True)
-        raise psycopg2.extras.StopReplication()
-try:
-    cur.consume_stream(consume)
-except psycopg2.extras.StopReplication:
-    pass
-conn.close()
-print("\n".join(out))
-"#;
-
 #[test]
 fn psycopg2_receives_an_injected_message_where_the_rule_put_it() {
     if !pgoutput_tests::pg::psycopg2_found() {
         return;
     }
     let server = server();
-    let sent = rendered(&server);
-    let last_commit = sent.last().unwrap().0;
+    let sent = super::faults::expected(&server);
     let output = Command::new("python3")
         .args([
             "-c",
-            PSYCOPG2,
+            super::psycopg::CLIENT,
             &server.connection_string(),
-            &last_commit.0.to_string(),
+            &server.wal_end().0.to_string(),
         ])
         .output()
         .unwrap();

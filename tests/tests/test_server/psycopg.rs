@@ -7,7 +7,9 @@ use pgoutput_codec::ProtocolVersion;
 
 use super::{publication, script};
 
-const CLIENT: &str = r#"
+/// Creates slot "psy", streams it to the position given, confirms it, drops the slot and
+/// prints each message's `data_start` and payload.
+pub(super) const CLIENT: &str = r#"
 import sys, psycopg2, psycopg2.extras
 dsn, end = sys.argv[1], int(sys.argv[2])
 conn = psycopg2.connect(dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection)
@@ -16,7 +18,7 @@ cur.create_replication_slot("psy", output_plugin="pgoutput")
 cur.start_replication(slot_name="psy", decode=False, options={"proto_version": "1", "publication_names": "p"})
 out = []
 def consume(msg):
-    out.append(msg.payload.hex())
+    out.append("%d %s" % (msg.data_start, msg.payload.hex()))
     if msg.data_start == end:
         msg.cursor.send_feedback(flush_lsn=end, write_lsn=end, force=True)
         raise psycopg2.extras.StopReplication()
@@ -65,7 +67,13 @@ fn psycopg2_streams_and_confirms() {
         .render(&StreamOptions::new(ProtocolVersion::V1, &["p"]))
         .unwrap()
         .iter()
-        .map(|message| pgoutput_tests::hex(&message.payload))
+        .map(|message| {
+            format!(
+                "{} {}",
+                message.lsn.0,
+                pgoutput_tests::hex(&message.payload)
+            )
+        })
         .collect();
     assert_eq!(printed, expected);
     // send_feedback's flush position reached the server before the slot was dropped.
