@@ -21,7 +21,7 @@ use serde::Serialize;
 pub use fact::{Ending, Fact, Resent};
 pub use finding::Finding;
 pub use probe::Probe;
-pub(crate) use probe::{Owed, ProbeSwitch};
+pub(crate) use probe::{Hold, HoldStep, IdleAsks, ProbeSwitch, Replies};
 
 use crate::Lsn;
 

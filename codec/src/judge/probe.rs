@@ -9,15 +9,18 @@
 //! request (an idle one, say) from ending a hold before the consumer saw it. Each
 //! time the stream catches up with the WAL, a probed connection is asked for a reply too,
 //! and again once answered, until two answers in a row leave the slot at the same place,
-//! so a consumer that leaves its slot behind while idle shows it.
+//! so a consumer that leaves its slot behind while idle shows it. [`Hold`] and
+//! [`IdleAsks`] decide both for the test server and the proxy, which only send the
+//! keepalives and wait.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::Place;
+use super::MAX_IDLE_ASKS;
+use crate::{Lsn, Place};
 
 /// Which transactions are held, after how many changes, for how long at most.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -119,35 +122,162 @@ impl ProbeSwitch {
     }
 }
 
-/// How many replies a connection owes: one per keepalive asking for one, less one per
-/// status update. A hold waits until nothing is owed, so that the update ending it
-/// answers its own request and not an earlier one still on its way.
+/// A connection's replies: how many it owes (one per keepalive asking for one, less one
+/// per status update) and how many status updates it sent. A hold waits until nothing is
+/// owed, so that the update ending it answers its own request and not an earlier one still
+/// on its way; the idle questions go again once an update came.
 #[derive(Debug, Default)]
-pub(crate) struct Owed(AtomicU64);
+pub(crate) struct Replies {
+    owed: AtomicU64,
+    updates: AtomicU64,
+}
 
-impl Owed {
+impl Replies {
     /// A keepalive asking for a reply is about to go.
     pub(crate) fn asked(&self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
+        self.owed.fetch_add(1, Ordering::SeqCst);
     }
 
     /// A status update came: it answers the oldest request, if any is open (a consumer
     /// may also send updates of its own).
     pub(crate) fn answered(&self) {
         let _ = self
-            .0
+            .owed
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        self.updates.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Every request so far has had an answer.
     pub(crate) fn settled(&self) -> bool {
-        self.0.load(Ordering::SeqCst) == 0
+        self.owed.load(Ordering::SeqCst) == 0
     }
 
     /// A hold gave up waiting: the consumer does not answer every request, so the ones
     /// it left are not waited for again.
     pub(crate) fn forgive(&self) {
-        self.0.store(0, Ordering::SeqCst);
+        self.owed.store(0, Ordering::SeqCst);
+    }
+
+    /// How many status updates came.
+    pub(crate) fn updates(&self) -> u64 {
+        self.updates.load(Ordering::SeqCst)
+    }
+}
+
+/// The probe's questions at an idle WAL end, as both sides ask them: one each time the
+/// stream catches up with a new WAL end with no transaction open (even with an older one
+/// unanswered), and again after each answer while it stays there, [`MAX_IDLE_ASKS`] at
+/// most: the second answer shows where a consumer with nothing left to do leaves its slot.
+#[derive(Debug, Default)]
+pub(crate) struct IdleAsks {
+    /// The WAL end asked about, how many times, and the status updates seen at the last.
+    at: Option<Lsn>,
+    asks: u32,
+    updates: u64,
+}
+
+impl IdleAsks {
+    /// The stream caught up with the WAL at `wal_end`, idle: whether to ask.
+    pub(crate) fn caught_up(&mut self, wal_end: Lsn, replies: &Replies) -> bool {
+        if self.at == Some(wal_end) {
+            return false;
+        }
+        *self = IdleAsks {
+            at: Some(wal_end),
+            asks: 1,
+            updates: replies.updates(),
+        };
+        true
+    }
+
+    /// Whether an answer would make another question.
+    pub(crate) fn asking(&self) -> bool {
+        self.at.is_some() && self.asks < MAX_IDLE_ASKS
+    }
+
+    /// Status updates may have come (`replies`), the stream now at `wal_end`, `idle` or
+    /// not: whether to ask again.
+    pub(crate) fn answered(&mut self, replies: &Replies, wal_end: Lsn, idle: bool) -> bool {
+        let updates = replies.updates();
+        if !self.asking() || updates == self.updates {
+            return false;
+        }
+        self.updates = updates;
+        if !idle || self.at != Some(wal_end) {
+            // The stream moved on: nothing more to ask there.
+            self.asks = MAX_IDLE_ASKS;
+            return false;
+        }
+        self.asks += 1;
+        true
+    }
+}
+
+/// One hold, as both the test server and the proxy run it: a request, then a wait until
+/// the consumer owes nothing or the wait is over; twice (see the module's note). Events
+/// in, the next step out: the connection only sends the keepalive and waits.
+#[derive(Debug)]
+pub(crate) struct Hold {
+    wait: Duration,
+    rounds: u8,
+    /// The deadline of the round under way, once its request is out.
+    until: Option<Instant>,
+    answered: bool,
+}
+
+/// What a connection holding a transaction does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HoldStep {
+    /// Send a keepalive asking for a reply.
+    Ask,
+    /// Send nothing until a status update comes, or this moment.
+    WaitUntil(Instant),
+    /// The hold is over: whether every round was answered in time.
+    Done { answered: bool },
+}
+
+impl Hold {
+    const ROUNDS: u8 = 2;
+
+    pub(crate) fn new(probe: &Probe) -> Hold {
+        Hold {
+            wait: probe.wait_time(),
+            rounds: 0,
+            until: None,
+            answered: true,
+        }
+    }
+
+    /// The next step, with the consumer's `replies`, at `now`.
+    pub(crate) fn next(&mut self, replies: &Replies, now: Instant) -> HoldStep {
+        if let Some(until) = self.until {
+            if replies.settled() {
+                self.until = None;
+            } else if now >= until {
+                // It does not answer every request: what it left is not waited for again.
+                replies.forgive();
+                self.answered = false;
+                self.until = None;
+            } else {
+                return HoldStep::WaitUntil(until);
+            }
+        }
+        if self.rounds == Hold::ROUNDS {
+            return HoldStep::Done {
+                answered: self.answered,
+            };
+        }
+        self.rounds += 1;
+        self.until = Some(now + self.wait);
+        HoldStep::Ask
+    }
+
+    /// The stream is ending (the client's CopyDone, an error to send): no more rounds,
+    /// and this one unanswered.
+    pub(crate) fn give_up(&mut self) {
+        self.rounds = Hold::ROUNDS;
+        self.until = None;
+        self.answered = false;
     }
 }
 
@@ -182,22 +312,72 @@ mod tests {
     }
 
     #[test]
-    fn replies_owed_count_requests_less_answers() {
-        let owed = Owed::default();
-        assert!(owed.settled());
-        owed.answered();
+    fn a_hold_asks_twice_and_each_round_ends_when_nothing_is_owed() {
+        let probe = Probe::every(1).wait(Duration::from_secs(1));
+        let (replies, start) = (Replies::default(), Instant::now());
+        let mut hold = Hold::new(&probe);
+        assert_eq!(hold.next(&replies, start), HoldStep::Ask);
+        replies.asked();
+        // An update answering an earlier request (an idle one) does not end the round.
+        replies.asked();
+        replies.answered();
+        let until = start + Duration::from_secs(1);
+        assert_eq!(hold.next(&replies, start), HoldStep::WaitUntil(until));
+        replies.answered();
+        assert_eq!(hold.next(&replies, start), HoldStep::Ask);
+        replies.asked();
+        // The second round times out: unanswered, and what is owed forgiven.
+        let late = start + Duration::from_secs(2);
+        assert_eq!(
+            hold.next(&replies, late),
+            HoldStep::Done { answered: false }
+        );
+        assert!(replies.settled());
+        let mut ended = Hold::new(&probe);
+        assert_eq!(ended.next(&replies, start), HoldStep::Ask);
+        ended.give_up();
+        assert_eq!(
+            ended.next(&replies, start),
+            HoldStep::Done { answered: false }
+        );
+    }
+
+    #[test]
+    fn idle_questions_go_at_each_new_wal_end_and_again_after_each_answer() {
+        let (replies, mut idle) = (Replies::default(), IdleAsks::default());
+        assert!(idle.caught_up(Lsn(0x10), &replies));
+        assert!(!idle.caught_up(Lsn(0x10), &replies), "asked there already");
+        assert!(!idle.answered(&replies, Lsn(0x10), true), "no update yet");
+        for _ in 1..MAX_IDLE_ASKS {
+            replies.answered();
+            assert!(idle.answered(&replies, Lsn(0x10), true));
+        }
+        replies.answered();
+        assert!(!idle.answered(&replies, Lsn(0x10), true), "asked enough");
+        // A new WAL end is a new question; a stream that moved on is asked no more.
+        assert!(idle.caught_up(Lsn(0x20), &replies));
+        replies.answered();
+        assert!(!idle.answered(&replies, Lsn(0x30), true));
+        assert!(!idle.asking());
+    }
+
+    #[test]
+    fn replies_owed_are_requests_less_answers() {
+        let replies = Replies::default();
+        assert!(replies.settled());
+        replies.answered();
         assert!(
-            owed.settled(),
+            replies.settled(),
             "an update of the consumer's own owes nothing back"
         );
-        owed.asked();
-        owed.asked();
-        owed.answered();
-        assert!(!owed.settled());
-        owed.answered();
-        assert!(owed.settled());
-        owed.asked();
-        owed.forgive();
-        assert!(owed.settled());
+        replies.asked();
+        replies.asked();
+        replies.answered();
+        assert!(!replies.settled());
+        replies.answered();
+        assert!(replies.settled());
+        replies.asked();
+        replies.forgive();
+        assert!(replies.settled());
     }
 }

@@ -33,7 +33,7 @@ use super::Shared;
 use crate::client::tokio::Io;
 use crate::client::{attempts, ClientError};
 use crate::faults::{End as Ends, OnConnect, Scope};
-use crate::judge::{Ending, Owed};
+use crate::judge::{Ending, Replies};
 use crate::server::grammar::Options;
 use crate::wire::backend;
 use crate::wire::error::{error, no_hba_entry, sqlstate, SqlError};
@@ -333,11 +333,10 @@ struct Link {
     scope: Mutex<Option<Scope>>,
     /// The flush position of the client's last status update.
     client_flush: AtomicU64,
-    /// A status update came; how many have.
+    /// A status update came.
     replied: Notify,
-    status_updates: AtomicU64,
-    /// Replies the client owes to keepalives that asked (a probe's hold waits for all).
-    owed: Owed,
+    /// The client's replies to keepalives that asked, and its status updates.
+    replies: Replies,
     /// The highest position the client was forwarded in this stream (XLogData
     /// `walEnd`, keepalive WAL end): the judge hears of each frame's only in bulk.
     forwarded: AtomicU64,

@@ -5,7 +5,7 @@
 //! between frames (time, flush, a crash, the proxy's own answers).
 
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, watch};
 use super::{envelope, whole_message, End, Link, Who, READ_AT_LEAST};
 use crate::client::StreamOptions;
 use crate::faults::{Clock, Effect, End as Ends, Facts, Pace, Point, Scope, Tracker};
-use crate::judge::{Ending, Frame, Probe};
+use crate::judge::{Ending, Frame, Hold, HoldStep, IdleAsks, Probe};
 use crate::proxy::Shared;
 use crate::server::{Action, Trigger};
 use crate::wire::backend;
@@ -56,9 +56,8 @@ pub(super) struct Down<'a, W> {
     sent: Lsn,
     /// A `shutdown` action under way.
     shutting_down: Option<Shutdown>,
-    /// The WAL end the probe last asked about while idle, how many times, and how many
-    /// status updates had come when it last asked.
-    probed_idle: Option<(Lsn, u32, u64)>,
+    /// The probe's questions at an idle WAL end.
+    idle_asks: IdleAsks,
     inject: mpsc::Sender<Vec<u8>>,
     stall: watch::Sender<bool>,
 }
@@ -98,7 +97,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
             pace: None,
             sent: Lsn(0),
             shutting_down: None,
-            probed_idle: None,
+            idle_asks: IdleAsks::default(),
             inject,
             stall,
         }
@@ -123,9 +122,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                 self.buf.reserve(READ_AT_LEAST);
             }
             let waiting = self.shutting_down == Some(Shutdown::Waiting);
-            let asking = self
-                .probed_idle
-                .is_some_and(|(_, asks, _)| asks < crate::judge::MAX_IDLE_ASKS);
+            let asking = self.idle_asks.asking();
             let next_time = self.next_time();
             let outcome = tokio::select! {
                 read = server.read_buf(&mut self.buf), if !waiting => match read {
@@ -206,60 +203,36 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
         self.keepalive(true).await
     }
 
-    /// The probe holds the transaction here: the frame goes (up to `end`), a keepalive
-    /// asks for a reply, and nothing more of the upstream's is forwarded until the
-    /// client has answered every request so far (the upstream's own included); then once
-    /// more, since an update of the client's own may have settled the count before it
-    /// read what was held. Each wait lasts the probe's `wait_ms` at most.
+    /// The probe holds the transaction here (see [`Hold`]): the frame goes (up to
+    /// `end`), then nothing more of the upstream's until the client has answered the
+    /// hold's requests (the upstream's own included), or each has waited the probe's
+    /// `wait_ms`.
     async fn probe_hold(&mut self, probe: Probe, end: usize) -> Result<(), End> {
         self.write_upto(end).await?;
-        let mut answered = true;
-        for _ in 0..2 {
-            answered &= self.ask_and_wait(probe.wait_time()).await?;
-        }
+        let mut hold = Hold::new(&probe);
+        let answered = loop {
+            match hold.next(&self.link.replies, Instant::now()) {
+                HoldStep::Ask => self.keepalive(true).await?,
+                HoldStep::WaitUntil(until) => tokio::select! {
+                    () = self.link.replied.notified() => {}
+                    () = tokio::time::sleep_until(tokio::time::Instant::from_std(until)) => {}
+                },
+                HoldStep::Done { answered } => break answered,
+            }
+        };
         if let Some(slot) = self.session.as_ref().and_then(|s| s.scope.slot.as_deref()) {
             self.shared.slots.probed(slot, answered);
         }
         Ok(())
     }
 
-    /// A keepalive asking for a reply, then nothing forwarded until the client owes no
-    /// reply or `wait`: whether it answered (past `wait`, what it owes is forgiven).
-    async fn ask_and_wait(&mut self, wait: Duration) -> Result<bool, End> {
-        self.keepalive(true).await?;
-        let until = tokio::time::Instant::now() + wait;
-        loop {
-            if self.link.owed.settled() {
-                return Ok(true);
-            }
-            tokio::select! {
-                () = self.link.replied.notified() => {}
-                () = tokio::time::sleep_until(until) => {
-                    self.link.owed.forgive();
-                    return Ok(false);
-                }
-            }
-        }
-    }
-
-    /// A status update came while the probe waits for an idle answer: once it answers the
-    /// last request, the next one goes, while the stream is still idle at that WAL end.
+    /// A status update came while the probe waits for an idle answer (see [`IdleAsks`]).
     async fn ask_idle_again(&mut self) -> Result<(), End> {
-        let Some((at, asks, before)) = self.probed_idle else {
-            return Ok(());
-        };
-        let updates = self.link.status_updates.load(Ordering::SeqCst);
         let idle = self.session.as_ref().is_some_and(|s| s.tracker.idle());
-        if updates == before {
-            return Ok(());
+        if self.idle_asks.answered(&self.link.replies, self.sent, idle) {
+            self.keepalive(true).await?;
         }
-        if !idle || self.sent != at {
-            // The stream moved on: nothing more to ask there.
-            self.probed_idle = Some((at, crate::judge::MAX_IDLE_ASKS, updates));
-            return Ok(());
-        }
-        self.probed_idle = Some((at, asks + 1, updates));
-        self.keepalive(true).await
+        Ok(())
     }
 
     /// A keepalive reporting what the client was sent.
@@ -281,7 +254,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
             reply_requested,
         });
         if reply_requested {
-            self.link.owed.asked();
+            self.link.replies.asked();
         }
         let payload = encode(&keepalive, envelope()).expect("a keepalive always encodes");
         let mut out = Vec::new();
@@ -456,7 +429,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
         *self.link.scope.lock().unwrap_or_else(|e| e.into_inner()) = Some(scope.clone());
         self.link.client_flush.store(0, Ordering::SeqCst);
         self.link.forwarded.store(0, Ordering::SeqCst);
-        self.probed_idle = None;
+        self.idle_asks = IdleAsks::default();
         self.session = Some(Session {
             tracker: Tracker::new(decoder.as_ref().map(Decoder::ctx)),
             decoder,
@@ -482,7 +455,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                     }
                     self.link.forwarded.fetch_max(k.wal_end.0, Ordering::SeqCst);
                     if k.reply_requested {
-                        self.link.owed.asked();
+                        self.link.replies.asked();
                     }
                     if let Some(slot) = &session.scope.slot {
                         self.shared.slots.keepalive(
@@ -493,15 +466,13 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                             k.reply_requested,
                         );
                     }
-                    // The probe asks at each WAL end the stream is idle at, and again once
-                    // answered (the second answer is the consumer's word).
+                    // The probe's question at an idle WAL end (where the upstream asks
+                    // itself, its question does instead).
                     if idle
                         && !k.reply_requested
                         && self.shared.probe.armed()
-                        && self.probed_idle.map(|(at, ..)| at) != Some(k.wal_end)
+                        && self.idle_asks.caught_up(k.wal_end, &self.link.replies)
                     {
-                        let updates = self.link.status_updates.load(Ordering::SeqCst);
-                        self.probed_idle = Some((k.wal_end, 1, updates));
                         self.write_upto(at + len).await?;
                         self.keepalive(true).await?;
                     }

@@ -274,8 +274,7 @@ fn status_update(
         scope.as_ref(),
         |trigger| matches!(trigger, Trigger::Flush { lsn } if update.flush_lsn >= *lsn),
     );
-    link.owed.answered();
-    link.status_updates.fetch_add(1, Ordering::SeqCst);
+    link.replies.answered();
     link.replied.notify_one();
     met
 }

@@ -11,8 +11,8 @@ use std::time::Instant;
 
 use super::injector::StreamFaults;
 use super::{envelope, Closed, Connection, Failure};
-use crate::faults::{Point, Scope};
-use crate::judge::{Ending, Frame, Owed, Probe};
+use crate::faults::{Facts, Point, Scope};
+use crate::judge::{Ending, Frame, Hold, HoldStep, IdleAsks, Probe, Replies};
 use crate::server::grammar;
 use crate::server::inbox::{Incoming, Wait};
 use crate::server::render::{Halt, Renderer, Sink};
@@ -24,7 +24,7 @@ use crate::wire::error::{error, sqlstate, SqlError};
 use crate::wire::frontend::Frontend;
 use crate::{
     decode, encode, ClientMessage, Ctx, Lsn, PgOutputMessage, PgTimestamp, PrimaryKeepalive,
-    ServerMessage, StandbyStatusUpdate, Tagged, TransactionRole,
+    ServerMessage, StandbyStatusUpdate, Tagged,
 };
 
 /// Output is written to the socket once this much is buffered (and when the WAL is
@@ -77,14 +77,12 @@ pub(super) struct WalSnd {
     pub(super) shutting_down: bool,
     /// Frames sent that the judge and the client's record have not heard of yet.
     unrecorded: Vec<Unrecorded>,
-    /// A transaction is open on the connection (its Begin went, its end not yet).
-    open: bool,
-    /// Replies the client owes to keepalives that asked (a probe's hold waits for all).
-    owed: Owed,
+    /// The client's replies to keepalives that asked, and its status updates.
+    replies: Replies,
     /// How the stream ended, where its cause said so (a fault rule, the timeout).
     pub(super) ending: Option<Ending>,
-    /// The WAL end the probe last asked about while idle, and how many times.
-    probed_idle: Option<(Lsn, u32)>,
+    /// The probe's questions at an idle WAL end.
+    idle_asks: IdleAsks,
 }
 
 impl<W: Write> Connection<'_, W> {
@@ -165,10 +163,9 @@ impl<W: Write> Connection<'_, W> {
             ),
             shutting_down: false,
             unrecorded: Vec::new(),
-            open: false,
-            owed: Owed::default(),
+            replies: Replies::default(),
             ending: None,
-            probed_idle: None,
+            idle_asks: IdleAsks::default(),
         };
         let result = self.stream(walsnd, &options);
         self.shared.lock().slots_mut().release(slot, self.id);
@@ -288,11 +285,10 @@ impl<W: Write> Connection<'_, W> {
     fn wait_for_wal(&mut self) -> Result<(), Failure> {
         let probing = self.shared.probe.armed();
         let walsnd = self.walsnd();
-        if probing && walsnd.probed_idle.map(|(at, _)| at) != Some(walsnd.sent) {
-            // The probe asks at each WAL end the stream catches up with (a new question,
-            // even with an older one unanswered), and again once answered: the second
-            // answer shows where a consumer with nothing left to do leaves its slot.
-            walsnd.probed_idle = Some((walsnd.sent, 1));
+        if probing
+            && walsnd.faults.tracker.idle()
+            && walsnd.idle_asks.caught_up(walsnd.sent, &walsnd.replies)
+        {
             self.keepalive(true)?;
         } else if walsnd.client_flush < walsnd.sent
             && walsnd.client_write < walsnd.sent
@@ -401,9 +397,9 @@ impl<W: Write> Connection<'_, W> {
         walsnd.last_sent = Instant::now();
         if reply_requested {
             walsnd.waiting_for_ping = true;
-            walsnd.owed.asked();
+            walsnd.replies.asked();
         }
-        let (wal_end, idle) = (walsnd.sent, !walsnd.open);
+        let (wal_end, idle) = (walsnd.sent, walsnd.faults.tracker.idle());
         self.record(|state, slot, id| {
             state
                 .judge(slot)
@@ -503,7 +499,7 @@ impl<W: Write> Connection<'_, W> {
         let walsnd = self.walsnd();
         walsnd.client_write = update.write_lsn;
         walsnd.client_flush = update.flush_lsn;
-        walsnd.owed.answered();
+        walsnd.replies.answered();
         let slot = walsnd.slot.clone();
         let epoch = walsnd.epoch;
         let advanced =
@@ -522,11 +518,12 @@ impl<W: Write> Connection<'_, W> {
             self.keepalive(false)?;
         }
         let walsnd = self.walsnd();
-        if let Some((at, asks)) = walsnd.probed_idle {
-            if asks < crate::judge::MAX_IDLE_ASKS && at == walsnd.sent && !walsnd.open {
-                walsnd.probed_idle = Some((at, asks + 1));
-                self.keepalive(true)?;
-            }
+        let idle = walsnd.faults.tracker.idle();
+        if walsnd
+            .idle_asks
+            .answered(&walsnd.replies, walsnd.sent, idle)
+        {
+            self.keepalive(true)?;
         }
         Ok(())
     }
@@ -583,15 +580,17 @@ impl<W: Write> Connection<'_, W> {
         message: &PgOutputMessage<'_>,
         payload: &[u8],
     ) -> Result<(), Failure> {
+        // Followed always: the judge hears whether a transaction is open from it.
+        let facts = self.walsnd().faults.tracker.frame(lsn, message);
         let probe = self.shared.probe.get();
         if !self.shared.faults.armed() && self.walsnd().faults.pace.is_none() && probe.is_none() {
-            return self.write_frame(lsn, message, payload);
+            self.push_frame(lsn, message, &facts, payload);
+            return self.after_frame();
         }
-        let facts = self.walsnd().faults.tracker.frame(lsn, message);
         self.frame_faults(Point::Before, &facts, self.out.len(), payload.len())?;
         self.pace(payload.len())?;
         let start = self.out.len();
-        self.push_frame(lsn, message, payload);
+        self.push_frame(lsn, message, &facts, payload);
         self.frame_faults(Point::Within, &facts, start, payload.len())?;
         self.frame_faults(Point::After, &facts, start, payload.len())?;
         self.due_faults()?;
@@ -601,74 +600,57 @@ impl<W: Write> Connection<'_, W> {
         self.after_frame()
     }
 
-    /// The probe holds the transaction here: the frame goes, a keepalive asks for a
-    /// reply, and nothing more is sent until the client has answered every request so
-    /// far (an answer to an earlier one, an idle one say, does not end the hold); then
-    /// once more, since an update of the client's own may have settled the count before
-    /// it read what was held (the second answer left after it had read the first
-    /// request, and everything before it). What it confirms meanwhile, it confirmed
-    /// without the rest. Each wait lasts the probe's `wait_ms` at most.
+    /// The probe holds the transaction here (see [`Hold`]): nothing more is sent until
+    /// the client has answered the hold's requests, or each has waited the probe's
+    /// `wait_ms`. What it confirms meanwhile, it confirmed without the rest.
     fn probe_hold(&mut self, probe: Probe) -> Result<(), Failure> {
-        let mut answered = true;
-        for _ in 0..2 {
-            answered &= self.ask_and_wait(Instant::now() + probe.wait_time())?;
-        }
+        let mut hold = Hold::new(&probe);
+        let answered = loop {
+            let walsnd = self.walsnd();
+            if walsnd.done || walsnd.pending_failure.is_some() {
+                hold.give_up();
+            }
+            match hold.next(&walsnd.replies, Instant::now()) {
+                HoldStep::Ask => {
+                    self.keepalive(true)?;
+                    self.flush()?;
+                }
+                HoldStep::WaitUntil(until) => {
+                    match self.inbox.wait(Some(until)) {
+                        Wait::Incoming(item) => self.receive(item)?,
+                        Wait::Woken if self.shared.stopping() => {
+                            return Err(Closed::Shutdown.into())
+                        }
+                        Wait::Woken | Wait::TimedOut => {}
+                    }
+                    self.check_timeout()?;
+                }
+                HoldStep::Done { answered } => break answered,
+            }
+        };
         self.record(|state, slot, _| state.judge(slot).probed(answered));
         Ok(())
     }
 
-    /// A keepalive asking for a reply, then nothing sent until the client owes no reply
-    /// or `until`: whether it answered (past `until`, what it owes is forgiven).
-    fn ask_and_wait(&mut self, until: Instant) -> Result<bool, Failure> {
-        self.keepalive(true)?;
-        self.flush()?;
-        loop {
-            let walsnd = self.walsnd();
-            if walsnd.owed.settled() {
-                return Ok(true);
-            }
-            if walsnd.done || walsnd.pending_failure.is_some() || Instant::now() >= until {
-                walsnd.owed.forgive();
-                return Ok(false);
-            }
-            match self.inbox.wait(Some(until)) {
-                Wait::Incoming(item) => self.receive(item)?,
-                Wait::Woken if self.shared.stopping() => return Err(Closed::Shutdown.into()),
-                Wait::Woken | Wait::TimedOut => {}
-            }
-            self.check_timeout()?;
-        }
-    }
-
-    fn write_frame(
+    /// CopyData 'd', its Int32 length, then XLogData 'w': dataStart, walEnd, sendTime.
+    fn push_frame(
         &mut self,
         lsn: Lsn,
         message: &PgOutputMessage<'_>,
+        facts: &Facts,
         payload: &[u8],
-    ) -> Result<(), Failure> {
-        self.push_frame(lsn, message, payload);
-        self.after_frame()
-    }
-
-    /// CopyData 'd', its Int32 length, then XLogData 'w': dataStart, walEnd, sendTime.
-    fn push_frame(&mut self, lsn: Lsn, message: &PgOutputMessage<'_>, payload: &[u8]) {
-        let role = message.transaction_role();
+    ) {
         let walsnd = self.walsnd();
         walsnd.unrecorded.push(Unrecorded {
             tag: message.tag(),
             lsn,
             frame: Frame {
                 position: lsn,
-                opens: role == TransactionRole::Begin,
+                opens: facts.place.opens,
                 decided_at: message.decision_lsn(),
                 end: message.transaction_end_lsn(),
             },
         });
-        match role {
-            TransactionRole::Begin => walsnd.open = true,
-            TransactionRole::End => walsnd.open = false,
-            _ => {}
-        }
         backend::xlog_data(&mut self.out, lsn.0, lsn.0, PgTimestamp::now().0, payload);
     }
 
