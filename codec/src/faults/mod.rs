@@ -275,12 +275,20 @@ impl Plan {
         )
     }
 
-    /// The `connect` rules of the server's `attempt`-th connection, claimed.
-    pub(crate) fn connecting(&self, attempt: u64) -> Vec<(Trigger, Action)> {
+    /// The `connect` rules of the `attempt`-th connection to a server of `major`,
+    /// claimed: each action with what it asks of the connection (only those that work on
+    /// connect are armed there).
+    pub(crate) fn connecting(&self, attempt: u64, major: u32) -> Vec<(Action, OnConnect)> {
         self.fire(
             None,
             |trigger| matches!(trigger, Trigger::Connect { attempt: a } if *a == attempt),
         )
+        .into_iter()
+        .filter_map(|(_, action)| {
+            let effect = action.on_connect(major)?;
+            Some((action, effect))
+        })
+        .collect()
     }
 
     /// The earliest `Time` trigger for `scope` after `after_ms` (each connection fires a

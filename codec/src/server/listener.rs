@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use super::connection;
 use super::state::Shared;
-use super::Action;
 use crate::wire::error::{sqlstate, too_many_clients};
 
 /// How many connections may be open at once, before any start-up packet: PostgreSQL's
@@ -63,12 +62,7 @@ pub(super) fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
                     continue;
                 }
                 let attempt = shared.next_attempt();
-                let on_connect: Vec<Action> = shared
-                    .faults
-                    .connecting(attempt)
-                    .into_iter()
-                    .map(|(_, action)| action)
-                    .collect();
+                let on_connect = shared.faults.connecting(attempt, shared.config.major);
                 let id = shared.next_client_id();
                 // On failure the closure, and the socket in it, is dropped: closed.
                 let handle = std::thread::Builder::new()

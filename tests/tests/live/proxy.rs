@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use pgoutput_codec::client::{ConnInfo, Consumer, ConsumerConfig, Reconnecting};
 use pgoutput_codec::proxy::Proxy;
-use pgoutput_codec::server::{Action, Fault, MessageKind, Trigger};
+use pgoutput_codec::server::{Action, Ending, Fact, Fault, MessageKind, Trigger};
 use pgoutput_codec::{Lsn, ProtocolVersion, StreamStart, Streaming};
 use pgoutput_tests::pg::Server;
 
@@ -563,6 +563,16 @@ pub fn check_timers_and_shutdown(server: &Server) -> Result<String, String> {
         return Err(format!("no completed shutdown in the log: {log:?}"));
     };
     let shut = shut.clone();
+    // The walsender's own end, as the test server tells it: not a fault's cut.
+    let ended = proxy.facts().into_iter().find_map(|(_, fact)| match fact {
+        Fact::Ended { connection: 1, how } => Some(how),
+        _ => None,
+    });
+    if ended != Some(Ending::Server) {
+        return Err(format!(
+            "connection 1 ended {ended:?}, not by the server's shutdown"
+        ));
+    }
     drop_slot(server, slot);
     Ok(format!(
         "{} transactions once through a time rule, a flush rule and the shutdown sequence ({resumes} resumes); {shut}",

@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use pgoutput_codec::server::{
-    Action, Fact, Fault, Finding, MessageKind, Probe, Publication, Resent, Script, StreamOptions,
-    TestServer, Transaction, Trigger,
+    Action, Ending, Fact, Fault, Finding, MessageKind, Probe, Publication, Resent, Script,
+    StreamOptions, TestServer, Transaction, Trigger,
 };
 use pgoutput_codec::{Lsn, ProtocolVersion};
 
@@ -375,6 +375,19 @@ fn the_shutdown_sequence_waits_for_the_client_to_confirm_what_it_was_sent() {
     let got = Received::read(&mut raw, Duration::from_secs(5));
     assert_eq!(got.others(), ["C COPY 0"]);
     assert_eq!(got.end, End::Eof);
+    // The walsender's own end, as the proxy tells it too: not a fault's cut.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let ended = loop {
+        let ended = server.facts().into_iter().find_map(|(_, fact)| match fact {
+            Fact::Ended { how, .. } => Some(how),
+            _ => None,
+        });
+        if ended.is_some() || Instant::now() > deadline {
+            break ended;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(ended, Some(Ending::Server));
 }
 
 #[test]

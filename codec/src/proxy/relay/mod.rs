@@ -68,8 +68,11 @@ enum End {
     ClientLeft,
     /// The upstream closed (or its socket failed); the client saw the same end.
     UpstreamClosed,
-    /// A rule ended the connection (a close, a FATAL, a shutdown's end).
+    /// A rule ended the connection (a close, a FATAL).
     Closed,
+    /// A `shutdown` rule's sequence finished: the walsender's own end, as the test
+    /// server reports it.
+    ShutDown,
     /// A rule reset the client's connection (RST).
     Reset,
     /// A crash cut every connection.
@@ -82,6 +85,7 @@ impl End {
             End::ClientLeft => "the client left",
             End::UpstreamClosed => "the upstream closed",
             End::Closed => "a rule closed it",
+            End::ShutDown => "a shutdown rule ended it",
             End::Reset => "a rule reset it",
             End::Crashed => "a crash cut it",
         }
@@ -93,14 +97,11 @@ impl End {
 /// ends.
 pub(super) async fn serve(mut client: TcpStream, peer: SocketAddr, shared: &Shared) {
     let attempt = shared.attempts.fetch_add(1, Ordering::SeqCst) + 1;
-    for (_, action) in shared.faults.connecting(attempt) {
+    let major = shared.upstream_major.load(Ordering::Relaxed);
+    for (action, effect) in shared.faults.connecting(attempt, major) {
         shared.log(format!(
             "connection {attempt} from {peer}: fault: {action:?} on connect"
         ));
-        // Refused when the rule is added: the others need a streaming connection.
-        let Some(effect) = action.on_connect(shared.upstream_major.load(Ordering::Relaxed)) else {
-            continue;
-        };
         match effect {
             OnConnect::End(Ends::Fin) => return,
             OnConnect::End(Ends::Rst) => return reset(&client),
@@ -393,7 +394,7 @@ async fn relay<W: AsyncWrite + Unpin>(
             End::ClientLeft => Ending::Client,
             End::UpstreamClosed if link.terminated.load(Ordering::SeqCst) => Ending::Client,
             End::UpstreamClosed if !upstream_error => Ending::Timeout,
-            End::UpstreamClosed => Ending::Server,
+            End::UpstreamClosed | End::ShutDown => Ending::Server,
             End::Closed | End::Reset => Ending::Fault,
             End::Crashed => Ending::Crash,
         };

@@ -198,7 +198,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                 "connection {}: shut down: the client confirmed {flushed}",
                 self.who.attempt
             ));
-            return Err(End::Closed);
+            return Err(End::ShutDown);
         }
         self.keepalive(true).await
     }

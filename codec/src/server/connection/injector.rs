@@ -227,13 +227,13 @@ impl<W: Write> Connection<'_, W> {
 
 /// The rules on a connection just accepted (`connect` triggers), before anything is read:
 /// `false` when the connection is over.
-pub(super) fn on_connect(shared: &Shared, stream: &TcpStream, actions: Vec<Action>) -> bool {
-    for action in actions {
+pub(super) fn on_connect(
+    shared: &Shared,
+    stream: &TcpStream,
+    rules: Vec<(Action, OnConnect)>,
+) -> bool {
+    for (action, effect) in rules {
         shared.log(format!("connection: fault: {action:?} on connect"));
-        // Refused when the rule is added: the others need a streaming connection.
-        let Some(effect) = action.on_connect(shared.config.major) else {
-            continue;
-        };
         match effect {
             OnConnect::End(End::Fin) => {
                 let _ = stream.shutdown(Shutdown::Both);

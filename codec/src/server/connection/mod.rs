@@ -110,7 +110,7 @@ pub(crate) fn serve_tcp(
     stream: TcpStream,
     id: usize,
     peer: SocketAddr,
-    on_connect: Vec<crate::faults::Action>,
+    on_connect: Vec<(crate::faults::Action, crate::faults::OnConnect)>,
 ) {
     if !injector::on_connect(shared, &stream, on_connect) {
         return;
