@@ -10,7 +10,8 @@ The judge (GET /findings, GET /facts; per slot, across all its connections):
   Lead with the probe, so an early confirmation is caught by design, not by luck:
     --probe 1   (or POST /probe {"every": 1}; "probe": {"every": 1} in --config)
   holds one transaction in N after its first change ("after": M changes) with a keepalive
-  asking for a reply, until the client's next status update (at most "wait_ms", 1000), and
+  asking for a reply, until the client has answered every request so far (at most
+  "wait_ms", 1000, twice), and
   asks for a reply each time the stream catches up with a new WAL end, again once
   answered, until two answers in a row leave the slot at the same place (four at most).
   Findings (each a consumer bug; "connection" names the client that showed it):
