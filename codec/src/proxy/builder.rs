@@ -67,7 +67,7 @@ impl Builder {
 
     /// Arms the judge's probe (see [`crate::judge::Probe`]): one transaction in `every`
     /// is held after its first change with a keepalive asking for a reply (nothing more
-    /// of the upstream's is forwarded until the client's next status update), so a
+    /// of the upstream's is forwarded until the client has answered every request), so a
     /// consumer that confirms a transaction before it has it is caught for certain; and
     /// each time the stream is idle at a new WAL end, the client is asked for a reply.
     #[must_use]
