@@ -125,6 +125,16 @@ mod tests {
         // (no proxy context at all: the same).
         assert_eq!(sent(&streamed, Some(v1)), encode(&streamed, block).unwrap());
         assert_eq!(sent(&streamed, None), encode(&streamed, block).unwrap());
+        // A stray Stream Abort under protocol 1, as PostgreSQL 18 sends one
+        // (estuary/connectors#5228): its tag, xid and subtransaction's xid.
+        let abort = message(
+            r#"{"type": "stream_abort", "xid": 812, "subtransaction_xid": 813,
+                "abort_lsn": null, "abort_timestamp": null}"#,
+        );
+        let mut bytes = vec![b'A'];
+        bytes.extend(812u32.to_be_bytes());
+        bytes.extend(813u32.to_be_bytes());
+        assert_eq!(sent(&abort, Some(v1)), bytes);
     }
 
     #[test]
