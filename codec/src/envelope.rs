@@ -5,7 +5,7 @@
 //! Hot standby feedback `'h'`). The same tag byte can mean different things at different
 //! layers (`'r'` is also Rollback Prepared), so each direction has its own enum.
 
-use crate::{Lsn, PgBytes, PgTimestamp, Xid};
+use crate::{decode, Ctx, DecodeError, Lsn, PgBytes, PgTimestamp, ProtocolVersion, Xid};
 
 /// XLogData `'w'` (server → client): one pgoutput message with its WAL position.
 ///
@@ -42,6 +42,38 @@ pub struct XLogData<'a> {
     /// The pgoutput message.
     #[codec(rest)]
     pub data: PgBytes<'a>,
+}
+
+impl<'a> XLogData<'a> {
+    /// The bytes before the payload: `'w'`, dataStart, walEnd, sendTime.
+    pub const HEADER_LEN: usize = 1 + 8 + 8 + 8;
+
+    /// An XLogData frame's `wal_start`, `wal_end` and payload (borrowed from `frame`
+    /// itself), in the few reads a relay or a client makes per message rather than the
+    /// whole value; what [`decode`] accepts, with its errors.
+    ///
+    /// # Errors
+    ///
+    /// As [`decode`]'s: another tag, or a frame shorter than the header.
+    pub fn split(frame: &'a [u8]) -> Result<(Lsn, Lsn, &'a [u8]), DecodeError> {
+        let position = |at: usize| {
+            frame
+                .get(at..at + 8)
+                .and_then(|b| b.try_into().ok())
+                .map(|b| Lsn(u64::from_be_bytes(b)))
+        };
+        if let (Some(b'w'), Some(start), Some(end), Some(data)) = (
+            frame.first(),
+            position(1),
+            position(9),
+            frame.get(Self::HEADER_LEN..),
+        ) {
+            return Ok((start, end, data));
+        }
+        let xlog = decode::<XLogData<'_>>(frame, Ctx::plain(ProtocolVersion::V1))?;
+        let data = frame.get(Self::HEADER_LEN..).unwrap_or_default();
+        Ok((xlog.wal_start, xlog.wal_end, data))
+    }
 }
 
 /// Primary keepalive `'k'` (server → client).
@@ -158,4 +190,31 @@ pub enum ClientMessage {
     StandbyStatusUpdate(StandbyStatusUpdate),
     /// `'h'`
     HotStandbyFeedback(HotStandbyFeedback),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_reads_what_decode_reads() {
+        let frame = b"w\0\0\0\0\x01\x6b\x37\x48\0\0\0\0\x01\x6b\x37\x50\0\0\0\0\0\0\0\x01E";
+        let ctx = Ctx::plain(ProtocolVersion::V1);
+        let xlog: XLogData<'_> = decode(frame, ctx).unwrap();
+        let (start, end, data) = XLogData::split(frame).unwrap();
+        assert_eq!(
+            (start, end, data),
+            (xlog.wal_start, xlog.wal_end, xlog.data.as_bytes())
+        );
+        assert_eq!(data, b"E");
+        // The header alone: an empty payload, as decode has it.
+        assert_eq!(XLogData::split(&frame[..25]).unwrap().2, b"");
+        // Short, or another tag: decode's own error, offset and all.
+        for bad in [&frame[..24], &b"k\0"[..], &b""[..]] {
+            assert_eq!(
+                XLogData::split(bad).unwrap_err(),
+                decode::<XLogData<'_>>(bad, ctx).unwrap_err()
+            );
+        }
+    }
 }

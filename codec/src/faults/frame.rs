@@ -35,8 +35,12 @@ impl Plan {
         facts: &Facts,
         len: usize,
     ) -> Vec<Fired> {
-        let mut fired: Vec<Fired> = self
-            .fire(Some(scope), |trigger| frame_matches(trigger, point, facts))
+        let claimed = self.fire(Some(scope), |trigger| frame_matches(trigger, point, facts));
+        if claimed.is_empty() {
+            // The common case, three times a frame: nothing to move or drop.
+            return Vec::new();
+        }
+        let mut fired: Vec<Fired> = claimed
             .into_iter()
             .map(|(trigger, action)| {
                 let upto = match (point, &trigger) {

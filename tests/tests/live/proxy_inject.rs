@@ -23,9 +23,7 @@ fn rules(slot: &str) -> [Fault; 2] {
     [
         Fault::new(
             Trigger::Commit { transaction: 1 },
-            Action::Inject {
-                message: poison::message(),
-            },
+            Action::inject(poison::message()),
         )
         .slot(slot),
         Fault::new(
@@ -33,9 +31,7 @@ fn rules(slot: &str) -> [Fault; 2] {
                 transaction: 2,
                 after: 0,
             },
-            Action::Inject {
-                message: poison::enum_type(),
-            },
+            Action::inject(poison::enum_type()),
         )
         .slot(slot),
     ]

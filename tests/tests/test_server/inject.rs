@@ -18,15 +18,11 @@ fn rules() -> [Fault; 2] {
     [
         Fault::new(
             Trigger::Commit { transaction: 1 },
-            Action::Inject {
-                message: poison::message(),
-            },
+            Action::inject(poison::message()),
         ),
         Fault::new(
             Trigger::before_message(8),
-            Action::Inject {
-                message: poison::enum_type(),
-            },
+            Action::inject(poison::enum_type()),
         ),
     ]
 }
@@ -142,9 +138,7 @@ fn an_injection_at_a_byte_of_a_frame_is_refused() {
     let err = TestServer::builder()
         .fault(Fault::new(
             Trigger::mid_frame(2, 5),
-            Action::Inject {
-                message: poison::enum_type(),
-            },
+            Action::inject(poison::enum_type()),
         ))
         .start()
         .unwrap_err();
@@ -156,10 +150,5 @@ fn an_injection_at_a_byte_of_a_frame_is_refused() {
                      "type_oid": 16400, "namespace": "public", "name": "mood"}}}"#,
     )
     .unwrap();
-    assert_eq!(
-        rule.then,
-        Action::Inject {
-            message: poison::enum_type()
-        }
-    );
+    assert_eq!(rule.then, Action::inject(poison::enum_type()));
 }

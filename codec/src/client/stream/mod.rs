@@ -55,7 +55,7 @@ pub use whole::{TransactionKind, WholeTransaction};
 use super::{Bytes, ClientError, StreamOptions};
 use crate::{
     decode, encode, Ctx, Decoder, Follower, Lsn, PgOutputMessage, PgTimestamp, ProtocolVersion,
-    ServerMessage, StandbyStatusUpdate,
+    ServerMessage, StandbyStatusUpdate, XLogData,
 };
 use relations::Relations;
 
@@ -237,9 +237,6 @@ impl Feedback {
     }
 }
 
-/// XLogData's header: `'w'`, dataStart, walEnd, sendTime.
-const XLOG_HEADER: usize = 25;
-
 /// The envelope's context (its layout does not depend on the session).
 const ENVELOPE: Ctx = Ctx::plain(ProtocolVersion::V1);
 
@@ -273,7 +270,7 @@ fn replay<'a>(
         }
         Err(source) => return Err(ClientError::Decode { lsn: None, source }),
     };
-    let data: &'a [u8] = frame.get(XLOG_HEADER..).unwrap_or_default();
+    let data: &'a [u8] = frame.get(XLogData::HEADER_LEN..).unwrap_or_default();
     let message = decoder.decode(data).map_err(|source| ClientError::Decode {
         lsn: Some(xlog.wal_start),
         source,
@@ -415,7 +412,7 @@ impl Replication {
                     }
                 }
                 // The payload, borrowed from the frame itself: after the 25-byte header.
-                let data: &'a [u8] = frame.get(XLOG_HEADER..).unwrap_or_default();
+                let data: &'a [u8] = frame.get(XLogData::HEADER_LEN..).unwrap_or_default();
                 debug_assert_eq!(data, xlog.data.as_bytes());
                 let message = self
                     .decoder

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use super::FaultError;
 use crate::judge::Ending;
 use crate::wire::error::SqlError;
-use crate::{Ctx, Lsn, PgOutputMessage, Xid};
+use crate::{Ctx, IntoOwned, Lsn, PgOutputMessage, Xid};
 
 pub(crate) use slow::Pace;
 
@@ -71,7 +71,10 @@ pub enum Action {
     /// a `time` or `flush` rule, the last one sent): a message
     /// kind the consumer does not expect, a Relation again, a stray Stream Abort. Before
     /// or after a message, not at a byte of it.
-    Inject { message: PgOutputMessage<'static> },
+    Inject {
+        /// Boxed: the rules' other actions stay small.
+        message: Box<PgOutputMessage<'static>>,
+    },
 }
 
 impl Action {
@@ -82,6 +85,14 @@ impl Action {
         Action::Error {
             code: code.to_owned(),
             message: None,
+        }
+    }
+
+    /// An `inject` of `message` (see [`Action::Inject`]).
+    #[must_use]
+    pub fn inject(message: PgOutputMessage<'_>) -> Action {
+        Action::Inject {
+            message: Box::new(message.into_owned()),
         }
     }
 

@@ -18,7 +18,7 @@ use crate::judge::{Ending, Frame, Hold, HoldStep, IdleAsks, Probe};
 use crate::proxy::Shared;
 use crate::server::{Action, Trigger};
 use crate::wire::backend;
-use crate::{decode, encode, Decoder, Lsn, PgTimestamp, PrimaryKeepalive, ServerMessage};
+use crate::{decode, encode, Decoder, Lsn, PgTimestamp, PrimaryKeepalive, ServerMessage, XLogData};
 
 /// A logical replication stream under way: its decoder and what the rules count.
 struct Session {
@@ -483,17 +483,14 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                 let Some(decoder) = &mut session.decoder else {
                     return Ok(());
                 };
-                let Ok(ServerMessage::XLogData(xlog)) =
-                    decode::<ServerMessage<'_>>(payload, envelope())
-                else {
+                let Ok((wal_start, wal_end, data)) = XLogData::split(payload) else {
                     return Ok(());
                 };
                 self.who.record.frame();
-                let wal_end = xlog.wal_end;
                 self.link.forwarded.fetch_max(wal_end.0, Ordering::Relaxed);
-                let facts = match decoder.decode(&xlog.data) {
+                let facts = match decoder.decode(data) {
                     Ok(message) => {
-                        let facts = session.tracker.frame(xlog.wal_start, &message);
+                        let facts = session.tracker.frame(wal_start, &message);
                         let end = message.transaction_end_lsn();
                         if let Some(end) = end {
                             self.sent = self.sent.max(end);
@@ -516,7 +513,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                         self.who.record.undecodable();
                         self.shared.log(format!(
                             "connection {}: the frame at {} did not decode, forwarded as it came: {err}",
-                            self.who.attempt, xlog.wal_start
+                            self.who.attempt, wal_start
                         ));
                         return Ok(());
                     }
