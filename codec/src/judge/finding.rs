@@ -62,7 +62,9 @@ pub enum Finding {
         wal_end: Lsn,
     },
     /// While nothing was left to send, the slot stood at `confirmed`, inside a transaction
-    /// it had been sent whole (ending at `transaction_end`), and the consumer answered a
+    /// it had been sent whole (ending at `transaction_end`) and not past where its commit
+    /// record starts (past it, up to the end, PostgreSQL skips the transaction on a
+    /// restart, as after pg-logical-replication's commit LSN + 1), and the consumer answered a
     /// reply request without confirming the transaction's end: the transaction will be
     /// sent again after any restart, and its WAL is kept meanwhile.
     StuckInsideTransaction {

@@ -61,6 +61,16 @@ pub(crate) struct Frame {
     pub end: Option<Lsn>,
 }
 
+/// A transaction a slot's client was sent whole: its first position, where its commit
+/// (or prepare) record starts, its end. A restart from a position after `decided` skips it
+/// (`SnapBuildXactNeedsSkip`); from one up to `decided`, PostgreSQL sends it again.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    first: Lsn,
+    decided: Lsn,
+    end: Lsn,
+}
+
 /// A position confirmed past what the slot's clients had been sent, not judged yet: it
 /// loses a transaction only if one commits before it, which the frames to come tell.
 #[derive(Debug, Clone, Copy)]
@@ -147,7 +157,7 @@ pub(crate) struct Judge {
     /// news): its consistent point, or the first stream's start.
     start: Option<Lsn>,
     /// Transactions sent whole: their first position and their end.
-    spans: VecDeque<(Lsn, Lsn)>,
+    spans: VecDeque<Span>,
     /// The end of the first transaction sent whole past the start: a consumer that never
     /// confirmed it confirmed none (a confirmed idle WAL end before it is no confirmation).
     first_whole: Option<Lsn>,
@@ -232,6 +242,7 @@ impl Judge {
             return;
         };
         let first = stream.open.take().unwrap_or(end);
+        let decided = decided_at.or(stream.decided_at).unwrap_or(end);
         stream.decided_at = None;
         stream.sent_whole = stream.sent_whole.max(end);
         if end > self.start.unwrap_or(Lsn(0)) {
@@ -241,7 +252,11 @@ impl Judge {
         if self.spans.len() >= MAX_SPANS {
             self.spans.pop_front();
         }
-        self.spans.push_back((first, end));
+        self.spans.push_back(Span {
+            first,
+            decided,
+            end,
+        });
         if end > stream.resend_below || stream.resend_below.0 == 0 {
             return;
         }
@@ -486,10 +501,16 @@ impl Judge {
             .spans
             .iter()
             .rev()
-            .find(|(first, end)| *first < confirmed && confirmed < *end);
-        if let Some(&(_, transaction_end)) = inside {
-            // A position inside a transaction it had whole: PostgreSQL sends all of it
-            // again from there, which no boundary it could have confirmed would do.
+            .find(|span| span.first < confirmed && confirmed <= span.decided);
+        if let Some(&Span {
+            end: transaction_end,
+            ..
+        }) = inside
+        {
+            // A position inside a transaction it had whole, not past its commit record's
+            // start: PostgreSQL sends all of it again from there, which no boundary it
+            // could have confirmed would do. (Past that start, up to the end, it skips the
+            // transaction: pg-logical-replication's commit LSN + 1 is such a position.)
             return Some(Finding::StuckInsideTransaction {
                 connection,
                 confirmed,

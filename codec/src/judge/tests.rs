@@ -394,6 +394,35 @@ fn a_slot_left_inside_a_transaction_while_idle_is_found() {
     assert_eq!(judge.findings(), []);
 }
 
+/// pg-logical-replication acknowledges a Commit's position + 1 (its commit LSN + 1 on the
+/// test server): past where the commit record starts, so a restart skips the transaction as
+/// applied, though the position is short of its end. Only a position up to the commit
+/// record's start is stuck.
+#[test]
+fn a_slot_left_past_the_commit_records_start_is_not_stuck() {
+    // The transaction goes from 110 to 200, its commit record starting at 192.
+    for (confirmed, stuck) in [(150, true), (192, true), (193, false), (199, false)] {
+        let mut judge = Judge::default();
+        judge.started(1, Lsn(0), Some(Lsn(100)));
+        transaction(&mut judge, 1, 110, 200);
+        judge.status_update(1, Lsn(confirmed));
+        for _ in 0..2 {
+            judge.keepalive_sent(1, Lsn(200), true, true);
+            judge.status_update(1, Lsn(confirmed));
+        }
+        let found = matches!(
+            judge.findings()[..],
+            [Finding::StuckInsideTransaction { .. }]
+        );
+        assert_eq!(
+            found,
+            stuck,
+            "confirmed {confirmed}: {:?}",
+            judge.findings()
+        );
+    }
+}
+
 #[test]
 fn a_flush_going_back_is_ignored_as_postgresql_ignores_it_an_unanswered_reply_request_is_found() {
     let mut judge = Judge::default();

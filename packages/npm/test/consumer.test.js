@@ -22,13 +22,13 @@ test('a pg-logical-replication consumer gets every row once through a close insi
 
   await createSlot(server.clientConfig, 'js');
   const consumer = new Consumer(server.clientConfig, 'js');
-  await consumer.run((c) => c.applied.length === 4);
+  const end = await server.walEnd();
+  await consumer.run((c) => c.applied.length === 4,
+    async () => assert.equal(await server.waitForFlush('js', end, 30000), end));
 
   assert.deepEqual(consumer.ids(), [[1, 2], [3, 4], [5, 6], [7, 8]]);
   assert.equal(consumer.disconnects, 1);
-  const end = lsnToText(consumer.lastEnd);
-  assert.equal(end, await server.walEnd());
-  assert.equal(await server.waitForFlush('js', end, 30000), end);
+  assert.equal(lsnToText(consumer.lastEnd), end);
   assert.deepEqual((await server.faults()).map((f) => f.fired), [1]);
 
   await server.assertNoFindings();
@@ -62,9 +62,8 @@ test('a consumer acknowledging at Begin fails assertNoFindings with the judge\'s
   t.after(() => server.close());
   await createSlot(server.clientConfig, 'bug');
   const consumer = new ConfirmsAtBegin(server.clientConfig, 'bug');
-  await consumer.run((c) => c.applied.length === 3);
+  await consumer.run((c) => c.applied.length === 3, () => server.waitForFlush('bug'));
   assert.deepEqual(consumer.ids(), [[1, 2], [3, 4], [5, 6]]);
-  await server.waitForFlush('bug');
 
   const error = await server.assertNoFindings().then(
     () => assert.fail('assertNoFindings resolved for a consumer that acknowledges at Begin'),

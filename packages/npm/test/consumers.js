@@ -141,9 +141,13 @@ class Consumer {
 
   /**
    * Streams until `until(this)` holds, subscribing again (from the last position it
-   * acknowledged) each time the connection is lost; then stops the service.
+   * acknowledged) each time the connection is lost; then awaits `whileSubscribed(this)`, if
+   * given, and stops the service. A check that the server has its last acknowledgement goes
+   * there: the library's stop closes the socket with the server's frames unread, which
+   * resets the connection, and the server's kernel drops a status update it had not read
+   * yet (as PostgreSQL's would).
    */
-  async run(until) {
+  async run(until, whileSubscribed) {
     let failed;
     const done = new Promise((resolve, reject) => {
       this._until = until;
@@ -170,6 +174,7 @@ class Consumer {
     })();
     try {
       await done;
+      if (whileSubscribed) await whileSubscribed(this);
     } finally {
       stopping = true;
       await this.service.stop();

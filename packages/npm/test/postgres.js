@@ -70,4 +70,27 @@ async function query(clientConfig, sql, values) {
   }
 }
 
-module.exports = { query, startPostgres15 };
+/**
+ * Waits until PostgreSQL itself has `slot` confirmed at `lsn` (a BigInt) or past it, and
+ * answers its `confirmed_flush_lsn` as text. A status update the proxy relayed reaches the
+ * walsender a moment after the proxy saw it, so this is what a check of the real slot waits
+ * on; it fails after `timeoutMs` with the position it last saw.
+ */
+async function waitForConfirmed(clientConfig, slot, lsn, timeoutMs) {
+  const { lsnToBigInt } = require('pgoutput-codec');
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const { rows } = await query(clientConfig,
+      'SELECT confirmed_flush_lsn::text AS lsn FROM pg_replication_slots WHERE slot_name = $1', [slot]);
+    const seen = rows.length ? rows[0].lsn : null;
+    if (seen && lsnToBigInt(seen) >= lsn) {
+      return seen;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`slot ${slot} at ${seen}, not confirmed to ${lsn} after ${timeoutMs} ms`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+module.exports = { query, startPostgres15, waitForConfirmed };
