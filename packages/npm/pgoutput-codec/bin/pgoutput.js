@@ -15,9 +15,11 @@ try {
   process.exit(1);
 }
 
-// Asynchronous, not spawnSync: a blocked event loop could not pass a signal sent to this
-// process alone (kill PID, a test harness stopping `npx pgoutput serve`) on to the program.
-const child = spawn(binary, process.argv.slice(2), { stdio: 'inherit' });
+// The signals are taken before the program starts: once it has said it listens, a signal
+// to this process alone (kill PID, a test harness stopping `npx pgoutput serve`) must find
+// the handler, or it ends this process and leaves the program behind (a loaded run of the
+// tests once signalled in between).
+let child = null;
 const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2'];
 const forward = (signal) => {
   try {
@@ -33,6 +35,8 @@ for (const signal of SIGNALS) {
     // Not a signal of this platform.
   }
 }
+// Asynchronous, not spawnSync: a blocked event loop could not pass a signal on.
+child = spawn(binary, process.argv.slice(2), { stdio: 'inherit' });
 child.on('error', (error) => {
   process.stderr.write(`pgoutput: could not run ${binary}: ${error.message}\n`);
   process.exit(1);
