@@ -30,7 +30,7 @@ fn script() -> Script {
     script
 }
 
-fn server(faults: &[Fault]) -> TestServer {
+pub(super) fn server(faults: &[Fault]) -> TestServer {
     let mut builder = TestServer::builder()
         .publication(Publication::new("p").table(t1()))
         .script(script());

@@ -6,9 +6,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use pgoutput_codec::client::{ConnInfo, Connection, Consumer, ConsumerConfig, StreamOptions};
-use pgoutput_codec::server::{
-    Action, Fault, Publication, Script, TestServer, Transaction, Trigger,
-};
+use pgoutput_codec::server::{Action, Fault, TestServer, Trigger};
 use pgoutput_codec::{encode, Ctx, IntoOwned, Lsn, ProtocolVersion};
 use pgoutput_tests::poison;
 
@@ -37,23 +35,9 @@ fn with_injected(sent: &[(Lsn, Vec<u8>)]) -> Vec<(Lsn, Vec<u8>)> {
     expected
 }
 
+/// faults.rs's server (three transactions of three inserts) with the two rules.
 fn server() -> TestServer {
-    let t1 = super::t1();
-    let mut script = Script::new();
-    for t in 0..3 {
-        let mut transaction = Transaction::new();
-        for r in 0..3 {
-            transaction = transaction.insert(&t1, [(t * 10 + r).to_string().as_str(), "v"]);
-        }
-        script = script.transaction(transaction);
-    }
-    let mut builder = TestServer::builder()
-        .publication(Publication::new("p").table(t1))
-        .script(script);
-    for rule in rules() {
-        builder = builder.fault(rule);
-    }
-    builder.start().expect("the test server starts")
+    super::faults::server(&rules())
 }
 
 #[test]

@@ -136,14 +136,7 @@ impl Action {
     /// (a `connect` rule): `None` when it needs a streaming connection.
     pub(crate) fn on_connect(&self, major: u32) -> Option<OnConnect> {
         // No slot is known yet, no transaction and no protocol.
-        let before_startup = Context {
-            slot: "",
-            major,
-            xid: Xid(0),
-            ctx: None,
-            position: Lsn(0),
-        };
-        match self.effect(&before_startup) {
+        match self.effect(&Context::none(major)) {
             Effect::End(how) => Some(OnConnect::End(how)),
             Effect::Pause(how_long) => Some(OnConnect::Pause(how_long)),
             // Before the start-up packet every error is FATAL.
@@ -155,15 +148,8 @@ impl Action {
     /// Whether the action sends a message of its own into the stream, which can go
     /// between frames only.
     pub(crate) fn sends(&self) -> bool {
-        let anywhere = Context {
-            slot: "",
-            major: 0,
-            xid: Xid(0),
-            ctx: None,
-            position: Lsn(0),
-        };
         matches!(
-            self.effect(&anywhere),
+            self.effect(&Context::none(0)),
             Effect::RequestReply | Effect::Send(_)
         )
     }
@@ -180,6 +166,20 @@ pub(crate) struct Context<'a> {
     pub xid: Xid,
     pub ctx: Option<Ctx>,
     pub position: Lsn,
+}
+
+impl Context<'_> {
+    /// A connection of a server of `major` with no stream yet: no slot, no transaction,
+    /// no protocol.
+    pub(crate) fn none(major: u32) -> Context<'static> {
+        Context {
+            slot: "",
+            major,
+            xid: Xid(0),
+            ctx: None,
+            position: Lsn(0),
+        }
+    }
 }
 
 /// What an action asks of a streaming connection, once what comes before the rule's

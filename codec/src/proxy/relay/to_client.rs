@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::{envelope, whole_message, End, Link, Who, READ_AT_LEAST};
 use crate::client::StreamOptions;
-use crate::faults::{Clock, Effect, End as Ends, Facts, Pace, Point, Scope, Tracker};
+use crate::faults::{Clock, Context, Effect, End as Ends, Facts, Pace, Point, Scope, Tracker};
 use crate::judge::{Ending, Frame, Hold, HoldStep, IdleAsks, Probe};
 use crate::proxy::Shared;
 use crate::server::{Action, Trigger};
@@ -580,7 +580,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                 let slot = s.scope.slot.as_deref().unwrap_or_default();
                 action.effect(&s.tracker.context(slot, self.major))
             }
-            None => action.effect(&Tracker::new(None).context("", self.major)),
+            None => action.effect(&Context::none(self.major)),
         };
         match effect {
             Effect::End(Ends::Fin) => Err(End::Closed),

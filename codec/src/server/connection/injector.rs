@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Closed, Connection, Failure};
-use crate::faults::{Action, Clock, Effect, End, Facts, OnConnect, Pace, Point};
+use crate::faults::{Action, Clock, Context, Effect, End, Facts, OnConnect, Pace, Point};
 use crate::faults::{Scope, Tracker, Trigger};
 use crate::server::state::Shared;
 use crate::wire::backend;
@@ -126,7 +126,7 @@ impl<W: Write> Connection<'_, W> {
                 let slot = w.faults.scope.slot.as_deref().unwrap_or_default();
                 action.effect(&w.faults.tracker.context(slot, major))
             }
-            None => action.effect(&Tracker::new(None).context("", major)),
+            None => action.effect(&Context::none(major)),
         };
         if let (Some(how), Some(walsnd)) = (effect.ending(), &mut self.walsnd) {
             walsnd.ending.get_or_insert(how);
