@@ -56,18 +56,20 @@
 //!
 //! # Cargo features
 //!
-//! All off by default, so the codec alone stays lean:
+//! Both off by default, so the codec alone stays lean; it does no I/O and depends on no
+//! runtime:
 //!
 //! - `serde`: the JSON form of every message and envelope type.
 //! - `arbitrary`: `Arbitrary` impls for property tests and fuzzing.
-//! - `client`: the `client` module, a logical replication client (libpq connection strings,
-//!   the password file, timeouts and keepalives; password, MD5 and SCRAM-SHA-256 login;
-//!   replication commands; copy-both streaming), on the shared `wire` layer.
-//! - `tls`: TLS for the client with rustls, with libpq's `sslmode` checks, `sslrootcert`
-//!   and client certificates (includes `client`).
-//! - `server`: the `server` module, a test walsender that real replication clients and PostgreSQL
-//!   subscribers accept, streaming a scripted pgoutput stream (includes `client` and
-//!   `serde`).
+//!
+//! # The crates beside it
+//!
+//! - `pgoutput-wire`: PostgreSQL's frontend/backend protocol for both sides of a
+//!   replication connection (framing, start-up, the server's SCRAM, SQLSTATEs, the
+//!   replication command grammar).
+//! - `pgoutput-client`: a logical replication client and consumer, blocking or on tokio.
+//! - `pgoutput-harness`: the test walsender, the proxy, fault rules and the judge.
+//! - `pgoutput-cli`: the `pgoutput` program.
 
 #![forbid(unsafe_code)]
 // The public API says what it returns and how it fails.
@@ -82,41 +84,19 @@
 // The derive macros name this crate `::pgoutput_codec`, also from inside it.
 extern crate self as pgoutput_codec;
 
-#[cfg(feature = "client")]
-#[cfg_attr(docsrs, doc(cfg(feature = "client")))]
-pub mod client;
 mod codec;
-#[cfg(feature = "server")]
-mod confirmed;
-#[cfg(feature = "server")]
-mod control;
 mod ctx;
 pub mod docs;
 mod envelope;
 mod error;
-#[cfg(feature = "server")]
-mod faults;
 mod follow;
-#[cfg(feature = "server")]
-#[cfg_attr(docsrs, doc(cfg(feature = "server")))]
-pub mod judge;
 pub mod message;
-#[cfg(feature = "proxy")]
-#[cfg_attr(docsrs, doc(cfg(feature = "proxy")))]
-pub mod proxy;
 mod reader;
 #[cfg(feature = "serde")]
 mod serde_form;
-#[cfg(feature = "server")]
-#[cfg_attr(docsrs, doc(cfg(feature = "server")))]
-pub mod server;
 mod session;
 mod tags;
 mod types;
-#[cfg(feature = "client")]
-mod values;
-#[cfg(feature = "client")]
-mod wire;
 mod writer;
 
 #[doc(hidden)]

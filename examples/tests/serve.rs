@@ -4,11 +4,11 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use pgoutput_codec::client::{ConnInfo, Connection};
-use pgoutput_codec::server::{
+use pgoutput_client::{ConnInfo, Connection};
+use pgoutput_codec::{Decoder, IntoOwned, PgOutputMessage, ProtocolVersion, Streaming};
+use pgoutput_harness::server::{
     Auth, Publication, Script, StreamOptions, Table, TestServer, Transaction,
 };
-use pgoutput_codec::{Decoder, IntoOwned, PgOutputMessage, ProtocolVersion, Streaming};
 
 #[test]
 fn tail_streams_every_protocol_version_over_scram() {
@@ -108,7 +108,7 @@ fn serve_runs_on_its_own() {
     let mut commits = 0;
     let deadline = Instant::now() + Duration::from_secs(20);
     while commits < 8 && Instant::now() < deadline {
-        if let pgoutput_codec::client::CopyEvent::Data(frame) =
+        if let pgoutput_client::CopyEvent::Data(frame) =
             conn.recv_copy_data(Duration::from_millis(200)).unwrap()
         {
             if frame[0] == b'w' && frame[25] == b'C' {
@@ -584,7 +584,7 @@ fn serve_replays_a_tail_recording_with_its_positions() {
     let mut frames = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(20);
     while frames.len() < 4 && Instant::now() < deadline {
-        if let pgoutput_codec::client::CopyEvent::Data(data) =
+        if let pgoutput_client::CopyEvent::Data(data) =
             conn.recv_copy_data(Duration::from_millis(200)).unwrap()
         {
             if data[0] == b'w' {

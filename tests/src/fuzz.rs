@@ -5,7 +5,6 @@
 use std::sync::OnceLock;
 
 use arbitrary::{Arbitrary, Unstructured};
-use pgoutput_codec::server::TestServer;
 use pgoutput_codec::{
     decode, encode, Begin, BeginPrepare, ClientMessage, ColumnValue, Commit, CommitPrepared, Ctx,
     Decode, Decoder, Delete, Encode, Encoder, Insert, IntoOwned, Message, OldTuple, Origin,
@@ -13,6 +12,7 @@ use pgoutput_codec::{
     ServerMessage, StreamAbort, StreamCommit, StreamPrepare, StreamStart, StreamStop, Streaming,
     Truncate, TupleData, Type, Update,
 };
+use pgoutput_harness::server::TestServer;
 
 /// The targets, by the names of their folders under `fuzz/corpus`.
 /// A target: its name and its body.
@@ -221,14 +221,14 @@ pub fn structured(data: &[u8]) {
 fn test_server() -> &'static TestServer {
     static SERVER: OnceLock<TestServer> = OnceLock::new();
     SERVER.get_or_init(|| {
-        let t = pgoutput_codec::server::Table::new(16385, "public", "t")
+        let t = pgoutput_harness::server::Table::new(16385, "public", "t")
             .key_column("id", 23)
             .column("v", 25)
             .row([Some("1"), Some("a")]);
-        let script = pgoutput_codec::server::Script::new()
-            .transaction(pgoutput_codec::server::Transaction::new().insert(&t, ["2", "b"]));
+        let script = pgoutput_harness::server::Script::new()
+            .transaction(pgoutput_harness::server::Transaction::new().insert(&t, ["2", "b"]));
         TestServer::builder()
-            .publication(pgoutput_codec::server::Publication::new("p").table(t))
+            .publication(pgoutput_harness::server::Publication::new("p").table(t))
             .script(script)
             .max_replication_slots(20)
             .start()

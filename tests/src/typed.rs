@@ -4,7 +4,7 @@
 use std::str::FromStr;
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, Utc};
-use pgoutput_codec::client::Row;
+use pgoutput_client::Row;
 use rust_decimal::Decimal;
 
 /// `typed`'s columns: name, type OID and SQL type.

@@ -1,5 +1,5 @@
 //! The whole consumer path, frames from a socket to events with column values, side by
-//! side: `pgoutput_codec::client::Consumer` and pg_walstream's `LogicalReplicationStream`
+//! side: `pgoutput_client::Consumer` and pg_walstream's `LogicalReplicationStream`
 //! (on libpq), each reading the same slot history of a real PostgreSQL in alternating
 //! rounds, and reading every column of every inserted row as text. Prints inserts per
 //! second and this process's CPU time per insert for each, round by round, and the
@@ -14,7 +14,7 @@ use pg_walstream::{
     CancellationToken, EventType, LogicalReplicationStream, ReplicationStreamConfig, RetryConfig,
     StreamingMode,
 };
-use pgoutput_codec::client::{ConnInfo, Consumer, ConsumerConfig, StreamOptions};
+use pgoutput_client::{ConnInfo, Consumer, ConsumerConfig, StreamOptions};
 use pgoutput_codec::{Lsn, ProtocolVersion};
 use pgoutput_tests::pg::{find_servers, Server};
 
@@ -63,7 +63,7 @@ fn ours_async(server: &Server, slot: &str, end: Lsn) -> Run {
         let (started, cpu0) = (Instant::now(), cpu());
         let options = StreamOptions::new(ProtocolVersion::V1, &["bench_pub"]);
         let config = ConsumerConfig::new(slot, options).auto_confirm(true);
-        let mut consumer = pgoutput_codec::client::tokio::Consumer::connect(&info, config).await.unwrap();
+        let mut consumer = pgoutput_client::tokio::Consumer::connect(&info, config).await.unwrap();
         let (mut inserts, mut bytes) = (0, 0);
         loop {
             let event = consumer.next().await.unwrap().expect("the stream goes on");

@@ -7,9 +7,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use clap::Args;
-use pgoutput_codec::client::ConnInfo;
-use pgoutput_codec::proxy::Proxy;
-use pgoutput_codec::server::{Fault, Probe};
+use pgoutput_client::ConnInfo;
+use pgoutput_harness::proxy::Proxy;
+use pgoutput_harness::server::{Fault, Probe};
 
 use super::serve::{pg_duration, Unit};
 

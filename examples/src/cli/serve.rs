@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use pgoutput_codec::server::{
+use pgoutput_codec::{ColumnValue, TruncateOptions};
+use pgoutput_harness::server::{
     Auth, Control, Event, Fault, Probe, Publication, Script, Table, TestServer, Transaction,
 };
-use pgoutput_codec::{ColumnValue, TruncateOptions};
 use serde::Deserialize;
 
 #[derive(Debug, Args)]
@@ -578,15 +578,17 @@ mod tests {
                     serde_json::from_str(&rule).unwrap_or_else(|e| panic!("{rule}: {e}"));
                 // Refused, as the help says: most actions on connect, and a message of
                 // the rule's own at a byte of a frame.
-                let connect_only =
-                    matches!(fault.when, pgoutput_codec::server::Trigger::Connect { .. });
+                let connect_only = matches!(
+                    fault.when,
+                    pgoutput_harness::server::Trigger::Connect { .. }
+                );
                 let sends_at_a_byte = matches!(
                     fault.when,
-                    pgoutput_codec::server::Trigger::Message { byte: Some(_), .. }
+                    pgoutput_harness::server::Trigger::Message { byte: Some(_), .. }
                 ) && matches!(
                     fault.then,
-                    pgoutput_codec::server::Action::RequestReply
-                        | pgoutput_codec::server::Action::Inject { .. }
+                    pgoutput_harness::server::Action::RequestReply
+                        | pgoutput_harness::server::Action::Inject { .. }
                 );
                 let allowed = fault.check();
                 assert!(

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use pgoutput_codec::client::{
+use pgoutput_client::{
     parse_identifier_list, quote_identifier, ClientError, ConnInfo, Connection, Consumer,
     ConsumerConfig, Finished, Reconnecting, StreamOptions,
 };

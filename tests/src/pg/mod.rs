@@ -1,6 +1,6 @@
 //! A harness for real PostgreSQL servers: start one in a temporary directory, run SQL
 //! through its own `psql`, and stop it and remove its files when done (also when a test
-//! panics). Replication connections go through `pgoutput_codec::client`, the same client
+//! panics). Replication connections go through `pgoutput_client`, the same client
 //! `pgoutput tail` uses.
 
 mod server;

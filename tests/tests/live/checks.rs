@@ -4,7 +4,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use pgoutput_codec::client::{Bytes, ConnInfo, Connection, CopyEvent};
+use pgoutput_client::{Bytes, ConnInfo, Connection, CopyEvent};
 use pgoutput_codec::message::{
     Begin, BeginPrepare, ColumnValue, Commit, Delete, Message, OldTuple, Origin, Prepare, Relation,
     ReplicaIdentity, StreamAbort, Truncate, TupleData, Update,

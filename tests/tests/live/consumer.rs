@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pgoutput_codec::client::{
+use pgoutput_client::{
     ConnInfo, Consumer, ConsumerConfig, Reconnecting, StreamOptions, TransactionKind,
     WholeTransaction,
 };
@@ -318,7 +318,7 @@ pub fn check_resume(server: &Server) -> Result<String, String> {
 /// The async consumer on a current-thread tokio runtime: every option set byte for byte,
 /// then the walsender killed mid-transaction with every transaction exactly once.
 pub fn check_async(server: &Server, sets: &[Options]) -> Result<String, String> {
-    use pgoutput_codec::client::tokio::Consumer;
+    use pgoutput_client::tokio::Consumer;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -607,7 +607,7 @@ pub fn check_whole(server: &Server) -> Result<String, String> {
                 .build()
                 .map_err(|e| e.to_string())?;
             runtime.block_on(async {
-                let mut consumer = pgoutput_codec::client::tokio::Consumer::connect(&info, config)
+                let mut consumer = pgoutput_client::tokio::Consumer::connect(&info, config)
                     .await
                     .map_err(|e| e.to_string())?;
                 after(&got, &mut kills)?;

@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use pgoutput_codec::proxy::Proxy;
 use pgoutput_codec::{Decoder, Lsn, ProtocolVersion, Streaming};
+use pgoutput_harness::proxy::Proxy;
 use pgoutput_tests::pg::Server;
 
 use crate::scenario::TAIL_USER;
@@ -233,7 +233,7 @@ pub fn check(server: &Server) -> Result<String, String> {
     // of nothing.
     let proxy = Proxy::builder(&server.conninfo("postgres", None))
         .map_err(|e| e.to_string())?
-        .probe(pgoutput_codec::server::Probe::every(1))
+        .probe(pgoutput_harness::server::Probe::every(1))
         .start()
         .map_err(|e| e.to_string())?;
     let started = Instant::now();

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use pgoutput_codec::proxy::Proxy;
+use pgoutput_harness::proxy::Proxy;
 use pgoutput_tests::pg::{Server, ServerBinaries};
 
 use crate::proxy::{create_slot, drop_slot, error_fields, read_until, startup_packet};

@@ -6,9 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use pgoutput_codec::client::{ConnInfo, Consumer, ConsumerConfig};
-use pgoutput_codec::server::{Action, Fault, Trigger};
+use pgoutput_client::{ConnInfo, Consumer, ConsumerConfig};
 use pgoutput_codec::{encode, Ctx, IntoOwned, Lsn, ProtocolVersion, Streaming};
+use pgoutput_harness::server::{Action, Fault, Trigger};
 use pgoutput_tests::pg::Server;
 use pgoutput_tests::poison;
 

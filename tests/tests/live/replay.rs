@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use pgoutput_codec::server::{Publication, RenderedMessage, Script, TestServer};
 use pgoutput_codec::{Encoder, Lsn, PgOutputMessage, ProtocolVersion, Streaming};
+use pgoutput_harness::server::{Publication, RenderedMessage, Script, TestServer};
 use pgoutput_tests::pg::Server;
 
 use crate::consumer::stream_options;

@@ -3,7 +3,7 @@
 //! sign the server's, a `verify-full` name mismatch, a client certificate, and
 //! `pgoutput tail` streaming over `verify-full`.
 
-use pgoutput_codec::client::{ClientError, ConnInfo, Connection};
+use pgoutput_client::{ClientError, ConnInfo, Connection};
 use pgoutput_tests::pg::{Server, CERT_USER};
 
 use crate::tail::{current_lsn, run_tail};
@@ -183,7 +183,7 @@ pub fn check(server: &Server) -> Result<String, String> {
 /// certificate the proxy answers `N`, and `sslmode=require` is refused as PostgreSQL
 /// without TLS refuses it.
 fn proxy_over_tls(server: &Server, files: &pgoutput_tests::pg::TlsFiles) -> Result<String, String> {
-    use pgoutput_codec::proxy::Proxy;
+    use pgoutput_harness::proxy::Proxy;
     let upstream = format!(
         "host=localhost port={} sslmode=verify-full sslrootcert={}",
         server.port(),
@@ -226,8 +226,8 @@ fn proxy_over_tls(server: &Server, files: &pgoutput_tests::pg::TlsFiles) -> Resu
 /// The async consumer (tokio-rustls) over `verify-full`: a name mismatch is refused as
 /// the blocking client refuses it, and with the right name an insert streams through.
 fn async_over_tls(server: &Server, ca: &str) -> Result<(), String> {
-    use pgoutput_codec::client::tokio::Consumer;
-    use pgoutput_codec::client::{ConsumerConfig, StreamOptions};
+    use pgoutput_client::tokio::Consumer;
+    use pgoutput_client::{ConsumerConfig, StreamOptions};
     use pgoutput_codec::ProtocolVersion;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -7,10 +7,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use pgoutput_codec::client::tokio::Consumer;
-use pgoutput_codec::client::{ConnInfo, ConsumerConfig, Finished, Reconnecting, StreamOptions};
-use pgoutput_codec::server::{Action, Fault, Finding, Publication, TestServer, Trigger};
+use pgoutput_client::tokio::Consumer;
+use pgoutput_client::{ConnInfo, ConsumerConfig, Finished, Reconnecting, StreamOptions};
 use pgoutput_codec::{Decoder, IntoOwned, Lsn, PgOutputMessage, ProtocolVersion};
+use pgoutput_harness::server::{Action, Fault, Finding, Publication, TestServer, Trigger};
 
 use super::option_sets;
 
@@ -260,7 +260,7 @@ async fn a_consumer_closed_while_it_waits_to_resume_closes() {
     let server = super::cut_inside(150);
     let (lost, mut losses) = tokio::sync::mpsc::unbounded_channel();
     let options = StreamOptions::new(ProtocolVersion::V1, &["p"]);
-    let mut conn = pgoutput_codec::client::Connection::connect(&info(&server)).unwrap();
+    let mut conn = pgoutput_client::Connection::connect(&info(&server)).unwrap();
     conn.simple_query("CREATE_REPLICATION_SLOT \"closing\" LOGICAL pgoutput (SNAPSHOT 'nothing')")
         .unwrap();
     let config = ConsumerConfig::new("closing", options)

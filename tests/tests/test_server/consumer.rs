@@ -6,13 +6,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use pgoutput_codec::client::{
-    ConnInfo, Connection, Consumer, ConsumerConfig, Finished, Reconnecting,
-};
-use pgoutput_codec::server::{
+use pgoutput_client::{ConnInfo, Connection, Consumer, ConsumerConfig, Finished, Reconnecting};
+use pgoutput_codec::{Decoder, IntoOwned, Lsn, PgOutputMessage, ProtocolVersion};
+use pgoutput_harness::server::{
     Action, Fault, Publication, Script, Table, TestServer, Transaction, Trigger,
 };
-use pgoutput_codec::{Decoder, IntoOwned, Lsn, PgOutputMessage, ProtocolVersion};
 
 use super::option_sets;
 
@@ -34,7 +32,7 @@ fn consume(server: &TestServer, slot: &str, config: ConsumerConfig) -> Consumer 
 /// What the test server renders for `options`: each message with its position.
 fn rendered(
     server: &TestServer,
-    options: &pgoutput_codec::client::StreamOptions,
+    options: &pgoutput_client::StreamOptions,
 ) -> Vec<(Lsn, PgOutputMessage<'static>)> {
     let mut decoder = Decoder::new(options.proto_version, options.streaming).unwrap();
     server
@@ -126,8 +124,8 @@ fn rows_read_by_column_name_in_text_and_binary() {
         .unwrap();
     for binary in [false, true] {
         let slot = format!("rows_{binary}");
-        let options = pgoutput_codec::client::StreamOptions::new(ProtocolVersion::V1, &["app"])
-            .binary(binary);
+        let options =
+            pgoutput_client::StreamOptions::new(ProtocolVersion::V1, &["app"]).binary(binary);
         let mut consumer = consume(&server, &slot, ConsumerConfig::new(&slot, options));
         let mut rows = Vec::new();
         while rows.len() < 2 {
@@ -184,7 +182,7 @@ fn feedback_flows_while_the_consumer_is_busy() {
         .fault(Fault::new(Trigger::message(3), Action::RequestReply).times(1))
         .start()
         .unwrap();
-    let options = pgoutput_codec::client::StreamOptions::new(ProtocolVersion::V1, &["p"]);
+    let options = pgoutput_client::StreamOptions::new(ProtocolVersion::V1, &["p"]);
     let config = ConsumerConfig::new("busy", options).status_interval(Duration::from_millis(300));
     let mut consumer = consume(&server, "busy", config);
     let mut commits = 0;
@@ -256,7 +254,7 @@ fn a_resume_after_a_dropped_connection_loses_and_repeats_nothing() {
         .unwrap();
     let notes = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::clone(&notes);
-    let options = pgoutput_codec::client::StreamOptions::new(ProtocolVersion::V1, &["p"]);
+    let options = pgoutput_client::StreamOptions::new(ProtocolVersion::V1, &["p"]);
     let config = ConsumerConfig::new("resume", options)
         .auto_confirm(true)
         .reconnect(Duration::from_millis(50))
@@ -357,7 +355,7 @@ fn without_reconnecting_a_loss_is_an_error_and_an_end_position_ends_it() {
         )
         .start()
         .unwrap();
-    let options = pgoutput_codec::client::StreamOptions::new(ProtocolVersion::V1, &["p"]);
+    let options = pgoutput_client::StreamOptions::new(ProtocolVersion::V1, &["p"]);
     let mut consumer = consume(
         &server,
         "lost",
@@ -392,7 +390,7 @@ fn a_consumer_closed_while_it_waits_to_resume_closes() {
         // A server each: the fault fires once.
         let server = super::cut_inside(150);
         let (lost, losses) = std::sync::mpsc::channel();
-        let options = pgoutput_codec::client::StreamOptions::new(ProtocolVersion::V1, &["p"]);
+        let options = pgoutput_client::StreamOptions::new(ProtocolVersion::V1, &["p"]);
         let slot = format!("closing{queue}");
         let config = ConsumerConfig::new(&slot, options)
             .queue(queue)
@@ -442,9 +440,9 @@ fn a_caught_up_consumer_busy_elsewhere_answers_an_idle_reply_request_with_the_wa
         .script(script)
         .start()
         .unwrap();
-    server.set_probe(Some(pgoutput_codec::server::Probe::every(1)));
+    server.set_probe(Some(pgoutput_harness::server::Probe::every(1)));
     let wal_end = server.wal_end();
-    let options = pgoutput_codec::client::StreamOptions::new(ProtocolVersion::V1, &["p"]);
+    let options = pgoutput_client::StreamOptions::new(ProtocolVersion::V1, &["p"]);
     let config = ConsumerConfig::new("busy", options).status_interval(Duration::from_secs(3600));
     let mut consumer = consume(&server, "busy", config);
     let end = loop {

@@ -8,7 +8,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
-use pgoutput_codec::server::{Control, TestServer};
+use pgoutput_harness::server::{Control, TestServer};
 
 use super::{publication, script};
 

@@ -5,11 +5,11 @@
 
 use std::time::{Duration, Instant};
 
-use pgoutput_codec::server::{
+use pgoutput_codec::{Lsn, ProtocolVersion};
+use pgoutput_harness::server::{
     Action, Ending, Fact, Fault, Finding, MessageKind, Probe, Publication, Resent, Script,
     StreamOptions, TestServer, Transaction, Trigger,
 };
-use pgoutput_codec::{Lsn, ProtocolVersion};
 
 use super::raw::{message, query, status_update, End, Msg, Raw, Read1, Target};
 use super::t1;
@@ -964,7 +964,7 @@ fn pg_recvlogical_under_faults() {
 
 #[test]
 fn the_crates_client_tells_each_fault_apart() {
-    use pgoutput_codec::client::{ClientError, ConnInfo, Connection, CopyEvent};
+    use pgoutput_client::{ClientError, ConnInfo, Connection, CopyEvent};
     let cases: [(Trigger, Action, &str); 5] = [
         (
             Trigger::Change {
@@ -1180,7 +1180,7 @@ fn invalidated_slots_answer_as_postgresql_15_and_18_do() {
 
 #[test]
 fn the_crates_client_after_a_crash_gets_what_it_confirmed_again() {
-    use pgoutput_codec::client::{ConnInfo, Connection, CopyEvent};
+    use pgoutput_client::{ConnInfo, Connection, CopyEvent};
     let server = server(&[]);
     let expected = expected(&server);
     let end = server.wal_end();
@@ -1347,7 +1347,7 @@ fn a_second_start_after_copy_done_as_postgresql_15_and_18_answer_it() {
             .start()
             .unwrap();
         let mine = answer(&Target::Ours(ours.addr()), &|| {
-            ours.append(pgoutput_codec::server::Event::Transaction(
+            ours.append(pgoutput_harness::server::Event::Transaction(
                 Transaction::new().insert(&t1(), ["1", "v"]),
             ))
             .unwrap();

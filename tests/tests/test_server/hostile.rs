@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use pgoutput_codec::server::TestServer;
+use pgoutput_harness::server::TestServer;
 use postgres_protocol::message::frontend;
 
 use super::{publication, script};
@@ -128,9 +128,9 @@ fn hostile_clients_get_errors_or_a_close_and_never_a_panic() {
         );
     }
     // A well-behaved client still gets its stream.
-    let info = pgoutput_codec::client::ConnInfo::parse(Some(&server.connection_string()), |_| None)
-        .unwrap();
-    let mut conn = pgoutput_codec::client::Connection::connect(&info).unwrap();
+    let info =
+        pgoutput_client::ConnInfo::parse(Some(&server.connection_string()), |_| None).unwrap();
+    let mut conn = pgoutput_client::Connection::connect(&info).unwrap();
     assert_eq!(conn.simple_query("IDENTIFY_SYSTEM").unwrap().len(), 1);
     drop(conn);
     drop(server);

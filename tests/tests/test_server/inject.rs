@@ -5,9 +5,9 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use pgoutput_codec::client::{ConnInfo, Connection, Consumer, ConsumerConfig, StreamOptions};
-use pgoutput_codec::server::{Action, Fault, TestServer, Trigger};
+use pgoutput_client::{ConnInfo, Connection, Consumer, ConsumerConfig, StreamOptions};
 use pgoutput_codec::{encode, Ctx, IntoOwned, Lsn, ProtocolVersion};
+use pgoutput_harness::server::{Action, Fault, TestServer, Trigger};
 use pgoutput_tests::poison;
 
 /// The two rules: the logical message after the first transaction's Commit, the Type

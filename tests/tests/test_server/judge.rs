@@ -7,12 +7,12 @@
 
 use std::time::{Duration, Instant};
 
-use pgoutput_codec::client::{ConnInfo, Connection, Consumer, ConsumerConfig, StreamOptions};
-use pgoutput_codec::server::{
+use pgoutput_client::{ConnInfo, Connection, Consumer, ConsumerConfig, StreamOptions};
+use pgoutput_codec::{Lsn, ProtocolVersion};
+use pgoutput_harness::server::{
     Action, Ending, Event, Fact, Fault, Finding, Probe, Publication, TestServer, Transaction,
     Trigger,
 };
-use pgoutput_codec::{Lsn, ProtocolVersion};
 
 use super::raw::{message, query, status_update, Raw, Read1, Target};
 

@@ -21,8 +21,8 @@ mod twins;
 mod typed;
 mod whole;
 
-use pgoutput_codec::server::{Publication, Script, StreamOptions, Table, Transaction};
 use pgoutput_codec::{ColumnValue, ProtocolVersion, Streaming, TruncateOptions};
+use pgoutput_harness::server::{Publication, Script, StreamOptions, Table, Transaction};
 use pgoutput_tests::pg::{find_servers, ServerBinaries};
 
 /// `t1 (id int4 primary key, v text)`.
@@ -129,8 +129,8 @@ pub fn two_row_transactions(n: usize) -> (Table, Script) {
 
 /// A server of [`script`] with a slot per option set in reach (more than PostgreSQL's
 /// default of 10).
-pub fn every_kind_server() -> pgoutput_codec::server::TestServer {
-    pgoutput_codec::server::TestServer::builder()
+pub fn every_kind_server() -> pgoutput_harness::server::TestServer {
+    pgoutput_harness::server::TestServer::builder()
         .max_replication_slots(64)
         .publication(publication())
         .script(script())
@@ -140,8 +140,8 @@ pub fn every_kind_server() -> pgoutput_codec::server::TestServer {
 
 /// A server of 200 two-row transactions on `t` that closes the connection once, inside
 /// the `transaction`-th, after its first change.
-pub fn cut_inside(transaction: u64) -> pgoutput_codec::server::TestServer {
-    use pgoutput_codec::server::{Action, Fault, TestServer, Trigger};
+pub fn cut_inside(transaction: u64) -> pgoutput_harness::server::TestServer {
+    use pgoutput_harness::server::{Action, Fault, TestServer, Trigger};
     let (t, script) = two_row_transactions(200);
     TestServer::builder()
         .publication(Publication::new("p").table(t))

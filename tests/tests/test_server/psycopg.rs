@@ -2,8 +2,8 @@
 
 use std::process::Command;
 
-use pgoutput_codec::server::{Auth, StreamOptions, TestServer};
 use pgoutput_codec::ProtocolVersion;
+use pgoutput_harness::server::{Auth, StreamOptions, TestServer};
 
 use super::{publication, script};
 
@@ -115,7 +115,7 @@ except psycopg2.Error as e:
 
 #[test]
 fn psycopg2_under_faults() {
-    use pgoutput_codec::server::{Action, Fault, Trigger};
+    use pgoutput_harness::server::{Action, Fault, Trigger};
     if !super::psycopg2_found() {
         return;
     }

@@ -5,8 +5,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use pgoutput_codec::server::{Auth, StreamOptions, TestServer};
 use pgoutput_codec::{ProtocolVersion, Streaming};
+use pgoutput_harness::server::{Auth, StreamOptions, TestServer};
 
 use super::{binaries, publication, script};
 

@@ -2,8 +2,8 @@
 //! lines as `pgoutput decode` prints them, replay through the test server to the same
 //! bytes for the options they were captured with.
 
-use pgoutput_codec::server::{Publication, RenderedMessage, Script, StreamOptions, TestServer};
 use pgoutput_codec::{Decoder, Encoder, IntoOwned, PgOutputMessage, ProtocolVersion, Streaming};
+use pgoutput_harness::server::{Publication, RenderedMessage, Script, StreamOptions, TestServer};
 use pgoutput_tests::unhex;
 
 #[test]
@@ -195,10 +195,10 @@ fn a_recording_renders_for_a_client_that_does_not_stream_by_pgoutputs_rules() {
 /// skips the PREPARE and commits it as an ordinary streamed transaction).
 #[test]
 fn a_streamed_prepared_transaction_commits_as_a_stream_without_two_phase() {
-    let table = pgoutput_codec::server::Table::new(16400, "public", "t").key_column("id", 23);
+    let table = pgoutput_harness::server::Table::new(16400, "public", "t").key_column("id", 23);
     let script = Script::new()
         .transaction(
-            pgoutput_codec::server::Transaction::new()
+            pgoutput_harness::server::Transaction::new()
                 .streamed()
                 .insert(&table, ["1"])
                 .prepare("g"),

@@ -6,9 +6,9 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use pgoutput_codec::client::{ClientError, ConnInfo, Connection, Consumer, ConsumerConfig};
-use pgoutput_codec::server::{Auth, StreamOptions, TestServer};
+use pgoutput_client::{ClientError, ConnInfo, Connection, Consumer, ConsumerConfig};
 use pgoutput_codec::{Encoder, Lsn, ProtocolVersion, Streaming};
+use pgoutput_harness::server::{Auth, StreamOptions, TestServer};
 
 use super::{option_sets, publication, script};
 
@@ -304,8 +304,8 @@ fn appended_transactions_reach_connected_clients() {
     let mut reader = Reader::start(conn, "live", &options);
     let before = reader.until(server.wal_end());
     let end = server
-        .append(pgoutput_codec::server::Event::Transaction(
-            pgoutput_codec::server::Transaction::new().insert(&super::t1(), ["30", "live"]),
+        .append(pgoutput_harness::server::Event::Transaction(
+            pgoutput_harness::server::Transaction::new().insert(&super::t1(), ["30", "live"]),
         ))
         .unwrap();
     let after = reader.until(end);

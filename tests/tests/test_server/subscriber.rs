@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use pgoutput_codec::server::{Auth, TestServer};
+use pgoutput_harness::server::{Auth, TestServer};
 use pgoutput_tests::pg::Server;
 
 use super::{binaries, expected_rows, publication, script};
@@ -150,7 +150,7 @@ fn tables_end_as_scripted(pg: &Server) -> bool {
 /// time: it resumes from its replication origin, so nothing is applied twice.
 #[test]
 fn postgres_18_subscriber_survives_faults() {
-    use pgoutput_codec::server::{Action, Fact, Fault, Trigger};
+    use pgoutput_harness::server::{Action, Fact, Fault, Trigger};
     let Some(binaries) = binaries("18") else {
         return;
     };
@@ -175,7 +175,7 @@ fn postgres_18_subscriber_survives_faults() {
                 Fault::new(
                     Trigger::Message {
                         n: 1,
-                        kind: Some(pgoutput_codec::server::MessageKind::of::<
+                        kind: Some(pgoutput_harness::server::MessageKind::of::<
                             pgoutput_codec::StreamStart,
                         >()),
                         before: false,

@@ -11,8 +11,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use pgoutput_codec::server::{Auth, Publication, Script, Table, TestServer, Transaction};
 use pgoutput_codec::Lsn;
+use pgoutput_harness::server::{Auth, Publication, Script, Table, TestServer, Transaction};
 use pgoutput_tests::pg::Server;
 
 use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256};
@@ -101,7 +101,7 @@ impl Twin {
                     transaction =
                         transaction.insert(&table(), [(2000 + i).to_string(), value.clone()]);
                 }
-                ours.append(pgoutput_codec::server::Event::Transaction(transaction))
+                ours.append(pgoutput_harness::server::Event::Transaction(transaction))
                     .unwrap();
             }
         }
@@ -117,7 +117,7 @@ impl Twin {
             }
             Target::Ours(_) => {
                 let ours = self.ours.as_ref().unwrap();
-                ours.append(pgoutput_codec::server::Event::Transaction(
+                ours.append(pgoutput_harness::server::Event::Transaction(
                     Transaction::new().insert(&table(), ["1000", "x"]),
                 ))
                 .unwrap();

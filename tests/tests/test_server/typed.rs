@@ -3,9 +3,9 @@
 //! server, which sends the binary forms PostgreSQL's send functions write.
 
 use chrono::NaiveDate;
-use pgoutput_codec::client::{ConnInfo, Consumer, ConsumerConfig, StreamOptions};
-use pgoutput_codec::server::{Publication, Script, Table, TestServer, Transaction};
+use pgoutput_client::{ConnInfo, Consumer, ConsumerConfig, StreamOptions};
 use pgoutput_codec::ProtocolVersion;
+use pgoutput_harness::server::{Publication, Script, Table, TestServer, Transaction};
 use pgoutput_tests::typed::{expected, typed, COLUMNS, ROWS};
 
 #[test]

@@ -8,14 +8,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pgoutput_codec::client::{
+use pgoutput_client::{
     tokio::Consumer as AsyncConsumer, ConnInfo, Connection, Consumer, ConsumerConfig, Reconnecting,
     StreamOptions, TransactionKind, WholeTransaction,
 };
-use pgoutput_codec::server::{
+use pgoutput_codec::{Decoder, Lsn, ProtocolVersion, Streaming};
+use pgoutput_harness::server::{
     Action, Fault, MessageKind, Publication, Script, Table, TestServer, Transaction, Trigger,
 };
-use pgoutput_codec::{Decoder, Lsn, ProtocolVersion, Streaming};
 
 use super::option_sets;
 

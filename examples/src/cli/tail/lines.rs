@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use pgoutput_codec::client::{Connection, Event};
+use pgoutput_client::{Connection, Event};
 use pgoutput_codec::{Lsn, PgOutputMessage};
 
 /// The line format, chosen once from the arguments.

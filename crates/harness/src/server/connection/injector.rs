@@ -1,0 +1,278 @@
+//! The fault injector of one connection: the rules (`crate::faults`) asked before, within
+//! and after each frame it sends, at its timers and at the client's status updates; and what
+//! each action does to the connection.
+
+use std::io::Write;
+use std::net::{Shutdown, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{Closed, Connection, Failure};
+use crate::faults::{Action, Clock, Context, Effect, End, Facts, OnConnect, Pace, Point};
+use crate::faults::{Scope, Tracker, Trigger};
+use crate::server::state::Shared;
+use pgoutput_codec::Ctx;
+use pgoutput_wire::backend;
+
+/// What the fault rules keep of one stream: who it is for them, what it has sent, the
+/// `time` rules' clock, the rules a status update met, a `slow` action in force.
+#[derive(Debug)]
+pub(super) struct StreamFaults {
+    /// Who this connection is for the fault rules.
+    pub(super) scope: Arc<Scope>,
+    /// Where each frame it sends stands in the stream.
+    pub(super) tracker: Tracker,
+    pub(super) clock: Clock,
+    /// Rules a status update met, done at the next point where only whole frames are
+    /// buffered.
+    pub(super) pending: Vec<(Trigger, Action)>,
+    /// A `slow` action in force.
+    pub(super) pace: Option<Pace>,
+}
+
+impl StreamFaults {
+    /// The faults of a stream whose options make `ctx`.
+    pub(super) fn new(scope: Scope, ctx: Option<Ctx>, started: Instant) -> StreamFaults {
+        StreamFaults {
+            scope: Arc::new(scope),
+            tracker: Tracker::new(ctx),
+            clock: Clock::start(started),
+            pending: Vec::new(),
+            pace: None,
+        }
+    }
+}
+
+/// How often a stall looks at the server's stop (and a crash).
+const STALL_TICK: Duration = Duration::from_millis(50);
+
+/// A CopyData frame's bytes before its XLogData's payload: 'd', the Int32 length, then
+/// 'w', dataStart, walEnd and sendTime.
+const FRAME_HEADER: usize = 1 + 4 + 1 + 8 + 8 + 8;
+
+impl<W: Write> Connection<'_, W> {
+    /// The rules at `point` of a frame of `payload_len` bytes of XLogData payload whose
+    /// bytes start at `frame_start` in the output: what was buffered before is written
+    /// first (and the frame too once it is whole, or its first bytes for a mid-frame
+    /// rule), then each action is done.
+    pub(super) fn frame_faults(
+        &mut self,
+        point: Point,
+        facts: &Facts,
+        frame_start: usize,
+        payload_len: usize,
+    ) -> Result<(), Failure> {
+        let scope = self.scope();
+        let fired = self
+            .shared
+            .faults
+            .at_frame(&scope, point, facts, FRAME_HEADER + payload_len);
+        // What of the output has gone since the first rule.
+        let mut written = 0;
+        for fired in fired {
+            let upto = frame_start + fired.upto;
+            self.flush_upto((upto - written).min(self.out.len()))?;
+            written = upto;
+            self.fault(&fired.trigger, &fired.action)?;
+        }
+        Ok(())
+    }
+
+    /// The `time` rules whose moment has come, and the `flush` rules the client's last
+    /// status update met: done where the output holds whole frames only.
+    pub(super) fn due_faults(&mut self) -> Result<(), Failure> {
+        let Some(walsnd) = &mut self.walsnd else {
+            return Ok(());
+        };
+        let mut due = std::mem::take(&mut walsnd.faults.pending);
+        let scope = Arc::clone(&walsnd.faults.scope);
+        due.extend(
+            walsnd
+                .faults
+                .clock
+                .due(&self.shared.faults, &scope, Instant::now()),
+        );
+        for (trigger, action) in due {
+            self.flush()?;
+            self.fault(&trigger, &action)?;
+        }
+        Ok(())
+    }
+
+    /// When the next `time` rule is due, for the streaming loop's wait.
+    pub(super) fn next_fault_time(&self) -> Option<Instant> {
+        let faults = &self.walsnd.as_ref()?.faults;
+        faults.clock.next(&self.shared.faults, &faults.scope)
+    }
+
+    /// Who this connection is, for the rules' scopes (shared, not copied per frame).
+    pub(super) fn scope(&self) -> Arc<Scope> {
+        self.walsnd
+            .as_ref()
+            .map(|w| Arc::clone(&w.faults.scope))
+            .unwrap_or_default()
+    }
+
+    /// Does what `action`, fired at `trigger`, asks of this connection. Actions that
+    /// end it return the failure.
+    fn fault(&mut self, trigger: &Trigger, action: &Action) -> Result<(), Failure> {
+        self.shared.log(format!(
+            "client {}: fault: {action:?} at {trigger:?}",
+            self.id
+        ));
+        let major = self.shared.config.major;
+        let effect = match &self.walsnd {
+            Some(w) => {
+                let slot = w.faults.scope.slot.as_deref().unwrap_or_default();
+                action.effect(&w.faults.tracker.context(slot, major))
+            }
+            None => action.effect(&Context::none(major)),
+        };
+        if let (Some(how), Some(walsnd)) = (effect.ending(), &mut self.walsnd) {
+            walsnd.ending.get_or_insert(how);
+        }
+        match effect {
+            Effect::End(End::Fin) => {
+                self.out.clear();
+                if let Some(tcp) = self.tcp {
+                    let _ = tcp.shutdown(Shutdown::Write);
+                }
+                Err(Closed::Silently("fault: closed".into()).into())
+            }
+            Effect::End(End::Rst) => {
+                self.out.clear();
+                Err(Closed::Reset.into())
+            }
+            Effect::End(End::Crash) => {
+                self.out.clear();
+                self.shared.crash();
+                Err(Closed::Silently("fault: crash".into()).into())
+            }
+            Effect::Pause(how_long) => self.stall(how_long),
+            Effect::Error { error, fatal: true } => Err(self.fatal_with(&error).into()),
+            Effect::Error {
+                error,
+                fatal: false,
+            } => Err(error.into()),
+            Effect::Shutdown => {
+                self.walsnd().shutting_down = true;
+                Ok(())
+            }
+            Effect::RequestReply => Ok(self.keepalive(true)?),
+            Effect::Send(bytes) => {
+                self.out.extend_from_slice(&bytes);
+                Ok(())
+            }
+            Effect::Pace(pace) => {
+                self.walsnd().faults.pace = Some(pace);
+                Ok(())
+            }
+        }
+    }
+
+    /// Neither writes nor reads (the reader stops once the inbox is full), for `duration`
+    /// or until the server stops or crashes.
+    fn stall(&mut self, duration: Option<Duration>) -> Result<(), Failure> {
+        let until = duration.map(|d| Instant::now() + d);
+        let epoch = self.shared.lock().epoch();
+        loop {
+            if self.shared.stopping() {
+                return Err(Closed::Shutdown.into());
+            }
+            if self.shared.lock().epoch() != epoch {
+                return Err(Closed::Silently("crashed while stalled".into()).into());
+            }
+            let tick = match until {
+                Some(until) => {
+                    let now = Instant::now();
+                    if now >= until {
+                        return Ok(());
+                    }
+                    STALL_TICK.min(until - now)
+                }
+                None => STALL_TICK,
+            };
+            std::thread::sleep(tick);
+        }
+    }
+
+    /// Paces the next frame, of `payload_len` bytes of payload, for a `slow` action:
+    /// what is buffered goes, then the wait.
+    pub(super) fn pace(&mut self, payload_len: usize) -> Result<(), Failure> {
+        let Some(pace) = self.walsnd.as_mut().and_then(|w| w.faults.pace.as_mut()) else {
+            return Ok(());
+        };
+        let Some(wait) = pace.before(FRAME_HEADER + payload_len) else {
+            return Ok(());
+        };
+        self.flush()?;
+        self.wait_replying(wait)
+    }
+
+    /// Waits `duration` while reading the client's replies and keeping the timeouts (a
+    /// slow walsender is still a walsender).
+    fn wait_replying(&mut self, duration: Duration) -> Result<(), Failure> {
+        let until = Instant::now() + duration;
+        loop {
+            self.receive_pending()?;
+            self.check_timeout()?;
+            let now = Instant::now();
+            if now >= until || self.walsnd.as_ref().is_some_and(|w| w.done) {
+                return Ok(());
+            }
+            std::thread::sleep(STALL_TICK.min(until - now));
+        }
+    }
+}
+
+/// The rules on a connection just accepted (`connect` triggers), before anything is read:
+/// `false` when the connection is over.
+pub(super) fn on_connect(
+    shared: &Shared,
+    stream: &TcpStream,
+    rules: Vec<(Action, OnConnect)>,
+) -> bool {
+    for (action, effect) in rules {
+        shared.log(format!("connection: fault: {action:?} on connect"));
+        match effect {
+            OnConnect::End(End::Fin) => {
+                let _ = stream.shutdown(Shutdown::Both);
+                return false;
+            }
+            OnConnect::End(End::Rst) => {
+                reset(stream);
+                return false;
+            }
+            OnConnect::End(End::Crash) => {
+                shared.crash();
+                let _ = stream.shutdown(Shutdown::Both);
+                return false;
+            }
+            OnConnect::Pause(how_long) => {
+                let until = how_long.map(|d| Instant::now() + d);
+                while !shared.stopping() && until.is_none_or(|u| Instant::now() < u) {
+                    std::thread::sleep(STALL_TICK);
+                }
+                if shared.stopping() {
+                    return false;
+                }
+            }
+            OnConnect::Fatal(err) => {
+                let mut out = Vec::new();
+                backend::error_response(&mut out, "FATAL", &err);
+                let mut writer = stream;
+                let _ = writer.write_all(&out);
+                let _ = stream.shutdown(Shutdown::Both);
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// Makes closing `stream` send RST instead of FIN (a linger of zero), and wakes its
+/// reader without sending anything: the caller must not shut down its writing side.
+pub(super) fn reset(stream: &TcpStream) {
+    let _ = socket2::SockRef::from(stream).set_linger(Some(Duration::ZERO));
+    let _ = stream.shutdown(Shutdown::Read);
+}
