@@ -86,7 +86,11 @@ class Consumer {
     this.pending = null; // the ids of the open transaction
     this.lastEnd = 0n; // the end of the last transaction applied
     this.confirmed = 0n; // the last position acknowledged
-    this.disconnects = 0;
+    this.disconnects = 0; // streams lost (by a fault, or a failure of any other kind)
+    // START_REPLICATION refused with 55006 (the slot still held by the walsender that lost
+    // the last connection, as PostgreSQL's is until its exit releases it): tried again.
+    this.refusals = 0;
+    this.lost = []; // what each lost stream or refusal said, for a failing assertion
     this.errors = [];
     this.service.on('data', (lsn, message) => this.handle(message));
     this.service.on('heartbeat', (lsn, time, shouldRespond) => this.heartbeat(lsn, shouldRespond));
@@ -163,8 +167,14 @@ class Consumer {
           await this.service.subscribe(this.plugin, this.slot, from);
         } catch (error) {
           if (stopping) break;
-          this.disconnects += 1;
           this.pending = null; // a partial transaction is dropped: it comes again
+          this.lost.push(`${error.code ?? 'no SQLSTATE'}: ${error.message}`);
+          if (error.code === '55006' && this.refusals < 100) {
+            this.refusals += 1;
+            await new Promise((resolve) => setTimeout(resolve, 20));
+            continue;
+          }
+          this.disconnects += 1;
           if (this.disconnects > this.maxDisconnects) {
             failed(new Error(`${this.slot}: lost the connection ${this.disconnects} times; last: ${error.message}`));
             return;

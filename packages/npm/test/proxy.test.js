@@ -37,7 +37,9 @@ test('a pg-logical-replication consumer through the proxy gets every row once th
   });
 
   assert.deepEqual(consumer.ids(), [[100, 101], [102, 103], [104, 105], [106, 107]]);
-  assert.equal(consumer.disconnects, 1);
+  // PostgreSQL's walsender may still hold the slot when the consumer comes back (it exits
+  // once it notices the closed socket): a refusal (55006) is tried again, not a lost stream.
+  assert.equal(consumer.disconnects, 1, consumer.lost.join('\n'));
   assert.deepEqual((await proxy.faults()).map((f) => f.fired), [1]);
   const connections = await proxy.connections();
   assert.ok(connections.some((c) => c.ended === 'a rule reset it'), JSON.stringify(connections));
@@ -66,7 +68,9 @@ test('pg-logical-replication as its README shows it (the library acknowledges) i
   await consumer.run((c) => c.applied.length === 4);
 
   assert.deepEqual(consumer.ids(), [[200, 201], [202, 203], [204, 205], [206, 207]]);
-  assert.equal(consumer.disconnects, 1);
+  // PostgreSQL's walsender may still hold the slot when the consumer comes back (it exits
+  // once it notices the closed socket): a refusal (55006) is tried again, not a lost stream.
+  assert.equal(consumer.disconnects, 1, consumer.lost.join('\n'));
   assert.deepEqual((await proxy.faults()).map((f) => f.fired), [1]);
   await proxy.assertNoFindings();
 });

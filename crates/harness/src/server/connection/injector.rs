@@ -133,10 +133,10 @@ impl<W: Write> Connection<'_, W> {
         }
         match effect {
             Effect::End(End::Fin) => {
+                // The FIN goes when the connection is over, after its slot is released, as
+                // a walsender's socket closes only once its exit has released the slot: a
+                // client that reconnects at the end of the connection finds it free.
                 self.out.clear();
-                if let Some(tcp) = self.tcp {
-                    let _ = tcp.shutdown(Shutdown::Write);
-                }
                 Err(Closed::Silently("fault: closed".into()).into())
             }
             Effect::End(End::Rst) => {

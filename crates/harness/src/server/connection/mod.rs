@@ -86,8 +86,6 @@ struct Connection<'s, W> {
     shared: &'s Shared,
     inbox: &'s Inbox,
     writer: W,
-    /// The socket, for what a fault rule does to it (none in memory).
-    tcp: Option<&'s TcpStream>,
     out: Vec<u8>,
     id: usize,
     in_transaction: bool,
@@ -131,7 +129,7 @@ pub(crate) fn serve_tcp(
             .spawn_scoped(scope, || read_into(&inbox, reader));
         let mut reset = false;
         if reading.is_ok() {
-            reset = run(shared, &inbox, &stream, Some(&stream), id, peer);
+            reset = run(shared, &inbox, &stream, id, peer);
         } else {
             shared.log(format!("client {id}: no thread to read it: closed"));
             shared
@@ -162,7 +160,6 @@ pub(crate) fn serve_in_memory(shared: &Shared, input: &[u8], output: &mut Vec<u8
                 shared,
                 &inbox,
                 &mut *output,
-                None,
                 id,
                 SocketAddr::from(([127, 0, 0, 1], 0)),
             );
@@ -181,7 +178,6 @@ fn run<'s, W: Write>(
     shared: &'s Shared,
     inbox: &'s Inbox,
     writer: W,
-    tcp: Option<&'s TcpStream>,
     id: usize,
     peer: SocketAddr,
 ) -> bool {
@@ -189,7 +185,6 @@ fn run<'s, W: Write>(
         shared,
         inbox,
         writer,
-        tcp,
         out: Vec::new(),
         id,
         in_transaction: false,
