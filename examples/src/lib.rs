@@ -1,4 +1,3 @@
 //! Example code for pgoutput-codec, shared by the example programs and the tests.
 
-pub mod cli;
 pub mod extension;

@@ -73,14 +73,14 @@ impl Stream {
 
 /// The real captures: the benchmark's own (`benches/data`: OLTP, bulk load, a transaction
 /// streamed in parallel mode, two-phase; PostgreSQL 18, written by the live suite with
-/// `PGOUTPUT_BENCH_CAPTURE`) and the CLI tests' (`examples/tests/data`: every message type
+/// `PGOUTPUT_BENCH_CAPTURE`) and the CLI tests' (`crates/cli/tests/data`: every message type
 /// from PostgreSQL 15 and 18). Each is a `# pgoutput decode --proto-version N --streaming
 /// MODE` line, then a payload per line.
 fn real_streams() -> Vec<Stream> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files: Vec<_> = [
         root.join("benches/data"),
-        root.join("../examples/tests/data"),
+        root.join("../crates/cli/tests/data"),
     ]
     .iter()
     .flat_map(|dir| std::fs::read_dir(dir).expect("the captures"))

@@ -56,7 +56,7 @@ function findBinary(explicit) {
         `${process.arch}${libc() ? ' ' + libc() : ''}) is not installed. npm installs it with ` +
         'pgoutput-codec as an optional dependency on the platforms it is published for ' +
         '(linux x64 glibc); reinstall without --omit=optional or --no-optional, or build ' +
-        `the program (cargo install --locked --path examples) and name it in ${ENV}`,
+        `the program (cargo install --locked --path crates/cli) and name it in ${ENV}`,
     );
   }
 }

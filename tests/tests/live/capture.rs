@@ -1,5 +1,5 @@
 //! With `PGOUTPUT_LIVE_CAPTURE=<dir>`, writes a few reads of each server as hex-line files
-//! for the `pgoutput` CLI tests (`examples/tests/data/`). Together they hold every message
+//! for the `pgoutput` CLI tests (`crates/cli/tests/data/`). Together they hold every message
 //! type from both versions. Bulk rows beyond the first few are left out to keep the files
 //! small, and so are the stream blocks that leaves empty.
 

@@ -26,7 +26,7 @@ pub(crate) fn binary() -> Result<PathBuf, String> {
         Ok(path)
     } else {
         Err(format!(
-            "{} is missing: build it with `cargo build -p pgoutput-examples --bin pgoutput` \
+            "{} is missing: build it with `cargo build -p pgoutput-cli` \
              (cargo test --workspace builds it)",
             path.display()
         ))

@@ -2,7 +2,7 @@
 //! correctly from the faults that make a consumer look suspicious (a close before its
 //! first status update, a mid-frame reset, a crash) and have no finding, with the probe
 //! armed; consumers with the field's bugs (written with the raw client, each doing one
-//! thing wrong) are caught. psycopg2's are in `examples/tests/judge_api.py`, through the
+//! thing wrong) are caught. psycopg2's are in `crates/cli/tests/judge_api.py`, through the
 //! control API.
 
 use std::time::{Duration, Instant};

@@ -8,7 +8,7 @@ use pgoutput_tests::unhex;
 
 #[test]
 fn captured_streams_replay_byte_for_byte() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/tests/data");
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../crates/cli/tests/data");
     let mut replayed = 0;
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();

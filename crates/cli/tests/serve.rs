@@ -275,7 +275,7 @@ fn serve_takes_postgresql_limits_from_flags_and_the_config() {
 /// `pgoutput serve` with table `t (id int4 key, v text)` in publication `p` (and the
 /// config's `settings`, JSON members with a trailing comma), `transactions` scripted
 /// transactions of two inserts each (ids from 1), and its control API; then
-/// `examples/tests/{name}.py DSN CONTROL_URL` run against it to its end. The server
+/// `crates/cli/tests/{name}.py DSN CONTROL_URL` run against it to its end. The server
 /// still runs.
 fn python_against_serve(
     name: &str,
@@ -334,7 +334,7 @@ fn python_against_serve(
 }
 
 /// The judge driven from Python (psycopg2 and urllib alone) through the control API:
-/// `examples/tests/judge_api.py`, against `pgoutput serve` at full speed with the probe
+/// `crates/cli/tests/judge_api.py`, against `pgoutput serve` at full speed with the probe
 /// armed by `POST /probe`.
 #[test]
 fn the_judge_over_http_catches_a_consumer_confirming_at_begin_in_20_of_20_runs() {
@@ -374,7 +374,7 @@ fn the_judge_over_http_catches_a_consumer_confirming_at_begin_in_20_of_20_runs()
 }
 
 /// A Python consumer (psycopg2) driven through the control API with urllib alone, as a
-/// test suite in another language would: `examples/tests/control_api.py`.
+/// test suite in another language would: `crates/cli/tests/control_api.py`.
 #[test]
 fn the_control_api_drives_a_python_consumer_through_faults() {
     if !pgoutput_tests::pg::psycopg2_found() {

@@ -125,7 +125,7 @@ impl From<StreamingArg> for Streaming {
 }
 
 /// Runs the tool; errors go to standard error with a non-zero exit.
-pub fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Decode(args) => convert::decode(&args),
