@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use clap::Args;
 use pgoutput_client::ConnInfo;
+use pgoutput_harness::faults::Fault;
+use pgoutput_harness::judge::Probe;
 use pgoutput_harness::proxy::Proxy;
-use pgoutput_harness::server::{Fault, Probe};
 
 use super::serve::{pg_duration, Unit};
 

@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use clap::Args;
 use pgoutput_codec::{ColumnValue, TruncateOptions};
-use pgoutput_harness::server::{
-    Auth, Control, Event, Fault, Probe, Publication, Script, Table, TestServer, Transaction,
-};
+use pgoutput_harness::faults::Fault;
+use pgoutput_harness::judge::Probe;
+use pgoutput_harness::server::{Auth, Event, Publication, Script, Table, TestServer, Transaction};
+use pgoutput_harness::Control;
 use serde::Deserialize;
 
 #[derive(Debug, Args)]
@@ -580,15 +581,15 @@ mod tests {
                 // the rule's own at a byte of a frame.
                 let connect_only = matches!(
                     fault.when,
-                    pgoutput_harness::server::Trigger::Connect { .. }
+                    pgoutput_harness::faults::Trigger::Connect { .. }
                 );
                 let sends_at_a_byte = matches!(
                     fault.when,
-                    pgoutput_harness::server::Trigger::Message { byte: Some(_), .. }
+                    pgoutput_harness::faults::Trigger::Message { byte: Some(_), .. }
                 ) && matches!(
                     fault.then,
-                    pgoutput_harness::server::Action::RequestReply
-                        | pgoutput_harness::server::Action::Inject { .. }
+                    pgoutput_harness::faults::Action::RequestReply
+                        | pgoutput_harness::faults::Action::Inject { .. }
                 );
                 let allowed = fault.check();
                 assert!(

@@ -4,11 +4,10 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use pgoutput_client::StreamOptions;
 use pgoutput_client::{ConnInfo, Connection};
 use pgoutput_codec::{Decoder, IntoOwned, PgOutputMessage, ProtocolVersion, Streaming};
-use pgoutput_harness::server::{
-    Auth, Publication, Script, StreamOptions, Table, TestServer, Transaction,
-};
+use pgoutput_harness::server::{Auth, Publication, Script, Table, TestServer, Transaction};
 
 #[test]
 fn tail_streams_every_protocol_version_over_scram() {

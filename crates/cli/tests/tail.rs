@@ -9,10 +9,9 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use pgoutput_client::StreamOptions;
 use pgoutput_codec::ProtocolVersion;
-use pgoutput_harness::server::{
-    Publication, Script, StreamOptions, Table, TestServer, Transaction,
-};
+use pgoutput_harness::server::{Publication, Script, Table, TestServer, Transaction};
 
 fn published() -> Table {
     Table::new(16385, "public", "t")
@@ -389,7 +388,7 @@ fn slots_are_created_if_not_there_and_dropped() {
 /// (it resumes after its last transaction).
 #[test]
 fn the_file_holds_each_transaction_once_after_every_fault() {
-    use pgoutput_harness::server::{Action, Fault, Trigger};
+    use pgoutput_harness::faults::{Action, Fault, Trigger};
     let three = |t: usize| -> Transaction {
         (0..3).fold(Transaction::new(), |tx, r| {
             tx.insert(&published(), [(t * 10 + r).to_string(), "x".into()])

@@ -1,7 +1,9 @@
 //! A test harness for consumers of PostgreSQL's logical replication: a scripted test
 //! walsender ([`server`]), a protocol-aware proxy in front of a real PostgreSQL
-//! ([`proxy`]), fault rules at exact protocol events that both of them carry out, and the
-//! [`judge`] of what a consumer lost, confirmed too early or never confirmed.
+//! ([`proxy`]), fault rules at exact protocol events that both of them carry out
+//! ([`faults`]), and the [`judge`] of what a consumer lost, confirmed too early or never
+//! confirmed. Each type has one path: a fault rule is `faults::Fault` on either side, a
+//! finding `judge::Finding`, the control API's handle [`Control`].
 //!
 //! # Cargo features
 //!
@@ -26,7 +28,7 @@ mod confirmed;
 #[cfg(any(feature = "server", feature = "proxy"))]
 mod control;
 #[cfg(any(feature = "server", feature = "proxy"))]
-mod faults;
+pub mod faults;
 #[cfg(any(feature = "server", feature = "proxy"))]
 pub mod judge;
 #[cfg(any(feature = "server", feature = "proxy"))]
@@ -37,3 +39,8 @@ pub mod proxy;
 #[cfg(feature = "server")]
 #[cfg_attr(docsrs, doc(cfg(feature = "server")))]
 pub mod server;
+
+#[cfg(any(feature = "server", feature = "proxy"))]
+pub use confirmed::Timeout;
+#[cfg(any(feature = "server", feature = "proxy"))]
+pub use control::Control;

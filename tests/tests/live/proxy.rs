@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 
 use pgoutput_client::{ConnInfo, Consumer, ConsumerConfig, Reconnecting};
 use pgoutput_codec::{Lsn, ProtocolVersion, StreamStart, Streaming};
+use pgoutput_harness::faults::{Action, Fault, MessageKind, Trigger};
+use pgoutput_harness::judge::{Ending, Fact};
 use pgoutput_harness::proxy::Proxy;
-use pgoutput_harness::server::{Action, Ending, Fact, Fault, MessageKind, Trigger};
 use pgoutput_tests::pg::Server;
 
 use crate::consumer::{stream_options, transaction_ends};
@@ -441,7 +442,7 @@ pub fn check_faults(server: &Server) -> Result<String, String> {
         proxy.add_fault(rule).map_err(|e| e.to_string())?;
     }
     // The judge's probe holds every transaction too: a correct consumer is not accused.
-    proxy.set_probe(Some(pgoutput_harness::server::Probe::every(1)));
+    proxy.set_probe(Some(pgoutput_harness::judge::Probe::every(1)));
     let resumes = consume_through(&proxy, &options, &want)?;
     no_findings(&proxy)?;
     let fired: Vec<u64> = proxy.faults().iter().map(|(_, n)| *n).collect();
@@ -1393,7 +1394,7 @@ while True:
 /// reads and never confirms is caught once it has left; the correct consumers of the
 /// other checks have none.
 pub fn check_findings(server: &Server) -> Result<String, String> {
-    use pgoutput_harness::server::{Finding, Probe};
+    use pgoutput_harness::judge::{Finding, Probe};
     use std::io::BufRead;
     let (early, silent) = ("proxy_early", "proxy_silent");
     for slot in [early, silent, "proxy_lazy", "proxy_keeper"] {
@@ -1496,7 +1497,7 @@ pub fn check_findings(server: &Server) -> Result<String, String> {
 /// at its last transaction's end before, it only lags: no finding), one that confirms
 /// the keepalive's WAL end is clean.
 fn check_idle(server: &Server, proxy: &Proxy) -> Result<(), String> {
-    use pgoutput_harness::server::Finding;
+    use pgoutput_harness::judge::Finding;
     use std::io::BufRead;
     let mut children = Vec::new();
     for (slot, mode) in [("proxy_lazy", "lags"), ("proxy_keeper", "keeps")] {
@@ -1633,7 +1634,7 @@ pub fn check_recvlogical_faults(server: &Server, bin: &Path) -> Result<String, S
     }
     // The probe armed: pg_recvlogical with its defaults (flush reported after each 10 s
     // fsync) is a correct consumer, accused of nothing.
-    proxy.set_probe(Some(pgoutput_harness::server::Probe::every(1)));
+    proxy.set_probe(Some(pgoutput_harness::judge::Probe::every(1)));
     let dir = std::env::temp_dir().join(format!("pgoutput-proxy-rl-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let file = dir.join("out");

@@ -233,7 +233,7 @@ pub fn check(server: &Server) -> Result<String, String> {
     // of nothing.
     let proxy = Proxy::builder(&server.conninfo("postgres", None))
         .map_err(|e| e.to_string())?
-        .probe(pgoutput_harness::server::Probe::every(1))
+        .probe(pgoutput_harness::judge::Probe::every(1))
         .start()
         .map_err(|e| e.to_string())?;
     let started = Instant::now();

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use pgoutput_client::{ConnInfo, Consumer, ConsumerConfig};
 use pgoutput_codec::{encode, Ctx, IntoOwned, Lsn, ProtocolVersion, Streaming};
-use pgoutput_harness::server::{Action, Fault, Trigger};
+use pgoutput_harness::faults::{Action, Fault, Trigger};
 use pgoutput_tests::pg::Server;
 use pgoutput_tests::poison;
 

@@ -29,8 +29,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use pgoutput_codec::Lsn;
+use pgoutput_harness::faults::{Action, Fault, Trigger};
 use pgoutput_harness::proxy::Proxy;
-use pgoutput_harness::server::{Action, Fault, Trigger};
 use pgoutput_tests::pg::Server;
 
 use crate::scenario::TAIL_USER;
@@ -560,7 +560,7 @@ fn subscribe(server: &Server) -> Result<String, String> {
     }
     // The judge's probe armed through the cuts: the subscriber is a correct consumer,
     // accused of nothing.
-    cutter.set_probe(Some(pgoutput_harness::server::Probe::every(1)));
+    cutter.set_probe(Some(pgoutput_harness::judge::Probe::every(1)));
     let errors_before = error_counts(server)?;
     // The switch: the subscription disabled (its apply worker leaves, its slot is free),
     // on 17+ its slot set to fail over (ALTER_REPLICATION_SLOT through the first proxy),

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use pgoutput_client::tokio::Consumer;
 use pgoutput_client::{ConnInfo, ConsumerConfig, Finished, Reconnecting, StreamOptions};
 use pgoutput_codec::{Decoder, IntoOwned, Lsn, PgOutputMessage, ProtocolVersion};
-use pgoutput_harness::server::{Action, Fault, Finding, Publication, TestServer, Trigger};
+use pgoutput_harness::faults::{Action, Fault, Trigger};
+use pgoutput_harness::judge::Finding;
+use pgoutput_harness::server::{Publication, TestServer};
 
 use super::option_sets;
 

@@ -8,9 +8,8 @@ use std::time::{Duration, Instant};
 
 use pgoutput_client::{ConnInfo, Connection, Consumer, ConsumerConfig, Finished, Reconnecting};
 use pgoutput_codec::{Decoder, IntoOwned, Lsn, PgOutputMessage, ProtocolVersion};
-use pgoutput_harness::server::{
-    Action, Fault, Publication, Script, Table, TestServer, Transaction, Trigger,
-};
+use pgoutput_harness::faults::{Action, Fault, Trigger};
+use pgoutput_harness::server::{Publication, Script, Table, TestServer, Transaction};
 
 use super::option_sets;
 
@@ -440,7 +439,7 @@ fn a_caught_up_consumer_busy_elsewhere_answers_an_idle_reply_request_with_the_wa
         .script(script)
         .start()
         .unwrap();
-    server.set_probe(Some(pgoutput_harness::server::Probe::every(1)));
+    server.set_probe(Some(pgoutput_harness::judge::Probe::every(1)));
     let wal_end = server.wal_end();
     let options = pgoutput_client::StreamOptions::new(ProtocolVersion::V1, &["p"]);
     let config = ConsumerConfig::new("busy", options).status_interval(Duration::from_secs(3600));

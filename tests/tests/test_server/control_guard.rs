@@ -8,7 +8,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
-use pgoutput_harness::server::{Control, TestServer};
+use pgoutput_harness::server::TestServer;
+use pgoutput_harness::Control;
 
 use super::{publication, script};
 

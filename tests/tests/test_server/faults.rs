@@ -5,11 +5,11 @@
 
 use std::time::{Duration, Instant};
 
+use pgoutput_client::StreamOptions;
 use pgoutput_codec::{Lsn, ProtocolVersion};
-use pgoutput_harness::server::{
-    Action, Ending, Fact, Fault, Finding, MessageKind, Probe, Publication, Resent, Script,
-    StreamOptions, TestServer, Transaction, Trigger,
-};
+use pgoutput_harness::faults::{Action, Fault, MessageKind, Trigger};
+use pgoutput_harness::judge::{Ending, Fact, Finding, Probe, Resent};
+use pgoutput_harness::server::{Publication, Script, TestServer, Transaction};
 
 use super::raw::{message, query, status_update, End, Msg, Raw, Read1, Target};
 use super::t1;

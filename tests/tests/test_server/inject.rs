@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use pgoutput_client::{ConnInfo, Connection, Consumer, ConsumerConfig, StreamOptions};
 use pgoutput_codec::{encode, Ctx, IntoOwned, Lsn, ProtocolVersion};
-use pgoutput_harness::server::{Action, Fault, TestServer, Trigger};
+use pgoutput_harness::faults::{Action, Fault, Trigger};
+use pgoutput_harness::server::TestServer;
 use pgoutput_tests::poison;
 
 /// The two rules: the logical message after the first transaction's Commit, the Type

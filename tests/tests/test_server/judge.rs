@@ -9,10 +9,9 @@ use std::time::{Duration, Instant};
 
 use pgoutput_client::{ConnInfo, Connection, Consumer, ConsumerConfig, StreamOptions};
 use pgoutput_codec::{Lsn, ProtocolVersion};
-use pgoutput_harness::server::{
-    Action, Ending, Event, Fact, Fault, Finding, Probe, Publication, TestServer, Transaction,
-    Trigger,
-};
+use pgoutput_harness::faults::{Action, Fault, Trigger};
+use pgoutput_harness::judge::{Ending, Fact, Finding, Probe};
+use pgoutput_harness::server::{Event, Publication, TestServer, Transaction};
 
 use super::raw::{message, query, status_update, Raw, Read1, Target};
 

@@ -21,8 +21,9 @@ mod twins;
 mod typed;
 mod whole;
 
+use pgoutput_client::StreamOptions;
 use pgoutput_codec::{ColumnValue, ProtocolVersion, Streaming, TruncateOptions};
-use pgoutput_harness::server::{Publication, Script, StreamOptions, Table, Transaction};
+use pgoutput_harness::server::{Publication, Script, Table, Transaction};
 use pgoutput_tests::pg::{find_servers, ServerBinaries};
 
 /// `t1 (id int4 primary key, v text)`.
@@ -141,7 +142,8 @@ pub fn every_kind_server() -> pgoutput_harness::server::TestServer {
 /// A server of 200 two-row transactions on `t` that closes the connection once, inside
 /// the `transaction`-th, after its first change.
 pub fn cut_inside(transaction: u64) -> pgoutput_harness::server::TestServer {
-    use pgoutput_harness::server::{Action, Fault, TestServer, Trigger};
+    use pgoutput_harness::faults::{Action, Fault, Trigger};
+    use pgoutput_harness::server::TestServer;
     let (t, script) = two_row_transactions(200);
     TestServer::builder()
         .publication(Publication::new("p").table(t))

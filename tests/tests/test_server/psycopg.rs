@@ -2,8 +2,9 @@
 
 use std::process::Command;
 
+use pgoutput_client::StreamOptions;
 use pgoutput_codec::ProtocolVersion;
-use pgoutput_harness::server::{Auth, StreamOptions, TestServer};
+use pgoutput_harness::server::{Auth, TestServer};
 
 use super::{publication, script};
 
@@ -115,7 +116,7 @@ except psycopg2.Error as e:
 
 #[test]
 fn psycopg2_under_faults() {
-    use pgoutput_harness::server::{Action, Fault, Trigger};
+    use pgoutput_harness::faults::{Action, Fault, Trigger};
     if !super::psycopg2_found() {
         return;
     }

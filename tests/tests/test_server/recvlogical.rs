@@ -5,8 +5,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use pgoutput_client::StreamOptions;
 use pgoutput_codec::{ProtocolVersion, Streaming};
-use pgoutput_harness::server::{Auth, StreamOptions, TestServer};
+use pgoutput_harness::server::{Auth, TestServer};
 
 use super::{binaries, publication, script};
 

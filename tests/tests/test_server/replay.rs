@@ -2,8 +2,9 @@
 //! lines as `pgoutput decode` prints them, replay through the test server to the same
 //! bytes for the options they were captured with.
 
+use pgoutput_client::StreamOptions;
 use pgoutput_codec::{Decoder, Encoder, IntoOwned, PgOutputMessage, ProtocolVersion, Streaming};
-use pgoutput_harness::server::{Publication, RenderedMessage, Script, StreamOptions, TestServer};
+use pgoutput_harness::server::{Publication, RenderedMessage, Script, TestServer};
 use pgoutput_tests::unhex;
 
 #[test]

@@ -6,9 +6,10 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use pgoutput_client::StreamOptions;
 use pgoutput_client::{ClientError, ConnInfo, Connection, Consumer, ConsumerConfig};
 use pgoutput_codec::{Encoder, Lsn, ProtocolVersion, Streaming};
-use pgoutput_harness::server::{Auth, StreamOptions, TestServer};
+use pgoutput_harness::server::{Auth, TestServer};
 
 use super::{option_sets, publication, script};
 

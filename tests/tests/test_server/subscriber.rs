@@ -150,7 +150,8 @@ fn tables_end_as_scripted(pg: &Server) -> bool {
 /// time: it resumes from its replication origin, so nothing is applied twice.
 #[test]
 fn postgres_18_subscriber_survives_faults() {
-    use pgoutput_harness::server::{Action, Fact, Fault, Trigger};
+    use pgoutput_harness::faults::{Action, Fault, Trigger};
+    use pgoutput_harness::judge::Fact;
     let Some(binaries) = binaries("18") else {
         return;
     };
@@ -175,7 +176,7 @@ fn postgres_18_subscriber_survives_faults() {
                 Fault::new(
                     Trigger::Message {
                         n: 1,
-                        kind: Some(pgoutput_harness::server::MessageKind::of::<
+                        kind: Some(pgoutput_harness::faults::MessageKind::of::<
                             pgoutput_codec::StreamStart,
                         >()),
                         before: false,

@@ -13,9 +13,8 @@ use pgoutput_client::{
     StreamOptions, TransactionKind, WholeTransaction,
 };
 use pgoutput_codec::{Decoder, Lsn, ProtocolVersion, Streaming};
-use pgoutput_harness::server::{
-    Action, Fault, MessageKind, Publication, Script, Table, TestServer, Transaction, Trigger,
-};
+use pgoutput_harness::faults::{Action, Fault, MessageKind, Trigger};
+use pgoutput_harness::server::{Publication, Script, Table, TestServer, Transaction};
 
 use super::option_sets;
 

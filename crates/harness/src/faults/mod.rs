@@ -7,8 +7,8 @@
 //! The rules look at the frames a connection sends, whatever produced them (the test
 //! server's renderer, or a real PostgreSQL behind the proxy): each frame's meaning
 //! (message type, transaction number, change number, stream block) comes from the typed
-//! message through a [`Tracker`], one per streaming connection. The connection
-//! asks the [`Plan`] (shared by every connection) before and after each frame; a rule that
+//! message through a tracker, one per streaming connection. The connection
+//! asks the plan (shared by every connection) before and after each frame; a rule that
 //! matches is claimed there, so that a rule with `times: 1` fires once in the whole
 //! server, whichever connection gets there first.
 //!

@@ -92,7 +92,7 @@ impl Trigger {
 /// `"stream_start"`), as the derive lists them.
 ///
 /// ```
-/// use pgoutput_harness::server::MessageKind;
+/// use pgoutput_harness::faults::MessageKind;
 /// use pgoutput_codec::StreamStart;
 ///
 /// let kind = MessageKind::of::<StreamStart>();

@@ -10,7 +10,7 @@
 //!
 //! ```no_run
 //! use pgoutput_harness::proxy::Proxy;
-//! use pgoutput_harness::server::{Action, Fault, Trigger};
+//! use pgoutput_harness::faults::{Action, Fault, Trigger};
 //!
 //! let proxy = Proxy::builder("host=127.0.0.1 port=5432 sslmode=disable")?
 //!     .fault(Fault::new(Trigger::Change { transaction: 2, after: 1 }, Action::Close))
@@ -37,8 +37,6 @@ mod shared;
 mod slots;
 mod startup;
 
-pub use crate::control::Control;
-pub use crate::judge::{Ending, Fact, Finding, Positions, Probe, Resent};
 pub use builder::Builder;
 pub use records::ConnectionInfo;
 pub use slots::SlotInfo;
@@ -54,7 +52,9 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use crate::confirmed::Timeout;
+use crate::control::Control;
 use crate::faults::{Fault, FaultError};
+use crate::judge::{Fact, Finding, Probe};
 use pgoutput_client::{ClientError, ConnInfo};
 use pgoutput_codec::Lsn;
 use shared::Shared;

@@ -10,7 +10,9 @@ use super::catalog::Catalog;
 use super::listener;
 use super::script::Clock;
 use super::state::{Config, Shared, Wal};
-use super::{Auth, Fault, Logger, Probe, Publication, Script, Table, TestServer};
+use super::{Auth, Logger, Publication, Script, Table, TestServer};
+use crate::faults::Fault;
+use crate::judge::Probe;
 use pgoutput_codec::Lsn;
 
 /// Builds a [`TestServer`].
@@ -183,8 +185,9 @@ impl Builder {
     }
 
     /// How often a checkpoint persists every slot's confirmed position (default 5 min;
-    /// PostgreSQL's `checkpoint_timeout`): a crash ([`Action::Crash`](super::Action::Crash),
-    /// [`TestServer::crash`]) takes each slot back to its last persisted position.
+    /// PostgreSQL's `checkpoint_timeout`): a crash
+    /// ([`Action::Crash`](crate::faults::Action::Crash), [`TestServer::crash`]) takes each
+    /// slot back to its last persisted position.
     #[must_use]
     pub fn checkpoint_interval(mut self, interval: Duration) -> Builder {
         self.checkpoint_interval = interval;
@@ -203,8 +206,9 @@ impl Builder {
     /// Arms the judge's probe (see [`Probe`]): one transaction in `every` is held after
     /// its first change with a keepalive asking for a reply, so a consumer that confirms
     /// a transaction before it has it is caught for certain
-    /// ([`Finding::ConfirmedUnsent`](super::Finding::ConfirmedUnsent)); and each time the stream catches up, the client is
-    /// asked for a reply, so a slot left behind while idle shows.
+    /// ([`Finding::ConfirmedUnsent`](crate::judge::Finding::ConfirmedUnsent)); and each
+    /// time the stream catches up, the client is asked for a reply, so a slot left behind
+    /// while idle shows.
     #[must_use]
     pub fn probe(mut self, probe: Probe) -> Builder {
         self.probe = Some(probe);

@@ -29,8 +29,11 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{ClientInfo, Fact, Fault, Finding, Probe, Script, SlotInfo, TestServer, Timeout};
+use super::{ClientInfo, Script, SlotInfo, TestServer};
+use crate::confirmed::Timeout;
 use crate::control::{bad, Answer, Api, Control, Request};
+use crate::faults::Fault;
+use crate::judge::{Fact, Finding, Positions, Probe};
 use pgoutput_codec::Lsn;
 
 impl Control {
@@ -177,7 +180,7 @@ fn events(server: &TestServer, body: &[u8]) -> Answer {
     }
 }
 
-fn slot(slot: &SlotInfo, wal_end: Lsn, positions: Option<super::Positions>) -> Value {
+fn slot(slot: &SlotInfo, wal_end: Lsn, positions: Option<Positions>) -> Value {
     let positions = positions.unwrap_or_default();
     json!({
         "name": slot.name,

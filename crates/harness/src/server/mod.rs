@@ -58,14 +58,9 @@ mod test_server;
 
 use std::sync::Arc;
 
-pub use crate::confirmed::Timeout;
-pub use crate::control::Control;
-pub use crate::faults::{Action, Fault, FaultError, MessageKind, Trigger};
-pub use crate::judge::{Ending, Fact, Finding, Positions, Probe, Resent};
 pub use builder::Builder;
 pub use catalog::{Column, Publication, Table};
 pub use credentials::Auth;
-pub use pgoutput_client::StreamOptions;
 pub use render::{RenderError, RenderedMessage};
 pub use script::{End, Event, Script, ScriptError, Step, Transaction, MAX_LINE_LEN};
 pub use sent::SentMessage;

@@ -11,9 +11,12 @@ use super::credentials::AuthKind;
 use super::render::{Halt, Renderer};
 use super::state::Shared;
 use super::{
-    Builder, ClientInfo, Event, Fact, Fault, FaultError, Finding, Positions, Probe, RenderError,
-    RenderedMessage, Script, ScriptError, SlotInfo, StreamOptions, Timeout,
+    Builder, ClientInfo, Event, RenderError, RenderedMessage, Script, ScriptError, SlotInfo,
 };
+use crate::confirmed::Timeout;
+use crate::faults::{Fault, FaultError};
+use crate::judge::{Fact, Finding, Positions, Probe};
+use pgoutput_client::StreamOptions;
 use pgoutput_codec::Lsn;
 
 /// A running test server. Dropping it stops the server: it closes every connection and

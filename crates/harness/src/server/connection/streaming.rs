@@ -17,7 +17,8 @@ use crate::server::inbox::{Incoming, Wait};
 use crate::server::render::{Halt, Renderer, Sink};
 use crate::server::sent::Unrecorded;
 use crate::server::state::State;
-use crate::server::{Event, StreamOptions};
+use crate::server::Event;
+use pgoutput_client::StreamOptions;
 use pgoutput_codec::{
     decode, encode, ClientMessage, Ctx, Lsn, PgOutputMessage, PgTimestamp, PrimaryKeepalive,
     ServerMessage, StandbyStatusUpdate, Tagged,

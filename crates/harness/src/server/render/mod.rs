@@ -21,7 +21,7 @@ use std::fmt;
 use super::catalog::{Catalog, Table};
 use super::schema_cache::SchemaCache;
 use super::script::Event;
-use super::StreamOptions;
+use pgoutput_client::StreamOptions;
 use pgoutput_codec::{
     CommitPrepared, Encoder, Lsn, Oid, PgOutputMessage, PgStr, RollbackPrepared, StreamAbort,
     StreamCommit, Streaming, Xid,

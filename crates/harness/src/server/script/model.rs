@@ -3,7 +3,7 @@
 //!
 //! A script says *what happened* (this transaction inserted these rows, was streamed, had
 //! a subtransaction abort, was prepared as `'gid'`), not how it is framed: the server
-//! renders it for each client's options (see [`StreamOptions`](crate::server::StreamOptions)),
+//! renders it for each client's options (see [`StreamOptions`](pgoutput_client::StreamOptions)),
 //! so the same transaction reaches a protocol 1 client as Begin…Commit and a streaming
 //! client as stream blocks.
 
