@@ -8,8 +8,9 @@ use pgoutput_harness::server::{Auth, TestServer};
 
 use super::{publication, script};
 
-/// Creates slot "psy", streams it to the position given, confirms it, drops the slot and
-/// prints each message's `data_start` and payload.
+/// Creates slot "psy", streams it to the position given, confirms it, drops the slot from a
+/// new connection (waiting for the first one's walsender to let it go) and prints each
+/// message's `data_start` and payload.
 pub(super) const CLIENT: &str = r#"
 import sys, psycopg2, psycopg2.extras
 dsn, end = sys.argv[1], int(sys.argv[2])
@@ -29,7 +30,9 @@ except psycopg2.extras.StopReplication:
     pass
 conn.close()
 conn = psycopg2.connect(dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection)
-conn.cursor().drop_replication_slot("psy")
+# WAIT: the walsender of the connection just closed releases the slot once it has seen the
+# close, which may be after this connection asks (PostgreSQL's as ours).
+conn.cursor().execute('DROP_REPLICATION_SLOT "psy" WAIT')
 print("\n".join(out))
 "#;
 
@@ -90,7 +93,7 @@ fn psycopg2_streams_and_confirms() {
     assert!(server.slots().is_empty());
     assert!(server
         .commands()
-        .contains(&"DROP_REPLICATION_SLOT \"psy\"".to_owned()));
+        .contains(&"DROP_REPLICATION_SLOT \"psy\" WAIT".to_owned()));
 }
 
 /// Streams slot "psy" until the server ends the connection; prints how many messages
