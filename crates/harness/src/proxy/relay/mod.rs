@@ -44,6 +44,10 @@ use to_upstream::FromDown;
 /// Bytes a read asks for at least: a walsender's messages are small and many.
 const READ_AT_LEAST: usize = 64 * 1024;
 
+/// A read buffer larger than this (grown for one large message) is given back once it
+/// holds less than [`READ_AT_LEAST`].
+const SHRINK_ABOVE: usize = 4 * READ_AT_LEAST;
+
 /// How much of a client's bytes a stalled connection holds before it stops reading it.
 const STALLED_AT_MOST: usize = 256 * 1024;
 
@@ -406,24 +410,40 @@ async fn relay<W: AsyncWrite + Unpin>(
     end
 }
 
-/// The length of the whole message at the start of `buf` (type byte, Int32 length and
-/// body), once it is all there; `Err` for a length no message can have.
-fn whole_message(buf: &mut BytesMut, at: usize) -> Result<Option<usize>, ()> {
+/// The message at `at` of `buf` (type byte, Int32 length and body): its length once it
+/// is all there, else how many of its bytes are still to come (0 while its header is not
+/// whole); `Err` for a length no message can have.
+fn whole_message(buf: &[u8], at: usize) -> Result<Result<usize, usize>, ()> {
     let Some(header) = buf.get(at..at + 5) else {
-        return Ok(None);
+        return Ok(Err(0));
     };
     let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
     if len < 4 {
         return Err(());
     }
     let total = len + 1;
-    if buf.len() - at < total {
-        // Room for what comes next, not for what the length claims: memory follows the
-        // bytes that arrive.
-        buf.reserve((total - (buf.len() - at)).min(READ_AT_LEAST));
-        return Ok(None);
+    match (buf.len() - at).checked_sub(total) {
+        Some(_) => Ok(Ok(total)),
+        None => Ok(Err(total - (buf.len() - at))),
     }
-    Ok(Some(total))
+}
+
+/// Room in `buf` for the next read, once the bytes handled are dropped from it (room
+/// made before that would count them in, and a buffer filled by each read would double
+/// at each: 50 slow clients at once took the proxy to 238 MiB). `missing` bytes of a
+/// message begun are made room for, at most [`READ_AT_LEAST`] a read (memory follows the
+/// bytes that arrive, not what a length claims), and never less than `at_least`; a
+/// buffer grown for a large message goes back to [`READ_AT_LEAST`] once it is gone.
+fn make_room(buf: &mut BytesMut, missing: usize, at_least: usize) {
+    if buf.capacity() > SHRINK_ABOVE && buf.len() + missing <= READ_AT_LEAST {
+        let mut fresh = BytesMut::with_capacity(READ_AT_LEAST);
+        fresh.extend_from_slice(buf);
+        *buf = fresh;
+    }
+    let room = missing.min(READ_AT_LEAST).max(at_least);
+    if buf.capacity() - buf.len() < room {
+        buf.reserve(room);
+    }
 }
 
 /// A FATAL to a client that has not started up, then the close.
@@ -437,4 +457,78 @@ async fn fatal(client: &mut (impl AsyncWrite + Unpin), err: &SqlError) {
 /// Closes `client` with RST.
 fn reset(client: &TcpStream) {
     let _ = socket2::SockRef::from(client).set_linger(Some(Duration::ZERO));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Buf;
+
+    /// A CopyData message of `len` bytes in all.
+    fn message(len: usize) -> Vec<u8> {
+        let mut m = vec![b'd'];
+        m.extend_from_slice(&u32::try_from(len - 1).unwrap().to_be_bytes());
+        m.resize(len, b'x');
+        m
+    }
+
+    /// What the client direction does with each read: the whole messages at the start
+    /// handled and dropped, then room made for the next read; the bytes missing of the
+    /// message left begun.
+    fn handle(buf: &mut BytesMut) -> usize {
+        let mut at = 0;
+        let missing = loop {
+            match whole_message(buf, at).unwrap() {
+                Ok(len) => at += len,
+                Err(missing) => break missing,
+            }
+        };
+        buf.advance(at);
+        make_room(buf, missing, READ_AT_LEAST / 4);
+        missing
+    }
+
+    #[test]
+    fn a_buffer_filled_by_every_read_does_not_grow() {
+        // A fast upstream and a slow client: each read fills all the room there is and
+        // ends inside a message (the buffer doubled at each such read when room was made
+        // before the handled bytes were dropped).
+        let stream: Vec<u8> = (0..20_000).flat_map(|_| message(137)).collect();
+        let mut buf = BytesMut::with_capacity(READ_AT_LEAST);
+        let mut from = 0;
+        while from < stream.len() {
+            let n = (buf.capacity() - buf.len()).min(stream.len() - from);
+            buf.extend_from_slice(&stream[from..from + n]);
+            from += n;
+            handle(&mut buf);
+            assert!(buf.capacity() <= 2 * READ_AT_LEAST, "{}", buf.capacity());
+        }
+        assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn a_large_message_is_made_room_for_as_it_comes_then_given_back() {
+        let big = message(3 * 1024 * 1024);
+        let mut buf = BytesMut::with_capacity(READ_AT_LEAST);
+        let mut from = 0;
+        let mut largest = 0;
+        while from < big.len() {
+            let n = (buf.capacity() - buf.len())
+                .min(big.len() - from)
+                .min(READ_AT_LEAST);
+            buf.extend_from_slice(&big[from..from + n]);
+            from += n;
+            handle(&mut buf);
+            // What the bytes held need and a read more, within the allocator's doubling.
+            assert!(
+                buf.capacity() <= 2 * (buf.len() + READ_AT_LEAST),
+                "{}",
+                buf.capacity()
+            );
+            largest = largest.max(buf.capacity());
+        }
+        assert!(largest >= big.len());
+        assert!(buf.is_empty());
+        assert!(buf.capacity() <= READ_AT_LEAST, "{}", buf.capacity());
+    }
 }

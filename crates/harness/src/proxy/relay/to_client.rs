@@ -11,7 +11,7 @@ use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 
-use super::{envelope, whole_message, End, Link, Who, READ_AT_LEAST};
+use super::{envelope, make_room, whole_message, End, Link, Who, READ_AT_LEAST};
 use crate::faults::{Action, Trigger};
 use crate::faults::{Clock, Context, Effect, End as Ends, Facts, Pace, Point, Scope, Tracker};
 use crate::judge::{Ending, Frame, Hold, HoldStep, IdleAsks, Probe};
@@ -38,6 +38,8 @@ pub(super) struct Down<'a, W> {
     link: &'a Link,
     client: &'a mut W,
     buf: BytesMut,
+    /// How many bytes of the message at the start of `buf` are still to come.
+    missing: usize,
     /// How much of `buf` has been written to the client.
     written: usize,
     /// The upstream's major version (from its `server_version`).
@@ -89,6 +91,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
             link,
             client,
             buf: BytesMut::with_capacity(READ_AT_LEAST),
+            missing: 0,
             written: 0,
             major: 0,
             backend_pid: 0,
@@ -119,9 +122,8 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
     ) -> End {
         let mut crashes = self.shared.crashes.subscribe();
         loop {
-            if self.buf.capacity() - self.buf.len() < READ_AT_LEAST / 4 {
-                self.buf.reserve(READ_AT_LEAST);
-            }
+            // A walsender's messages are small and many: reads of a quarter at least.
+            make_room(&mut self.buf, self.missing, READ_AT_LEAST / 4);
             let waiting = self.shutting_down == Some(Shutdown::Waiting);
             let asking = self.idle_asks.asking();
             let next_time = self.next_time();
@@ -267,14 +269,18 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
     async fn process(&mut self) -> Result<(), End> {
         let mut at = 0;
         loop {
-            match whole_message(&mut self.buf, at) {
-                Ok(Some(len)) => {
+            match whole_message(&self.buf, at) {
+                Ok(Ok(len)) => {
                     self.message(at, len).await?;
                     at += len;
                 }
-                Ok(None) => break,
+                Ok(Err(missing)) => {
+                    self.missing = missing;
+                    break;
+                }
                 Err(()) => {
                     // Not the protocol: forwarded, and nothing more is read into it.
+                    self.missing = 0;
                     at = self.buf.len();
                     self.session = None;
                     break;

@@ -9,7 +9,7 @@ use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 
-use super::{envelope, End, Link, Who, READ_AT_LEAST, STALLED_AT_MOST};
+use super::{envelope, make_room, End, Link, Who, STALLED_AT_MOST};
 use crate::faults::{Action, Trigger};
 use crate::proxy::Shared;
 use pgoutput_client::tokio::Io;
@@ -49,6 +49,10 @@ pub(super) async fn run(
         // judged, and a client that leaves ends the pair.
         let held = *stalled.borrow();
         let room = buf.len() < STALLED_AT_MOST;
+        if !held {
+            // A client sends little: room only for what a message it is reading needs.
+            make_room(&mut buf, framing.missing, 0);
+        }
         tokio::select! {
             read = client.read_buf(&mut buf), if !held || room => match read {
                 Ok(0) | Err(_) => {
@@ -70,7 +74,7 @@ pub(super) async fn run(
             }
             Ok(()) = stalled.changed(), if held => {}
         }
-        while let Some(len) = framing.frame(&mut buf, link) {
+        while let Some(len) = framing.frame(&buf, link) {
             let at = framing.read;
             let noted = note_client_message(&mut buf[at..at + len], link, shared, who);
             for rule in noted.rules {
@@ -122,13 +126,16 @@ struct Framing {
     lost: bool,
     /// The upstream was forwarded part of a message only.
     upstream_inside: bool,
+    /// How many bytes of the message it reads next are still to come.
+    missing: usize,
 }
 
 impl Framing {
     /// Frames what `buf` holds past `read`: the bytes of messages the proxy does not read
     /// are counted in as they come; the length of the next message it reads, once that
     /// message is all there (`None`: more bytes are needed).
-    fn frame(&mut self, buf: &mut BytesMut, link: &Link) -> Option<usize> {
+    fn frame(&mut self, buf: &BytesMut, link: &Link) -> Option<usize> {
+        self.missing = 0;
         loop {
             let available = buf.len() - self.read;
             if self.passing > 0 || self.lost {
@@ -167,9 +174,8 @@ impl Framing {
                 continue;
             }
             if available < total {
-                // Room for what comes next, not for what the length claims: memory
-                // follows the bytes that arrive.
-                buf.reserve((total - available).min(READ_AT_LEAST));
+                // Room is made once what is framed has gone (`make_room`).
+                self.missing = total - available;
                 return None;
             }
             return Some(total);
