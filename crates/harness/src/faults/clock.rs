@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Action, Plan, Scope, Trigger};
+use super::{Action, Plan, Rules, Scope, Trigger};
 
 /// A streaming connection's clock, and how far the time rules have been looked at.
 #[derive(Debug, Clone, Copy)]
@@ -23,8 +23,8 @@ impl Clock {
     }
 
     /// When the next `time` rule in `scope` is due (a rule added since is seen too).
-    pub(crate) fn next(&self, plan: &Plan, scope: &Scope) -> Option<Instant> {
-        let ms = plan.next_time(scope, self.checked)?;
+    pub(crate) fn next(&self, plan: &Plan, copy: &mut Rules, scope: &Scope) -> Option<Instant> {
+        let ms = plan.next_time(copy, scope, self.checked)?;
         Some(self.started + Duration::from_millis(ms))
     }
 
@@ -32,6 +32,7 @@ impl Clock {
     pub(crate) fn due(
         &mut self,
         plan: &Plan,
+        copy: &mut Rules,
         scope: &Scope,
         now: Instant,
     ) -> Vec<(Trigger, Action)> {
@@ -41,7 +42,7 @@ impl Clock {
         let elapsed = u64::try_from(now.saturating_duration_since(self.started).as_millis())
             .unwrap_or(u64::MAX);
         let checked = self.checked.replace(elapsed);
-        plan.fire(Some(scope), |trigger| {
+        plan.fire(copy, Some(scope), |trigger| {
             matches!(trigger, Trigger::Time { ms } if *ms <= elapsed && checked.is_none_or(|c| *ms > c))
         })
     }
@@ -59,28 +60,29 @@ mod tests {
         let scope = Scope::default();
         let start = Instant::now();
         let mut clock = Clock::start(start);
+        let mut copy = Rules::default();
         assert_eq!(
-            clock.next(&plan, &scope),
+            clock.next(&plan, &mut copy, &scope),
             Some(start + Duration::from_millis(100))
         );
         assert!(clock
-            .due(&plan, &scope, start + Duration::from_millis(99))
+            .due(&plan, &mut copy, &scope, start + Duration::from_millis(99))
             .is_empty());
         assert_eq!(
             clock
-                .due(&plan, &scope, start + Duration::from_millis(100))
+                .due(&plan, &mut copy, &scope, start + Duration::from_millis(100))
                 .len(),
             1
         );
         // Every time, but once on each connection's clock.
         assert!(clock
-            .due(&plan, &scope, start + Duration::from_millis(500))
+            .due(&plan, &mut copy, &scope, start + Duration::from_millis(500))
             .is_empty());
-        assert_eq!(clock.next(&plan, &scope), None);
+        assert_eq!(clock.next(&plan, &mut copy, &scope), None);
         let mut other = Clock::start(start);
         assert_eq!(
             other
-                .due(&plan, &scope, start + Duration::from_secs(1))
+                .due(&plan, &mut copy, &scope, start + Duration::from_secs(1))
                 .len(),
             1
         );

@@ -1,7 +1,7 @@
 //! What a frame means to the rules: where in it a rule fires, what it counts as, and
 //! the rules that fire there, in the order their bytes come.
 
-use super::{Action, Context, MessageKind, Plan, Scope, Trigger};
+use super::{Action, Context, MessageKind, Plan, Rules, Scope, Trigger};
 use pgoutput_codec::{Ctx, Lsn, PgOutputMessage, Tagged, Xid};
 use pgoutput_codec::{Follower, Place};
 
@@ -27,15 +27,18 @@ pub(crate) struct Fired {
 
 impl Plan {
     /// The rules in `scope` that fire at `point` of a frame of `len` bytes with
-    /// `facts`, claimed, in the order of their bytes.
+    /// `facts`, claimed, in the order of their bytes (`copy`: the connection's rules).
     pub(crate) fn at_frame(
         &self,
+        copy: &mut Rules,
         scope: &Scope,
         point: Point,
         facts: &Facts,
         len: usize,
     ) -> Vec<Fired> {
-        let claimed = self.fire(Some(scope), |trigger| frame_matches(trigger, point, facts));
+        let claimed = self.fire(copy, Some(scope), |trigger| {
+            frame_matches(trigger, point, facts)
+        });
         if claimed.is_empty() {
             // The common case, three times a frame: nothing to move or drop.
             return Vec::new();
@@ -275,8 +278,9 @@ mod tests {
         plan.add(Fault::new(Trigger::before_message(1), Action::RequestReply));
         let facts = Tracker::new(None).frame(Lsn(0x10), &begin());
         let scope = Scope::default();
-        let at = |point| -> Vec<(usize, Action)> {
-            plan.at_frame(&scope, point, &facts, 50)
+        let mut copy = Rules::default();
+        let mut at = |point| -> Vec<(usize, Action)> {
+            plan.at_frame(&mut copy, &scope, point, &facts, 50)
                 .into_iter()
                 .map(|fired| (fired.upto, fired.action))
                 .collect()

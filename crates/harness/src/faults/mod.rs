@@ -25,8 +25,8 @@ mod frame;
 mod trigger;
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
@@ -35,7 +35,7 @@ use pgoutput_codec::Lsn;
 pub use action::Action;
 pub(crate) use action::{Context, Effect, End, OnConnect, Pace};
 pub(crate) use clock::Clock;
-pub(crate) use frame::{Facts, Point, Tracker};
+pub(crate) use frame::{Facts, Fired, Point, Tracker};
 pub use trigger::{MessageKind, Trigger};
 
 /// A rule: when [`Trigger`] happens on a connection in scope, [`Action`] is done, at most
@@ -201,38 +201,80 @@ impl Fault {
     }
 }
 
+/// A rule and how often it has fired: shared by the plan and every connection's copy of
+/// the rules, so that a firing is claimed once whichever connection gets there first.
 #[derive(Debug)]
 struct Rule {
     fault: Fault,
-    fired: u64,
+    fired: AtomicU64,
+}
+
+impl Rule {
+    /// Whether it may fire again.
+    fn left(&self) -> bool {
+        self.fault.times == 0 || self.fired.load(Ordering::Acquire) < self.fault.times
+    }
+
+    /// Counts one firing, unless another connection took the last one meanwhile.
+    fn claim(&self) -> bool {
+        let times = self.fault.times;
+        self.fired
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |fired| {
+                (times == 0 || fired < times).then_some(fired + 1)
+            })
+            .is_ok()
+    }
+}
+
+/// The rules as they stand, replaced whole when they change.
+type RuleSet = Arc<[Arc<Rule>]>;
+
+/// A connection's copy of the plan's rules: asked at every frame without a lock, taken
+/// again (under the plan's lock) only when the rules changed since.
+#[derive(Debug, Default)]
+pub(crate) struct Rules {
+    generation: u64,
+    rules: RuleSet,
 }
 
 /// The server's rules, with how often each has fired.
 #[derive(Debug, Default)]
 pub(crate) struct Plan {
-    rules: Mutex<Vec<Rule>>,
-    /// Whether there are rules at all: checked on every frame without the lock.
+    rules: Mutex<RuleSet>,
+    /// Counts the changes of `rules` (made under its lock): a connection's copy of an
+    /// older generation is taken again.
+    generation: AtomicU64,
+    /// Whether there are rules at all: checked on every frame first.
     armed: AtomicBool,
 }
 
 impl Plan {
+    fn lock(&self) -> std::sync::MutexGuard<'_, RuleSet> {
+        self.rules.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     pub(crate) fn add(&self, fault: Fault) {
-        let mut rules = self.rules.lock().unwrap_or_else(|e| e.into_inner());
-        rules.push(Rule { fault, fired: 0 });
+        let mut rules = self.lock();
+        let rule = Arc::new(Rule {
+            fault,
+            fired: AtomicU64::new(0),
+        });
+        *rules = rules.iter().cloned().chain([rule]).collect();
+        self.generation.fetch_add(1, Ordering::AcqRel);
         self.armed.store(true, Ordering::SeqCst);
     }
 
     pub(crate) fn clear(&self) {
-        self.rules.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        let mut rules = self.lock();
+        *rules = RuleSet::default();
+        self.generation.fetch_add(1, Ordering::AcqRel);
         self.armed.store(false, Ordering::SeqCst);
     }
 
     pub(crate) fn faults(&self) -> Vec<(Fault, u64)> {
-        self.rules
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        self.lock()
             .iter()
-            .map(|r| (r.fault.clone(), r.fired))
+            .map(|r| (r.fault.clone(), r.fired.load(Ordering::Acquire)))
             .collect()
     }
 
@@ -240,26 +282,32 @@ impl Plan {
         self.armed.load(Ordering::Relaxed)
     }
 
+    /// The rules as they stand, through `copy` (taken again only if they changed).
+    fn current<'c>(&self, copy: &'c mut Rules) -> &'c [Arc<Rule>] {
+        if copy.generation != self.generation.load(Ordering::Acquire) {
+            let rules = self.lock();
+            copy.rules = Arc::clone(&rules);
+            copy.generation = self.generation.load(Ordering::Acquire);
+        }
+        &copy.rules
+    }
+
     /// The actions of the rules in `scope` that `matches` picks, each claimed (its
-    /// firing counted) before it is returned, in the order the rules were added.
+    /// firing counted) before it is returned, in the order the rules were added; `copy`
+    /// is the connection's copy of the rules.
     pub(crate) fn fire(
         &self,
+        copy: &mut Rules,
         scope: Option<&Scope>,
         mut matches: impl FnMut(&Trigger) -> bool,
     ) -> Vec<(Trigger, Action)> {
         if !self.armed() {
             return Vec::new();
         }
-        let mut rules = self.rules.lock().unwrap_or_else(|e| e.into_inner());
         let mut actions = Vec::new();
-        for rule in rules.iter_mut() {
-            let left = rule.fault.times == 0 || rule.fired < rule.fault.times;
-            let scoped = match scope {
-                Some(scope) => rule.fault.in_scope(scope),
-                None => true,
-            };
-            if left && scoped && matches(&rule.fault.when) {
-                rule.fired += 1;
+        for rule in self.current(copy) {
+            let scoped = scope.is_none_or(|scope| rule.fault.in_scope(scope));
+            if rule.left() && scoped && matches(&rule.fault.when) && rule.claim() {
                 actions.push((rule.fault.when.clone(), rule.fault.then.clone()));
             }
         }
@@ -268,9 +316,9 @@ impl Plan {
 
     /// The `flush` rules in `scope` a status update confirming `flush_lsn` meets,
     /// claimed.
-    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn flushed(&self, scope: Option<&Scope>, flush_lsn: Lsn) -> Vec<(Trigger, Action)> {
         self.fire(
+            &mut Rules::default(),
             scope,
             |trigger| matches!(trigger, Trigger::Flush { lsn } if flush_lsn >= *lsn),
         )
@@ -281,6 +329,7 @@ impl Plan {
     /// connect are armed there).
     pub(crate) fn connecting(&self, attempt: u64, major: u32) -> Vec<(Action, OnConnect)> {
         self.fire(
+            &mut Rules::default(),
             None,
             |trigger| matches!(trigger, Trigger::Connect { attempt: a } if *a == attempt),
         )
@@ -294,14 +343,18 @@ impl Plan {
 
     /// The earliest `Time` trigger for `scope` after `after_ms` (each connection fires a
     /// time rule once, when its clock passes it), in ms after the start.
-    pub(crate) fn next_time(&self, scope: &Scope, after_ms: Option<u64>) -> Option<u64> {
+    pub(crate) fn next_time(
+        &self,
+        copy: &mut Rules,
+        scope: &Scope,
+        after_ms: Option<u64>,
+    ) -> Option<u64> {
         if !self.armed() {
             return None;
         }
-        let rules = self.rules.lock().unwrap_or_else(|e| e.into_inner());
-        rules
+        self.current(copy)
             .iter()
-            .filter(|r| r.fault.times == 0 || r.fired < r.fault.times)
+            .filter(|r| r.left())
             .filter(|r| r.fault.in_scope(scope))
             .filter_map(|r| match r.fault.when {
                 Trigger::Time { ms } if after_ms.is_none_or(|after| ms > after) => Some(ms),
@@ -318,7 +371,7 @@ mod tests {
     #[test]
     fn a_rule_fires_as_often_as_it_may_in_its_scope() {
         let plan = Plan::default();
-        assert!(plan.fire(None, |_| true).is_empty());
+        assert!(plan.fire(&mut Rules::default(), None, |_| true).is_empty());
         plan.add(Fault::new(Trigger::Commit { transaction: 1 }, Action::Close).slot("a"));
         plan.add(Fault::new(Trigger::Commit { transaction: 1 }, Action::Reset).times(0));
         let a = Scope {
@@ -330,7 +383,7 @@ mod tests {
             ..Scope::default()
         };
         let fire = |scope: &Scope| -> Vec<Action> {
-            plan.fire(Some(scope), |_| true)
+            plan.fire(&mut Rules::default(), Some(scope), |_| true)
                 .into_iter()
                 .map(|(_, action)| action)
                 .collect()
@@ -340,6 +393,31 @@ mod tests {
         assert_eq!(fire(&a), vec![Action::Reset]);
         assert_eq!(plan.faults()[0].1, 1);
         assert_eq!(plan.faults()[1].1, 3);
+    }
+
+    #[test]
+    fn each_connection_sees_the_rules_as_they_change_and_a_firing_is_claimed_once() {
+        let plan = Plan::default();
+        let (mut one, mut two) = (Rules::default(), Rules::default());
+        let all = |copy: &mut Rules| plan.fire(copy, None, |_| true).len();
+        assert_eq!(all(&mut one), 0);
+        plan.add(Fault::new(
+            Trigger::Commit { transaction: 1 },
+            Action::Close,
+        ));
+        // Seen by a copy taken before it was added; fired once between the two.
+        assert_eq!(all(&mut one), 1);
+        assert_eq!(all(&mut two), 0);
+        plan.add(Fault::new(Trigger::Commit { transaction: 1 }, Action::Reset).times(2));
+        assert_eq!((all(&mut two), all(&mut one), all(&mut two)), (1, 1, 0));
+        assert_eq!(plan.faults()[0].1, 1);
+        assert_eq!(plan.faults()[1].1, 2);
+        plan.clear();
+        plan.add(Fault::new(
+            Trigger::Commit { transaction: 1 },
+            Action::Close,
+        ));
+        assert_eq!((all(&mut one), all(&mut two)), (1, 0));
     }
 
     #[test]

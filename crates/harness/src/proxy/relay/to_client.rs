@@ -13,7 +13,8 @@ use tokio::sync::{mpsc, watch};
 
 use super::{envelope, make_room, whole_message, End, Link, Who, READ_AT_LEAST};
 use crate::faults::{Action, Trigger};
-use crate::faults::{Clock, Context, Effect, End as Ends, Facts, Pace, Point, Scope, Tracker};
+use crate::faults::{Clock, Context, Effect, End as Ends, Facts, Pace, Point, Rules, Scope};
+use crate::faults::{Fired, Tracker};
 use crate::judge::{Ending, Frame, Hold, HoldStep, IdleAsks, Probe};
 use crate::proxy::Shared;
 use pgoutput_codec::{
@@ -28,6 +29,8 @@ struct Session {
     decoder: Option<Decoder>,
     tracker: Tracker,
     scope: Scope,
+    /// This stream's copy of the proxy's rules.
+    rules: Rules,
     clock: Clock,
 }
 
@@ -169,9 +172,11 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
     }
 
     /// When the next `time` rule of this stream is due.
-    fn next_time(&self) -> Option<tokio::time::Instant> {
-        let session = self.session.as_ref()?;
-        let at = session.clock.next(&self.shared.faults, &session.scope)?;
+    fn next_time(&mut self) -> Option<tokio::time::Instant> {
+        let session = self.session.as_mut()?;
+        let at = session
+            .clock
+            .next(&self.shared.faults, &mut session.rules, &session.scope)?;
         Some(tokio::time::Instant::from_std(at))
     }
 
@@ -180,9 +185,12 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
         let Some(session) = &mut self.session else {
             return Ok(());
         };
-        let fired = session
-            .clock
-            .due(&self.shared.faults, &session.scope, Instant::now());
+        let fired = session.clock.due(
+            &self.shared.faults,
+            &mut session.rules,
+            &session.scope,
+            Instant::now(),
+        );
         for (trigger, action) in fired {
             self.fire(trigger, action).await?;
         }
@@ -441,6 +449,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
             tracker: Tracker::new(decoder.as_ref().map(Decoder::ctx)),
             decoder,
             scope,
+            rules: Rules::default(),
             clock: Clock::start(Instant::now()),
         });
         self.link.streaming.store(true, Ordering::Relaxed);
@@ -530,19 +539,20 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                     // Nothing to ask (two atomic loads): the frame goes as it came.
                     return self.finish_shutdown(at + len).await;
                 }
-                // An ERROR a rule sent ends the stream (and the session) at any point.
-                self.rules(Point::Before, &facts, at, len).await?;
-                if self.session.is_none() {
-                    return Ok(());
-                }
-                self.pace(at, len).await?;
-                self.rules(Point::Within, &facts, at, len).await?;
-                if self.session.is_none() {
-                    return Ok(());
-                }
-                self.rules(Point::After, &facts, at, len).await?;
-                if self.session.is_none() {
-                    return Ok(());
+                for point in [Point::Before, Point::Within, Point::After] {
+                    if point == Point::Within {
+                        self.pace(at, len).await?;
+                    }
+                    // Asked without awaiting: the frame's three points cost no future when
+                    // nothing fires (the common case while a rule is armed).
+                    let fired = self.fired_at(point, &facts, len);
+                    if !fired.is_empty() {
+                        self.carry_out(fired, at, len).await?;
+                        // An ERROR a rule sent ends the stream (and the session) here.
+                        if self.session.is_none() {
+                            return Ok(());
+                        }
+                    }
                 }
                 if let Some(probe) = probe.filter(|p| p.holds(&facts.place)) {
                     self.probe_hold(probe, at + len).await?;
@@ -553,22 +563,19 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
         }
     }
 
-    /// The rules at `point` of the frame at `at`: what comes before the point is written
-    /// first, then each action is done.
-    async fn rules(
-        &mut self,
-        point: Point,
-        facts: &Facts,
-        at: usize,
-        len: usize,
-    ) -> Result<(), End> {
-        let Some(session) = self.session.as_ref() else {
-            return Ok(());
+    /// The rules that fire at `point` of a frame of `len` bytes, claimed.
+    fn fired_at(&mut self, point: Point, facts: &Facts, len: usize) -> Vec<Fired> {
+        let Some(session) = self.session.as_mut() else {
+            return Vec::new();
         };
-        let fired = self
-            .shared
+        self.shared
             .faults
-            .at_frame(&session.scope, point, facts, len);
+            .at_frame(&mut session.rules, &session.scope, point, facts, len)
+    }
+
+    /// Does what the rules that fired at a frame ask, each once the frame's bytes it
+    /// names have gone.
+    async fn carry_out(&mut self, fired: Vec<Fired>, at: usize, len: usize) -> Result<(), End> {
         for fired in fired {
             self.write_upto(at + fired.upto).await?;
             self.shared.log(format!(

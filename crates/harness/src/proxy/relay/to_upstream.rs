@@ -276,10 +276,7 @@ fn status_update(
             message[14..22].copy_from_slice(&heard.0.to_be_bytes());
         }
     }
-    let met = shared.faults.fire(
-        scope.as_ref(),
-        |trigger| matches!(trigger, Trigger::Flush { lsn } if update.flush_lsn >= *lsn),
-    );
+    let met = shared.faults.flushed(scope.as_ref(), update.flush_lsn);
     link.replies.answered();
     link.replied.notify_one();
     met

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::{Closed, Connection, Failure};
 use crate::faults::{Action, Clock, Context, Effect, End, Facts, OnConnect, Pace, Point};
-use crate::faults::{Scope, Tracker, Trigger};
+use crate::faults::{Rules, Scope, Tracker, Trigger};
 use crate::server::state::Shared;
 use pgoutput_codec::Ctx;
 use pgoutput_wire::backend;
@@ -22,6 +22,8 @@ pub(super) struct StreamFaults {
     pub(super) scope: Arc<Scope>,
     /// Where each frame it sends stands in the stream.
     pub(super) tracker: Tracker,
+    /// This stream's copy of the server's rules.
+    pub(super) rules: Rules,
     pub(super) clock: Clock,
     /// Rules a status update met, done at the next point where only whole frames are
     /// buffered.
@@ -36,6 +38,7 @@ impl StreamFaults {
         StreamFaults {
             scope: Arc::new(scope),
             tracker: Tracker::new(ctx),
+            rules: Rules::default(),
             clock: Clock::start(started),
             pending: Vec::new(),
             pace: None,
@@ -62,11 +65,12 @@ impl<W: Write> Connection<'_, W> {
         frame_start: usize,
         payload_len: usize,
     ) -> Result<(), Failure> {
-        let scope = self.scope();
-        let fired = self
-            .shared
-            .faults
-            .at_frame(&scope, point, facts, FRAME_HEADER + payload_len);
+        let len = FRAME_HEADER + payload_len;
+        let plan = &self.shared.faults;
+        let fired = match &mut self.walsnd {
+            Some(w) => plan.at_frame(&mut w.faults.rules, &w.faults.scope, point, facts, len),
+            None => plan.at_frame(&mut Rules::default(), &Scope::default(), point, facts, len),
+        };
         // What of the output has gone since the first rule.
         let mut written = 0;
         for fired in fired {
@@ -86,12 +90,13 @@ impl<W: Write> Connection<'_, W> {
         };
         let mut due = std::mem::take(&mut walsnd.faults.pending);
         let scope = Arc::clone(&walsnd.faults.scope);
-        due.extend(
-            walsnd
-                .faults
-                .clock
-                .due(&self.shared.faults, &scope, Instant::now()),
-        );
+        let faults = &mut walsnd.faults;
+        due.extend(faults.clock.due(
+            &self.shared.faults,
+            &mut faults.rules,
+            &scope,
+            Instant::now(),
+        ));
         for (trigger, action) in due {
             self.flush()?;
             self.fault(&trigger, &action)?;
@@ -100,9 +105,11 @@ impl<W: Write> Connection<'_, W> {
     }
 
     /// When the next `time` rule is due, for the streaming loop's wait.
-    pub(super) fn next_fault_time(&self) -> Option<Instant> {
-        let faults = &self.walsnd.as_ref()?.faults;
-        faults.clock.next(&self.shared.faults, &faults.scope)
+    pub(super) fn next_fault_time(&mut self) -> Option<Instant> {
+        let faults = &mut self.walsnd.as_mut()?.faults;
+        faults
+            .clock
+            .next(&self.shared.faults, &mut faults.rules, &faults.scope)
     }
 
     /// Who this connection is, for the rules' scopes (shared, not copied per frame).
