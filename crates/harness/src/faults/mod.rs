@@ -35,7 +35,9 @@ use pgoutput_codec::Lsn;
 pub use action::Action;
 pub(crate) use action::{Context, Effect, End, OnConnect, Pace};
 pub(crate) use clock::Clock;
-pub(crate) use frame::{Facts, Fired, Point, Tracker};
+#[cfg(feature = "proxy")]
+pub(crate) use frame::Fired;
+pub(crate) use frame::{Facts, Point, Tracker};
 pub use trigger::{MessageKind, Trigger};
 
 /// A rule: when [`Trigger`] happens on a connection in scope, [`Action`] is done, at most

@@ -287,7 +287,7 @@ impl Judge {
 
     /// The slot's clients were sent up to `position` (a frame the owner tells of in
     /// bulk).
-    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
+    #[cfg(feature = "proxy")]
     pub(crate) fn reached(&mut self, position: Lsn) {
         self.sent_up_to(position);
     }
@@ -563,7 +563,7 @@ impl Judge {
     }
 
     /// The last re-send recorded.
-    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
+    #[cfg(any(feature = "proxy", test))]
     pub(crate) fn resent(&self) -> Option<Resent> {
         self.facts.iter().rev().find_map(|f| match f {
             Fact::Resent(r) => Some(*r),
@@ -574,10 +574,10 @@ impl Judge {
 
 /// Every slot's judge, by name.
 #[derive(Debug, Default)]
-#[cfg_attr(not(feature = "server"), allow(dead_code))]
+#[cfg(any(feature = "server", test))]
 pub(crate) struct Judges(HashMap<String, Judge>);
 
-#[cfg_attr(not(feature = "server"), allow(dead_code))]
+#[cfg(any(feature = "server", test))]
 impl Judges {
     /// The judge of `slot` (made when first asked for).
     pub(crate) fn slot(&mut self, slot: &str) -> &mut Judge {

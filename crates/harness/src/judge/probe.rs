@@ -274,7 +274,7 @@ impl Hold {
 
     /// The stream is ending (the client's CopyDone, an error to send): no more rounds,
     /// and this one unanswered.
-    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    #[cfg(any(feature = "server", test))]
     pub(crate) fn give_up(&mut self) {
         self.rounds = Hold::ROUNDS;
         self.until = None;

@@ -18,6 +18,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::FaultError;
+#[cfg(any(feature = "server", test))]
 use crate::judge::Ending;
 use pgoutput_codec::{Ctx, IntoOwned, Lsn, PgOutputMessage, Xid};
 use pgoutput_wire::error::SqlError;
@@ -206,7 +207,7 @@ pub(crate) enum Effect {
 
 impl Effect {
     /// How the judge hears that the connection ended, when this ends it.
-    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    #[cfg(any(feature = "server", test))]
     pub(crate) fn ending(&self) -> Option<Ending> {
         match self {
             Effect::End(End::Crash) => Some(Ending::Crash),
