@@ -410,21 +410,31 @@ async fn relay<W: AsyncWrite + Unpin>(
     end
 }
 
-/// The message at `at` of `buf` (type byte, Int32 length and body): its length once it
-/// is all there, else how many of its bytes are still to come (0 while its header is not
-/// whole); `Err` for a length no message can have.
-fn whole_message(buf: &[u8], at: usize) -> Result<Result<usize, usize>, ()> {
+/// What `buf` holds of the message at `at` (type byte, Int32 length and body).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framed {
+    /// All of it: its length.
+    Whole(usize),
+    /// Part of it: how many of its bytes are still to come (0 while its header is not
+    /// whole).
+    Missing(usize),
+    /// A length no message can have.
+    Lost,
+}
+
+fn whole_message(buf: &[u8], at: usize) -> Framed {
     let Some(header) = buf.get(at..at + 5) else {
-        return Ok(Err(0));
+        return Framed::Missing(0);
     };
     let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
     if len < 4 {
-        return Err(());
+        return Framed::Lost;
     }
-    let total = len + 1;
-    match (buf.len() - at).checked_sub(total) {
-        Some(_) => Ok(Ok(total)),
-        None => Ok(Err(total - (buf.len() - at))),
+    let (total, have) = (len + 1, buf.len() - at);
+    if have < total {
+        Framed::Missing(total - have)
+    } else {
+        Framed::Whole(total)
     }
 }
 
@@ -478,9 +488,10 @@ mod tests {
     fn handle(buf: &mut BytesMut) -> usize {
         let mut at = 0;
         let missing = loop {
-            match whole_message(buf, at).unwrap() {
-                Ok(len) => at += len,
-                Err(missing) => break missing,
+            match whole_message(buf, at) {
+                Framed::Whole(len) => at += len,
+                Framed::Missing(missing) => break missing,
+                Framed::Lost => unreachable!("the test's messages are well formed"),
             }
         };
         buf.advance(at);

@@ -11,10 +11,11 @@ use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 
-use super::{envelope, make_room, whole_message, End, Link, Who, READ_AT_LEAST};
-use crate::faults::{Action, Trigger};
-use crate::faults::{Clock, Context, Effect, End as Ends, Facts, Pace, Point, Rules, Scope};
-use crate::faults::{Fired, Tracker};
+use super::{envelope, make_room, whole_message, End, Framed, Link, Who, READ_AT_LEAST};
+use crate::faults::{
+    Action, Clock, Context, Effect, End as Ends, Facts, Fired, Pace, Point, Rules, Scope, Tracker,
+    Trigger,
+};
 use crate::judge::{Ending, Frame, Hold, HoldStep, IdleAsks, Probe};
 use crate::proxy::Shared;
 use pgoutput_codec::{
@@ -278,15 +279,15 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
         let mut at = 0;
         loop {
             match whole_message(&self.buf, at) {
-                Ok(Ok(len)) => {
+                Framed::Whole(len) => {
                     self.message(at, len).await?;
                     at += len;
                 }
-                Ok(Err(missing)) => {
+                Framed::Missing(missing) => {
                     self.missing = missing;
                     break;
                 }
-                Err(()) => {
+                Framed::Lost => {
                     // Not the protocol: forwarded, and nothing more is read into it.
                     self.missing = 0;
                     at = self.buf.len();
