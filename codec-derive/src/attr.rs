@@ -174,6 +174,8 @@ impl Position {
                 "rest",
                 "xid",
                 "subxid",
+                "transaction_end_lsn",
+                "decision_lsn",
             ],
         }
     }
@@ -219,6 +221,11 @@ pub struct CodecAttrs {
     /// `subxid`: the field holds the xid of the subtransaction the message names (an
     /// aborted one, or the one a change in a stream block was made in).
     pub subxid: Option<Flag>,
+    /// `transaction_end_lsn`: the field holds the end of the transaction the message ends.
+    pub transaction_end_lsn: Option<Flag>,
+    /// `decision_lsn`: the field holds where the record deciding the message's transaction
+    /// (its commit or prepare) starts.
+    pub decision_lsn: Option<Flag>,
     /// `crate = "path"`: the runtime crate, when the dependency is renamed.
     pub krate: Option<syn::Path>,
     pub len: Option<Len>,
@@ -295,14 +302,15 @@ pub fn parse_codec(attrs: &[Attribute], position: Position, errors: &mut Errors)
                         ),
                     }
                 }
-                "xid" | "subxid" => {
+                "xid" | "subxid" | "transaction_end_lsn" | "decision_lsn" => {
                     let flag = Flag {
                         span: meta.path.span_of_key(),
                     };
-                    let slot = if key == "xid" {
-                        &mut out.xid
-                    } else {
-                        &mut out.subxid
+                    let slot = match key.as_str() {
+                        "xid" => &mut out.xid,
+                        "subxid" => &mut out.subxid,
+                        "transaction_end_lsn" => &mut out.transaction_end_lsn,
+                        _ => &mut out.decision_lsn,
                     };
                     set_once(slot, flag, &meta, &key, errors);
                 }

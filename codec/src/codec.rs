@@ -40,6 +40,17 @@ pub trait Decode<'a>: Sized {
     fn decode_valid(r: &mut Reader<'a>, ctx: Ctx) -> Option<Self> {
         Self::decode(r, ctx).ok()
     }
+
+    /// The value's [`Outline`](crate::Outline), read from its first fields only: what the
+    /// session [`Decoder::outline`](crate::Decoder::outline) reads. The derive generates it
+    /// for messages and dispatch enums from their attributes. `None`, reading nothing: the
+    /// type has no outline read of its own (the default), and the caller decodes it whole.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn outline(r: &mut Reader<'a>, ctx: Ctx) -> Option<Result<crate::Outline, DecodeError>> {
+        let _ = (r, ctx);
+        None
+    }
 }
 
 /// A value written to the wire.
@@ -113,6 +124,21 @@ pub trait Tagged {
     /// abort drops); the top-level xid when it is the top-level transaction's. `None` if
     /// it names none.
     fn subtransaction_xid(&self) -> Option<crate::Xid> {
+        None
+    }
+
+    /// Where the transaction this message ends ends, from its
+    /// `#[codec(transaction_end_lsn)]` field (Commit's `end_lsn`, say): the position a
+    /// consumer confirms once it has the whole transaction. `None` for a message that
+    /// ends none.
+    fn transaction_end_lsn(&self) -> Option<crate::Lsn> {
+        None
+    }
+
+    /// Where the record that decides this message's transaction starts (its commit or
+    /// prepare), from its `#[codec(decision_lsn)]` field (Begin's `final_lsn`, Commit's
+    /// `commit_lsn`); `None` for a message that does not tell it.
+    fn decision_lsn(&self) -> Option<crate::Lsn> {
         None
     }
 }

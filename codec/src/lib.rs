@@ -91,6 +91,7 @@ mod envelope;
 mod error;
 mod follow;
 pub mod message;
+mod outline;
 mod reader;
 #[cfg(feature = "serde")]
 mod serde_form;
@@ -119,6 +120,7 @@ pub use message::{
     ReplicaIdentity, RollbackPrepared, StreamAbort, StreamCommit, StreamPrepare, StreamStart,
     StreamStop, Truncate, TruncateOptions, TupleData, Type, Update,
 };
+pub use outline::Outline;
 pub use pgoutput_codec_derive::{Decode, Encode, IntoOwned, Tagged};
 pub use reader::Reader;
 pub use session::{Decoder, Encoder};

@@ -33,6 +33,31 @@ impl XidField for Option<crate::Xid> {
     }
 }
 
+/// A field `#[codec(transaction_end_lsn)]` or `#[codec(decision_lsn)]` marks: a position,
+/// always or sometimes there.
+#[diagnostic::on_unimplemented(
+    message = "a `#[codec(transaction_end_lsn)]` or `#[codec(decision_lsn)]` field holds an `Lsn` or an `Option<Lsn>`, not `{Self}`",
+    label = "not an LSN"
+)]
+pub trait LsnField {
+    /// The position, where there is one.
+    fn lsn(&self) -> Option<crate::Lsn>;
+}
+
+impl LsnField for crate::Lsn {
+    #[inline]
+    fn lsn(&self) -> Option<crate::Lsn> {
+        Some(*self)
+    }
+}
+
+impl LsnField for Option<crate::Lsn> {
+    #[inline]
+    fn lsn(&self) -> Option<crate::Lsn> {
+        *self
+    }
+}
+
 /// Places a decode error in `message.field`.
 #[inline(always)]
 pub fn field<T>(

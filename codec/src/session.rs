@@ -8,7 +8,7 @@
 
 use crate::{
     Ctx, CtxError, Decode, DecodeError, DecodeErrorKind, Encode, EncodeError, EncodeErrorKind,
-    PgOutputMessage, ProtocolVersion, StreamRole, Streaming, Tagged,
+    Outline, PgOutputMessage, ProtocolVersion, Reader, StreamRole, Streaming, Tagged,
 };
 
 /// The context after a message with `role`, or why the message cannot come now.
@@ -135,6 +135,45 @@ impl Decoder {
             result = Err(err);
         }
         result
+    }
+
+    /// The next message's [`Outline`]: what it is (its tag, roles, xids and the positions
+    /// of the transaction it ends or decides), read without its values, and the session
+    /// followed as [`decode`](Self::decode) follows it. For a relay that only needs to
+    /// know which frame it forwards: the fields after those the outline needs (a row, a
+    /// Relation's columns) are neither read nor checked.
+    ///
+    /// # Errors
+    ///
+    /// As [`Decoder::decode`], for the bytes the outline reads.
+    #[inline]
+    pub fn outline(&mut self, bytes: &[u8]) -> Result<Outline, DecodeError> {
+        self.outline_as::<PgOutputMessage<'_>>(bytes)
+    }
+
+    /// [`outline`](Self::outline) of a message of `M` (a user's enum that wraps
+    /// [`PgOutputMessage`], say); a type without an outline read of its own is decoded
+    /// whole.
+    ///
+    /// # Errors
+    ///
+    /// As [`Decoder::decode`], for the bytes the outline reads.
+    #[inline]
+    pub fn outline_as<'a, M: Decode<'a> + Tagged>(
+        &mut self,
+        bytes: &'a [u8],
+    ) -> Result<Outline, DecodeError> {
+        let outline = match M::outline(&mut Reader::new(bytes), self.ctx) {
+            Some(outline) => outline?,
+            None => Outline::of(&crate::decode::<M>(bytes, self.ctx)?),
+        };
+        match transition(self.ctx, outline.stream_role()) {
+            Ok(ctx) => {
+                self.ctx = ctx;
+                Ok(outline)
+            }
+            Err(reason) => Err(out_of_order::<M>(outline.tag(), reason)),
+        }
     }
 }
 

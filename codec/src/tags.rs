@@ -24,6 +24,8 @@ pub struct TagSet([u64; 4]);
 impl TagSet {
     /// No tags.
     pub const EMPTY: TagSet = TagSet([0; 4]);
+    /// Every byte.
+    pub const ALL: TagSet = TagSet([u64::MAX; 4]);
 
     /// Just `tag`.
     #[must_use]

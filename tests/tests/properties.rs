@@ -4,8 +4,8 @@
 
 use arbitrary::{Arbitrary, Unstructured};
 use pgoutput_codec::{
-    decode, encode, ClientMessage, Ctx, Decoder, Encode, Encoder, PgOutputMessage, ProtocolVersion,
-    ServerMessage, StreamStart, StreamStop, Streaming, Tagged, Xid,
+    decode, encode, ClientMessage, Ctx, Decoder, Encode, Encoder, Outline, PgOutputMessage,
+    ProtocolVersion, ServerMessage, StreamStart, StreamStop, Streaming, Tagged, Xid,
 };
 use pgoutput_tests::{all_cases, fit_to_context, hex};
 
@@ -141,8 +141,14 @@ fn mutated_messages_never_panic() {
         } else {
             contexts[rng.below(contexts.len())]
         };
+        // The outline reads a prefix of what decode reads: it never panics, and where
+        // the message decodes it says what the message says.
+        let outline = Decoder::with_ctx(ctx).outline(&bytes);
         if let Ok(message) = decode::<PgOutputMessage<'_>>(&bytes, ctx) {
             assert_eq!(encode(&message, ctx).unwrap(), bytes, "seed {seed}");
+            if let Ok(outline) = outline {
+                assert_eq!(outline, Outline::of(&message), "seed {seed}");
+            }
         }
     }
 }
@@ -163,6 +169,7 @@ fn sessions_round_trip() {
         let options = options.with_in_stream(false).unwrap();
         let mut encoder = Encoder::with_ctx(options);
         let mut decoder = Decoder::with_ctx(options);
+        let mut outliner = Decoder::with_ctx(options);
         let mut sent = Vec::new();
         let mut frames = Vec::new();
         for _ in 0..rng.below(40) {
@@ -204,9 +211,15 @@ fn sessions_round_trip() {
                 panic!("seed {seed}: {} in {}: {e}", hex(frame), decoder.ctx())
             });
             assert_eq!(&decoded, message, "seed {seed}");
+            // The outline follows the session as the decoder does, and says the same.
+            let outline = outliner
+                .outline(frame)
+                .unwrap_or_else(|e| panic!("seed {seed}: outline of {}: {e}", hex(frame)));
+            assert_eq!(outline, Outline::of(message), "seed {seed}");
             messages_checked += 1;
         }
         assert_eq!(decoder.ctx(), encoder.ctx(), "seed {seed}");
+        assert_eq!(outliner.ctx(), encoder.ctx(), "seed {seed}");
     }
     assert!(
         messages_checked > 10_000,

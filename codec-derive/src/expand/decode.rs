@@ -8,8 +8,9 @@ use syn::Lifetime;
 
 use super::shape::{self, Cx};
 use super::{
-    binding, counts_placed_before, decode_impl_generics, input_lifetime, internal, krate,
-    tag_literal, with_fields, with_static_lifetime, Scope,
+    binding, counts_placed_before, decode_impl_generics, early_count, input_lifetime, internal,
+    krate, none, stream_role, tag_literal, transaction_role, with_fields, with_static_lifetime,
+    Mark, Scope,
 };
 use crate::ast::{self, Container, Data, Field, Style, Variant};
 
@@ -59,6 +60,19 @@ pub fn expand(container: &Container<'_>) -> TokenStream {
     } else {
         quote!(#[inline])
     };
+    let outline = outline(container, &lifetime).map(|body| {
+        quote! {
+            #[inline]
+            fn outline(
+                #r: &mut #krate::Reader<#lifetime>,
+                #ctx: #krate::Ctx,
+            ) -> ::core::option::Option<
+                ::core::result::Result<#krate::Outline, #krate::DecodeError>,
+            > {
+                #body
+            }
+        }
+    });
     let min_len = container_min_len(container, &lifetime);
     let unique_tags = match &container.data {
         Data::Enum(variants) => unique_tags_check(container, variants),
@@ -79,6 +93,8 @@ pub fn expand(container: &Container<'_>) -> TokenStream {
             }
 
             #decode_valid
+
+            #outline
         }
     }
 }
@@ -157,6 +173,133 @@ fn decode_valid(container: &Container<'_>, lifetime: &Lifetime) -> Option<TokenS
             })
         }
     }
+}
+
+/// `Decode::outline`: a message's tag, then its fields up to the last one `Tagged` reads
+/// (its xids and positions), as `decode` reads them; the rest is left unread. A dispatch
+/// enum passes to the variant's message (a variant with a tag of its own has no role and
+/// names nothing, as `Tagged` says). `None` (the trait's default): a part without a tag.
+fn outline(container: &Container<'_>, lifetime: &Lifetime) -> Option<TokenStream> {
+    let krate = krate();
+    let (r, ctx) = (internal("r"), internal("ctx"));
+    let name = container.name();
+    match &container.data {
+        Data::Struct(_, fields) => {
+            let tag = tag_literal(container.tag()?.byte);
+            let scope = Scope::new(container, None, fields);
+            let read = fields
+                .iter()
+                .rposition(|field| Mark::ALL.iter().any(|mark| mark.on(field)))
+                .map_or(0, |last| last + 1);
+            let reads = fields[..read].iter().map(|field| {
+                let cx = Cx {
+                    scope: &scope,
+                    name: field.name(),
+                    lifetime,
+                };
+                // A count for a field past the outline is read (its bytes come here) and
+                // not used.
+                let early_counts = counts_placed_before(fields, field).map(|(index, counted)| {
+                    let read_count = shape::early_count_read(counted, &cx);
+                    let unused = (index >= read).then(|| {
+                        let local = early_count(counted);
+                        quote!(let _ = #local;)
+                    });
+                    quote!(#read_count #unused)
+                });
+                let binding = outline_binding(field);
+                let value = shape::parts(field).read(&cx);
+                quote! {
+                    #(#early_counts)*
+                    let #binding = #value;
+                }
+            });
+            let said = |mark: Mark| {
+                fields[..read]
+                    .iter()
+                    .find(|field| mark.on(field))
+                    .map_or_else(none, |field| {
+                        let binding = outline_binding(field);
+                        mark.read(field, quote!(#binding))
+                    })
+            };
+            let (xid, subxid) = (said(Mark::Xid), said(Mark::Subxid));
+            let (end, decision) = (said(Mark::TransactionEndLsn), said(Mark::DecisionLsn));
+            let (stream, role) = (stream_role(container), transaction_role(container));
+            let read_fn = internal("read");
+            Some(quote! {
+                let mut #read_fn = || -> ::core::result::Result<#krate::Outline, #krate::DecodeError> {
+                    #krate::__private::expect_tag(#r, #tag, #name)?;
+                    #(#reads)*
+                    ::core::result::Result::Ok(#krate::Outline::new(
+                        #tag,
+                        (#stream, #role),
+                        (#xid, #subxid),
+                        (#end, #decision),
+                    ))
+                };
+                ::core::option::Option::Some(#read_fn())
+            })
+        }
+        Data::Enum(variants) => {
+            let sets = variants
+                .iter()
+                .map(|variant| variant_tags(container, variant, true));
+            let all_sets = variants
+                .iter()
+                .map(|variant| variant_tags(container, variant, false));
+            let (tag, at) = (internal("tag"), internal("at"));
+            let arms = variants.iter().enumerate().map(|(index, variant)| {
+                let index = index as u8;
+                let body = match &variant.tag {
+                    Some(_) => quote! {
+                        ::core::option::Option::Some(::core::result::Result::Ok(
+                            #krate::Outline::new(
+                                #tag,
+                                (#krate::StreamRole::None, #krate::TransactionRole::None),
+                                (::core::option::Option::None, ::core::option::Option::None),
+                                (::core::option::Option::None, ::core::option::Option::None),
+                            ),
+                        ))
+                    },
+                    None => {
+                        let ty = variant.fields[0].ty;
+                        quote!(<#ty as #krate::Decode<#lifetime>>::outline(#r, #ctx))
+                    }
+                };
+                quote!(#index => #body,)
+            });
+            Some(quote! {
+                const VARIANT_OF_TAG: [::core::primitive::u8; 256] =
+                    #krate::__private::variant_table(&[#(#sets),*]);
+                let #at = #r.position();
+                let #tag = match #krate::__private::field(#r.peek_u8(), #name, "tag") {
+                    ::core::result::Result::Ok(tag) => tag,
+                    ::core::result::Result::Err(err) => {
+                        return ::core::option::Option::Some(::core::result::Result::Err(err));
+                    }
+                };
+                match VARIANT_OF_TAG[#tag as ::core::primitive::usize] {
+                    #(#arms)*
+                    _ => ::core::option::Option::Some(::core::result::Result::Err(
+                        #krate::__private::unknown_tag(
+                            #tag,
+                            #krate::TagSet::EMPTY #(.union(#all_sets))*,
+                            #at,
+                            #name,
+                            "tag",
+                        ),
+                    )),
+                }
+            })
+        }
+    }
+}
+
+/// A field's local in an outline read: `_`-prefixed, as most are read and not used.
+fn outline_binding(field: &Field<'_>) -> proc_macro2::Ident {
+    let binding = binding(field);
+    proc_macro2::Ident::new(&format!("_{binding}"), binding.span())
 }
 
 /// Reads each field as `decode` does but with no errors to build, then returns

@@ -222,7 +222,7 @@ fn counts_placed_before<'f, 'a>(
 }
 
 /// The local holding the count read early for a `count_before` field.
-fn early_count(field: &Field<'_>) -> Ident {
+pub(super) fn early_count(field: &Field<'_>) -> Ident {
     format_ident!("count_{}", binding(field), span = Span::mixed_site())
 }
 
@@ -354,6 +354,8 @@ fn tagged(container: &Container<'_>) -> TokenStream {
         transaction_role,
         xid,
         subxid,
+        transaction_end_lsn,
+        decision_lsn,
         kinds,
     } = match meaning {
         Ok(meaning) => meaning,
@@ -369,13 +371,7 @@ fn tagged(container: &Container<'_>) -> TokenStream {
                 .to_compile_error();
             };
             let tag = tag_literal(tag.byte);
-            let role = match container.attrs.stream {
-                Some((role, _)) => {
-                    let variant = format_ident!("{}", role.variant());
-                    quote!(#krate::StreamRole::#variant)
-                }
-                None => quote!(#krate::StreamRole::None),
-            };
+            let role = stream_role(container);
             (quote!(#krate::TagSet::single(#tag)), quote!(#tag), role)
         }
         Data::Enum(variants) => {
@@ -446,6 +442,16 @@ fn tagged(container: &Container<'_>) -> TokenStream {
                 #subxid
             }
 
+            #[inline]
+            fn transaction_end_lsn(&self) -> ::core::option::Option<#krate::Lsn> {
+                #transaction_end_lsn
+            }
+
+            #[inline]
+            fn decision_lsn(&self) -> ::core::option::Option<#krate::Lsn> {
+                #decision_lsn
+            }
+
             #kinds
         }
     }
@@ -456,42 +462,127 @@ struct Meaning {
     transaction_role: TokenStream,
     xid: TokenStream,
     subxid: TokenStream,
+    transaction_end_lsn: TokenStream,
+    decision_lsn: TokenStream,
     /// `const KINDS` for a dispatch enum; nothing for a message (the default, empty).
     kinds: TokenStream,
 }
 
-/// A message's role from `#[codec(role = …)]`, and its xids from the one field marked
-/// `#[codec(xid)]` / `#[codec(subxid)]` (an `Xid` or an `Option<Xid>`).
+/// A message's role from `#[codec(role = …)]`, its xids from the one field marked
+/// `#[codec(xid)]` / `#[codec(subxid)]` (an `Xid` or an `Option<Xid>`), and its positions
+/// from the one marked `#[codec(transaction_end_lsn)]` / `#[codec(decision_lsn)]` (an
+/// `Lsn` or an `Option<Lsn>`).
 fn struct_meaning(container: &Container<'_>, fields: &[Field<'_>]) -> syn::Result<Meaning> {
+    let value = |field: &Field<'_>| {
+        let member = &field.member;
+        quote!(self.#member)
+    };
+    Ok(Meaning {
+        transaction_role: transaction_role(container),
+        xid: marked(fields, Mark::Xid)?.map_or_else(none, |f| Mark::Xid.read(f, value(f))),
+        subxid: marked(fields, Mark::Subxid)?.map_or_else(none, |f| Mark::Subxid.read(f, value(f))),
+        transaction_end_lsn: marked(fields, Mark::TransactionEndLsn)?
+            .map_or_else(none, |f| Mark::TransactionEndLsn.read(f, value(f))),
+        decision_lsn: marked(fields, Mark::DecisionLsn)?
+            .map_or_else(none, |f| Mark::DecisionLsn.read(f, value(f))),
+        kinds: TokenStream::new(),
+    })
+}
+
+/// `None`, in the generated code.
+pub(super) fn none() -> TokenStream {
+    quote!(::core::option::Option::None)
+}
+
+/// What `StreamRole` a message's `#[codec(stream = …)]` gives it.
+pub(super) fn stream_role(container: &Container<'_>) -> TokenStream {
     let krate = krate();
-    let transaction_role = match container.attrs.role {
+    match container.attrs.stream {
+        Some((role, _)) => {
+            let variant = format_ident!("{}", role.variant());
+            quote!(#krate::StreamRole::#variant)
+        }
+        None => quote!(#krate::StreamRole::None),
+    }
+}
+
+/// What `TransactionRole` a message's `#[codec(role = …)]` gives it.
+pub(super) fn transaction_role(container: &Container<'_>) -> TokenStream {
+    let krate = krate();
+    match container.attrs.role {
         Some((role, _)) => {
             let variant = format_ident!("{}", role.variant());
             quote!(#krate::TransactionRole::#variant)
         }
         None => quote!(#krate::TransactionRole::None),
-    };
-    let marked = |pick: fn(&Field<'_>) -> bool, key: &str| -> syn::Result<TokenStream> {
-        let mut marked = fields.iter().filter(|f| pick(f));
-        let Some(field) = marked.next() else {
-            return Ok(quote!(::core::option::Option::None));
-        };
-        if let Some(second) = marked.next() {
-            return Err(syn::Error::new_spanned(
-                &second.member,
-                format_args!("a second `#[codec({key})]` field; a message names one"),
-            ));
+    }
+}
+
+/// A field attribute that tells `Tagged` (and a message's outline) something.
+#[derive(Clone, Copy)]
+pub(super) enum Mark {
+    Xid,
+    Subxid,
+    TransactionEndLsn,
+    DecisionLsn,
+}
+
+impl Mark {
+    pub(super) const ALL: [Mark; 4] = [
+        Mark::Xid,
+        Mark::Subxid,
+        Mark::TransactionEndLsn,
+        Mark::DecisionLsn,
+    ];
+
+    fn key(self) -> &'static str {
+        match self {
+            Mark::Xid => "xid",
+            Mark::Subxid => "subxid",
+            Mark::TransactionEndLsn => "transaction_end_lsn",
+            Mark::DecisionLsn => "decision_lsn",
         }
-        let member = &field.member;
+    }
+
+    pub(super) fn on(self, field: &Field<'_>) -> bool {
+        let attrs = &field.attrs;
+        match self {
+            Mark::Xid => attrs.xid.is_some(),
+            Mark::Subxid => attrs.subxid.is_some(),
+            Mark::TransactionEndLsn => attrs.transaction_end_lsn.is_some(),
+            Mark::DecisionLsn => attrs.decision_lsn.is_some(),
+        }
+    }
+
+    /// The `Option` the field marked so holds, from `value` (its place or its local).
+    pub(super) fn read(self, field: &Field<'_>, value: TokenStream) -> TokenStream {
+        let krate = krate();
         let ty = field.ty;
-        Ok(quote_spanned!(ty.span()=> <#ty as #krate::__private::XidField>::xid(&self.#member)))
-    };
-    Ok(Meaning {
-        transaction_role,
-        xid: marked(|f| f.attrs.xid.is_some(), "xid")?,
-        subxid: marked(|f| f.attrs.subxid.is_some(), "subxid")?,
-        kinds: TokenStream::new(),
-    })
+        match self {
+            Mark::Xid | Mark::Subxid => {
+                quote_spanned!(ty.span()=> <#ty as #krate::__private::XidField>::xid(&#value))
+            }
+            Mark::TransactionEndLsn | Mark::DecisionLsn => {
+                quote_spanned!(ty.span()=> <#ty as #krate::__private::LsnField>::lsn(&#value))
+            }
+        }
+    }
+}
+
+/// The one field `mark` is on, if any (a second is an error).
+fn marked<'f, 'a>(fields: &'f [Field<'a>], mark: Mark) -> syn::Result<Option<&'f Field<'a>>> {
+    let mut marked = fields.iter().filter(|f| mark.on(f));
+    let first = marked.next();
+    if let Some(second) = marked.next() {
+        return Err(syn::Error::new_spanned(
+            &second.member,
+            format_args!(
+                "a second `#[codec({})]` field; a message names one",
+                mark.key()
+            ),
+        ));
+    }
+    Ok(first)
 }
 
 /// A dispatch enum passes each question to its variant's message; a variant with a tag of
@@ -524,6 +615,11 @@ fn enum_meaning(container: &Container<'_>, variants: &[Variant<'_>]) -> syn::Res
             quote!(subtransaction_xid),
             quote!(::core::option::Option::None),
         ),
+        transaction_end_lsn: forward(
+            quote!(transaction_end_lsn),
+            quote!(::core::option::Option::None),
+        ),
+        decision_lsn: forward(quote!(decision_lsn), quote!(::core::option::Option::None)),
         kinds: quote! {
             const KINDS: &'static [(&'static ::core::primitive::str, #krate::TagSet)] =
                 &[#(#kinds),*];

@@ -107,6 +107,35 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! ## `#[codec(transaction_end_lsn)]`, `#[codec(decision_lsn)]` on a field
+//!
+//! The positions of the transaction a message ends or decides (an `Lsn` or an
+//! `Option<Lsn>`): `transaction_end_lsn` is the end a consumer confirms once it has the
+//! whole transaction (Commit's `end_lsn`), `decision_lsn` where the record that decides it
+//! starts (Begin's `final_lsn`, Commit's `commit_lsn`). [`Tagged`](crate::Tagged) gives
+//! them, and so does the message's [`Outline`](crate::Outline):
+//! [`Decoder::outline`](crate::Decoder::outline) reads a message's tag and its fields up to
+//! the last one these attributes, `xid` and `subxid` mark, and no further, which is how
+//! the proxy knows each frame it forwards without reading its row.
+//!
+//! ```
+//! use pgoutput_codec::{Decode, Decoder, Encode, Lsn, ProtocolVersion, Streaming, Tagged};
+//!
+//! #[derive(Debug, PartialEq, Decode, Encode, Tagged)]
+//! #[codec(tag = b'>', role = "end")]
+//! struct Close {
+//!     #[codec(transaction_end_lsn)]
+//!     end: Lsn,
+//!     note: u32,
+//! }
+//!
+//! let mut decoder = Decoder::new(ProtocolVersion::V1, Streaming::Off)?;
+//! // The outline stops after `end`: the note (cut short here) is not read.
+//! let outline = decoder.outline_as::<Close>(b">\0\0\0\0\0\0\x01\0\0")?;
+//! assert_eq!(outline.transaction_end_lsn(), Some(Lsn(0x100)));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! ## `#[codec(crate = "path")]`
 //!
 //! Where the runtime crate is, when your `Cargo.toml` renames it

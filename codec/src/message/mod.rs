@@ -76,6 +76,7 @@ pub enum PgOutputMessage<'a> {
     StreamPrepare(StreamPrepare<'a>),
 }
 
+/// [`Tagged`](crate::Tagged)'s positions, callable without importing it.
 impl PgOutputMessage<'_> {
     /// For a message that ends a transaction (Commit, Stream Commit, Prepare, Stream
     /// Prepare, Commit Prepared, Rollback Prepared): the end LSN a client reports as flushed
@@ -83,15 +84,7 @@ impl PgOutputMessage<'_> {
     /// past it. `None` for every other message.
     #[must_use]
     pub fn transaction_end_lsn(&self) -> Option<crate::Lsn> {
-        match self {
-            Self::Commit(m) => Some(m.end_lsn),
-            Self::StreamCommit(m) => Some(m.end_lsn),
-            Self::Prepare(m) => Some(m.end_lsn),
-            Self::StreamPrepare(m) => Some(m.end_lsn),
-            Self::CommitPrepared(m) => Some(m.end_lsn),
-            Self::RollbackPrepared(m) => Some(m.rollback_end_lsn),
-            _ => None,
-        }
+        crate::Tagged::transaction_end_lsn(self)
     }
 
     /// Where the record that decides the transaction starts (its commit, or its
@@ -103,15 +96,6 @@ impl PgOutputMessage<'_> {
     /// `None` for every other message.
     #[must_use]
     pub fn decision_lsn(&self) -> Option<crate::Lsn> {
-        match self {
-            Self::Begin(m) => Some(m.final_lsn),
-            Self::Commit(m) => Some(m.commit_lsn),
-            Self::StreamCommit(m) => Some(m.commit_lsn),
-            Self::BeginPrepare(m) => Some(m.prepare_lsn),
-            Self::Prepare(m) => Some(m.prepare_lsn),
-            Self::StreamPrepare(m) => Some(m.prepare_lsn),
-            Self::CommitPrepared(m) => Some(m.commit_lsn),
-            _ => None,
-        }
+        crate::Tagged::decision_lsn(self)
     }
 }

@@ -75,8 +75,10 @@ pub struct StreamCommit {
     #[cfg_attr(feature = "arbitrary", arbitrary(value = 0))]
     pub flags: u8,
     /// The LSN of the commit.
+    #[codec(decision_lsn)]
     pub commit_lsn: Lsn,
     /// The end LSN of the transaction.
+    #[codec(transaction_end_lsn)]
     pub end_lsn: Lsn,
     /// Commit timestamp.
     pub commit_timestamp: PgTimestamp,

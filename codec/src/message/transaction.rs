@@ -25,6 +25,7 @@ use crate::{Lsn, PgStr, PgTimestamp, Xid};
 pub struct Begin {
     /// The final LSN of the transaction: the start of its commit record, equal to the
     /// Commit's `commit_lsn`.
+    #[codec(decision_lsn)]
     pub final_lsn: Lsn,
     /// Commit timestamp (the origin's, if the commit carries origin information).
     pub commit_timestamp: PgTimestamp,
@@ -58,8 +59,10 @@ pub struct Commit {
     #[cfg_attr(feature = "arbitrary", arbitrary(value = 0))]
     pub flags: u8,
     /// The LSN of the commit (start of the commit record).
+    #[codec(decision_lsn)]
     pub commit_lsn: Lsn,
     /// The end LSN of the transaction: what a client reports as flushed.
+    #[codec(transaction_end_lsn)]
     pub end_lsn: Lsn,
     /// Commit timestamp.
     pub commit_timestamp: PgTimestamp,

@@ -15,6 +15,7 @@ use crate::{Lsn, PgStr, PgTimestamp, Xid};
 #[codec(tag = b'b', role = "begin")]
 pub struct BeginPrepare<'a> {
     /// The LSN of the prepare (start of the PREPARE record).
+    #[codec(decision_lsn)]
     pub prepare_lsn: Lsn,
     /// The end LSN of the prepared transaction.
     pub end_lsn: Lsn,
@@ -41,8 +42,10 @@ pub struct Prepare<'a> {
     #[cfg_attr(feature = "arbitrary", arbitrary(value = 0))]
     pub flags: u8,
     /// The LSN of the prepare.
+    #[codec(decision_lsn)]
     pub prepare_lsn: Lsn,
     /// The end LSN of the prepared transaction.
+    #[codec(transaction_end_lsn)]
     pub end_lsn: Lsn,
     /// Prepare timestamp.
     pub prepare_timestamp: PgTimestamp,
@@ -67,8 +70,10 @@ pub struct CommitPrepared<'a> {
     #[cfg_attr(feature = "arbitrary", arbitrary(value = 0))]
     pub flags: u8,
     /// The LSN of the commit of the prepared transaction.
+    #[codec(decision_lsn)]
     pub commit_lsn: Lsn,
     /// The end LSN of the commit of the prepared transaction.
+    #[codec(transaction_end_lsn)]
     pub end_lsn: Lsn,
     /// Commit timestamp.
     pub commit_timestamp: PgTimestamp,
@@ -95,6 +100,7 @@ pub struct RollbackPrepared<'a> {
     /// The end LSN of the prepared transaction.
     pub prepare_end_lsn: Lsn,
     /// The end LSN of the rollback of the prepared transaction.
+    #[codec(transaction_end_lsn)]
     pub rollback_end_lsn: Lsn,
     /// Prepare timestamp.
     pub prepare_timestamp: PgTimestamp,
@@ -122,8 +128,10 @@ pub struct StreamPrepare<'a> {
     #[cfg_attr(feature = "arbitrary", arbitrary(value = 0))]
     pub flags: u8,
     /// The LSN of the prepare.
+    #[codec(decision_lsn)]
     pub prepare_lsn: Lsn,
     /// The end LSN of the prepared transaction.
+    #[codec(transaction_end_lsn)]
     pub end_lsn: Lsn,
     /// Prepare timestamp.
     pub prepare_timestamp: PgTimestamp,
