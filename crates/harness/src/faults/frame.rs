@@ -2,7 +2,7 @@
 //! the rules that fire there, in the order their bytes come.
 
 use super::{Action, Context, MessageKind, Plan, Rules, Scope, Trigger};
-use pgoutput_codec::{Ctx, Lsn, PgOutputMessage, Tagged, Xid};
+use pgoutput_codec::{Ctx, Lsn, Tagged, Xid};
 use pgoutput_codec::{Follower, Place};
 
 /// Where in a frame a rule fires.
@@ -100,8 +100,9 @@ impl Tracker {
         }
     }
 
-    /// Counts `message`, sent at `position`, and says what it was.
-    pub(crate) fn frame(&mut self, position: Lsn, message: &PgOutputMessage<'_>) -> Facts {
+    /// Counts `message` (a message, or its outline), sent at `position`, and says what it
+    /// was.
+    pub(crate) fn frame<T: Tagged + ?Sized>(&mut self, position: Lsn, message: &T) -> Facts {
         self.position = position;
         self.messages += 1;
         let of_kind = &mut self.by_kind[usize::from(message.tag())];
@@ -182,7 +183,8 @@ mod tests {
     use super::*;
     use crate::faults::Fault;
     use pgoutput_codec::{
-        Begin, Commit, Insert, PgTimestamp, ProtocolVersion, StreamStart, Streaming, TupleData,
+        Begin, Commit, Insert, PgOutputMessage, PgTimestamp, ProtocolVersion, StreamStart,
+        Streaming, TupleData,
     };
 
     fn begin() -> PgOutputMessage<'static> {

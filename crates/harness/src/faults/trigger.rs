@@ -130,7 +130,7 @@ impl MessageKind {
 
     /// The kind of a message.
     #[must_use]
-    pub fn of_message(message: &PgOutputMessage<'_>) -> MessageKind {
+    pub fn of_message<T: Tagged + ?Sized>(message: &T) -> MessageKind {
         MessageKind(message.tag())
     }
 

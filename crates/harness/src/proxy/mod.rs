@@ -420,8 +420,8 @@ mod tests {
         );
     }
 
-    /// A frame the codec refuses (an Insert cut short) reaches the client as it came,
-    /// and the proxy notes it.
+    /// A frame the codec refuses (a Commit cut short before its end position, which the
+    /// proxy reads) reaches the client as it came, and the proxy notes it.
     #[test]
     fn a_frame_the_codec_refuses_is_forwarded_unchanged_and_noted() {
         let upstream = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -430,7 +430,7 @@ mod tests {
         xlog.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0]);
         xlog.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0]);
         xlog.extend_from_slice(&[0; 8]);
-        xlog.extend_from_slice(b"I\0\0\x40");
+        xlog.extend_from_slice(b"C\0\0\0\0\0\x01\0\0\0\0\0");
         let frame = message(b'd', &xlog);
         let sent = frame.clone();
         let server = std::thread::spawn(move || {

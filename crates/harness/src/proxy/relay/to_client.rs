@@ -19,7 +19,7 @@ use crate::faults::{
 use crate::judge::{Ending, Frame, Hold, HoldStep, IdleAsks, Probe};
 use crate::proxy::Shared;
 use pgoutput_codec::{
-    decode, encode, Decoder, Lsn, PgTimestamp, PrimaryKeepalive, ServerMessage, XLogData,
+    decode, encode, Decoder, Lsn, PgTimestamp, PrimaryKeepalive, ServerMessage, Tagged, XLogData,
 };
 use pgoutput_wire::backend;
 
@@ -505,7 +505,8 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                 };
                 self.who.record.frame();
                 self.link.forwarded.fetch_max(wal_end.0, Ordering::Relaxed);
-                let facts = match decoder.decode(data) {
+                // What the frame is, not what its row holds: no rule asks for values.
+                let facts = match decoder.outline(data) {
                     Ok(message) => {
                         let facts = session.tracker.frame(wal_start, &message);
                         let end = message.transaction_end_lsn();
