@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use pgoutput_codec::Lsn;
 
 pub use action::Action;
-pub(crate) use action::{Context, Effect, End, OnConnect, Pace};
+pub(crate) use action::{client_has_all, Context, Effect, End, OnConnect, Pace};
 pub(crate) use clock::Clock;
 #[cfg(feature = "proxy")]
 pub(crate) use frame::Fired;

@@ -336,8 +336,9 @@ struct Link {
     streaming: AtomicBool,
     /// The stream's scope, for the `flush` rules the client's status updates meet.
     scope: Mutex<Option<Scope>>,
-    /// The flush position of the client's last status update.
+    /// The flush and write positions of the client's status updates (the highest).
     client_flush: AtomicU64,
+    client_write: AtomicU64,
     /// A status update came.
     replied: Notify,
     /// The client's replies to keepalives that asked, and its status updates.

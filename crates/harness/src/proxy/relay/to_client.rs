@@ -13,8 +13,8 @@ use tokio::sync::{mpsc, watch};
 
 use super::{envelope, make_room, whole_message, End, Framed, Link, Who, READ_AT_LEAST};
 use crate::faults::{
-    Action, Clock, Context, Effect, End as Ends, Facts, Fired, Pace, Point, Rules, Scope, Tracker,
-    Trigger,
+    client_has_all, Action, Clock, Context, Effect, End as Ends, Facts, Fired, Pace, Point, Rules,
+    Scope, Tracker, Trigger,
 };
 use crate::judge::{Ending, Frame, Hold, HoldStep, IdleAsks, Probe};
 use crate::proxy::Shared;
@@ -202,7 +202,8 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
     /// another keepalive asking for a reply.
     async fn shutdown_step(&mut self) -> Result<(), End> {
         let flushed = Lsn(self.link.client_flush.load(Ordering::SeqCst));
-        if flushed >= self.sent {
+        let written = Lsn(self.link.client_write.load(Ordering::SeqCst));
+        if client_has_all(self.sent, written, flushed) {
             let mut out = Vec::new();
             backend::command_complete(&mut out, "COPY 0");
             self.write_own(self.written, &out).await?;
@@ -444,6 +445,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
         };
         *self.link.scope.lock().unwrap_or_else(|e| e.into_inner()) = Some(scope.clone());
         self.link.client_flush.store(0, Ordering::SeqCst);
+        self.link.client_write.store(0, Ordering::SeqCst);
         self.link.forwarded.store(0, Ordering::SeqCst);
         self.idle_asks = IdleAsks::default();
         self.session = Some(Session {

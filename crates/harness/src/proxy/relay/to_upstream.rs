@@ -264,6 +264,8 @@ fn status_update(
     };
     link.client_flush
         .fetch_max(update.flush_lsn.0, Ordering::SeqCst);
+    link.client_write
+        .fetch_max(update.write_lsn.0, Ordering::SeqCst);
     let scope = link.scope.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(slot) = scope.as_ref().and_then(|s| s.slot.as_deref()) {
         shared.records.status_update(&who.record, update.flush_lsn);

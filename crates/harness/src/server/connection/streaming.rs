@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use super::injector::StreamFaults;
 use super::{envelope, Closed, Connection, Failure};
-use crate::faults::{Facts, Point, Scope};
+use crate::faults::{client_has_all, Facts, Point, Scope};
 use crate::judge::{Ending, Frame, Hold, HoldStep, IdleAsks, Probe, Replies};
 use crate::server::inbox::{Incoming, Wait};
 use crate::server::render::{Halt, Renderer, Sink};
@@ -321,15 +321,10 @@ impl<W: Write> Connection<'_, W> {
     /// asking for a reply.
     fn walsnd_done(&mut self) -> Result<(), Failure> {
         let walsnd = self.walsnd();
-        let replicated = if walsnd.client_flush == Lsn(0) {
-            walsnd.client_write
-        } else {
-            walsnd.client_flush
-        };
-        // `sentPtr == replicatedPtr`, as `WalSndDone` compares them. (A logical walsender
-        // is let go before the shutdown checkpoint is written: PostgreSQL 15 ends at once
-        // for a client that has confirmed the last commit, the twins test shows.)
-        if replicated == walsnd.sent {
+        // (A logical walsender is let go before the shutdown checkpoint is written:
+        // PostgreSQL 15 ends at once for a client that has confirmed the last commit, the
+        // twins test shows.)
+        if client_has_all(walsnd.sent, walsnd.client_write, walsnd.client_flush) {
             backend::command_complete(&mut self.out, "COPY 0");
             self.flush()?;
             return Err(Closed::Silently(
