@@ -39,6 +39,8 @@ pub mod proxy;
 #[cfg(feature = "server")]
 #[cfg_attr(docsrs, doc(cfg(feature = "server")))]
 pub mod server;
+#[cfg(any(feature = "server", feature = "proxy"))]
+mod slot_hold;
 
 #[cfg(any(feature = "server", feature = "proxy"))]
 pub use confirmed::Timeout;

@@ -88,6 +88,15 @@ pub fn no_hba_entry(host: &str, user: &str, database: Option<&str>) -> SqlError 
     error(sqlstate::INVALID_AUTHORIZATION_SPECIFICATION, message)
 }
 
+/// The ERROR for a slot there is none of: 42704 (`ReplicationSlotAcquire`, and every
+/// command that names a slot).
+pub fn slot_missing(slot: &str) -> SqlError {
+    error(
+        sqlstate::UNDEFINED_OBJECT,
+        format!("replication slot \"{slot}\" does not exist"),
+    )
+}
+
 /// The ERROR for a slot the walsender of process `pid` holds (`ReplicationSlotAcquire`).
 pub fn slot_in_use(slot: &str, pid: usize) -> SqlError {
     error(

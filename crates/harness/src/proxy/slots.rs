@@ -15,8 +15,9 @@ use serde::Serialize;
 
 use crate::confirmed::Timeout;
 use crate::judge::{by_slot, Ending, Fact, Finding, Frame, Judge, Resent};
+use crate::slot_hold::Hold;
 use pgoutput_codec::Lsn;
-use pgoutput_wire::error::{error, slot_in_use, slot_invalidated, sqlstate, SqlError};
+use pgoutput_wire::error::{slot_in_use, slot_invalidated, slot_missing, SqlError};
 
 /// A slot streamed through the proxy, as [`Proxy::slots`](super::Proxy::slots) shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -40,17 +41,6 @@ pub struct SlotInfo {
     pub resent: Option<Resent>,
 }
 
-/// A hold: the slot stays "active for PID …" this long after its client leaves.
-#[derive(Debug, Clone, Copy)]
-struct Hold {
-    duration: Duration,
-    /// When it ends: set when the client holding the slot leaves (or at once if none
-    /// does).
-    until: Option<Instant>,
-    /// The walsender's process id the error names.
-    pid: u32,
-}
-
 /// One slot.
 #[derive(Debug, Default)]
 struct Slot {
@@ -61,7 +51,9 @@ struct Slot {
     active: Option<(u64, u32)>,
     invalidated: bool,
     missing: bool,
-    hold: Option<Hold>,
+    /// Held by a walsender that has not exited yet (its process id; 0: not one of this
+    /// proxy's).
+    hold: Option<Hold<u32>>,
     judge: Judge,
 }
 
@@ -108,21 +100,17 @@ impl Slots {
         let state = slots.get_mut(slot)?;
         {
             if state.missing {
-                return Some(error(
-                    sqlstate::UNDEFINED_OBJECT,
-                    format!("replication slot \"{slot}\" does not exist"),
-                ));
+                return Some(slot_missing(slot));
             }
             if state.invalidated {
                 return Some(slot_invalidated(slot, major));
             }
-            let hold = state.hold?;
-            match hold.until {
-                Some(until) if Instant::now() >= until => {
+            match state.hold?.holder(Instant::now()) {
+                Some(pid) => Some(slot_in_use(slot, pid as usize)),
+                None => {
                     state.hold = None;
                     None
                 }
-                _ => Some(slot_in_use(slot, hold.pid as usize)),
             }
         }
     }
@@ -203,7 +191,7 @@ impl Slots {
                 s.active = None;
             }
             if let Some(hold) = &mut s.hold {
-                hold.until.get_or_insert(Instant::now() + hold.duration);
+                hold.let_go(Instant::now());
             }
             s.judge.reached(forwarded);
             if how == Ending::Timeout {
@@ -217,12 +205,9 @@ impl Slots {
     /// streaming it leaves (from now, if none does).
     pub(super) fn hold(&self, slot: &str, duration: Duration) {
         self.with(slot, |s| {
-            s.hold = Some(Hold {
-                duration,
-                until: s.active.is_none().then(|| Instant::now() + duration),
-                // A walsender that is not one of this proxy's, when none streams it.
-                pid: s.active.map_or(0, |(_, pid)| pid),
-            });
+            // A walsender that is not one of this proxy's, when none streams it.
+            let (pid, streaming) = s.active.map_or((0, false), |(_, pid)| (pid, true));
+            s.hold = Some(Hold::new(pid, duration, streaming, Instant::now()));
         });
     }
 

@@ -164,7 +164,7 @@ fn found(found: bool, slot: &str) -> Answer {
     } else {
         Answer(
             404,
-            json!({ "error": format!("replication slot \"{slot}\" does not exist") }),
+            json!({ "error": pgoutput_wire::error::slot_missing(slot).message }),
         )
     }
 }

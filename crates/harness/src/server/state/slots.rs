@@ -4,8 +4,9 @@
 
 use std::time::{Duration, Instant};
 
+use crate::slot_hold::Hold;
 use pgoutput_codec::Lsn;
-use pgoutput_wire::error::{error, setting_name, sqlstate, SqlError};
+use pgoutput_wire::error::{error, setting_name, slot_missing, sqlstate, SqlError};
 
 /// A replication slot of the test server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,8 +29,9 @@ pub struct SlotInfo {
     pub invalidated: bool,
     /// For a TEMPORARY slot: the client that created it (the slot goes when it does).
     temporary_owner: Option<usize>,
-    /// Held by a walsender that has not exited yet: START_REPLICATION fails with 55006.
-    held: Option<Hold>,
+    /// Held by a walsender that has not exited yet (the client whose process id the
+    /// error names; 0: none of ours): START_REPLICATION fails with 55006.
+    held: Option<Hold<usize>>,
     /// How many START_REPLICATIONs the slot has had (the fault rules' `connection`).
     starts: u64,
 }
@@ -44,21 +46,9 @@ impl SlotInfo {
     fn let_go(&mut self) {
         self.active_client = None;
         if let Some(hold) = &mut self.held {
-            if hold.until.is_none() {
-                hold.until = Some(Instant::now() + hold.duration);
-            }
+            hold.let_go(Instant::now());
         }
     }
-}
-
-/// A slot held by a walsender that has not exited yet (55006 for whoever asks).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Hold {
-    /// The client whose process id the error names (0: none of ours).
-    client: usize,
-    /// Until when; `None` while the client still streams (the hold starts when it leaves).
-    until: Option<Instant>,
-    duration: Duration,
 }
 
 /// A new slot, as CREATE_REPLICATION_SLOT asks for it.
@@ -157,7 +147,7 @@ impl Slots {
     /// DROP_REPLICATION_SLOT by client `id`: refused (55006) while another client has it.
     pub(crate) fn drop_slot(&mut self, name: &str, id: usize) -> Result<(), SqlError> {
         match self.holder(name) {
-            None => Err(missing(name)),
+            None => Err(slot_missing(name)),
             Some(Some(other)) if other != id => Err(in_use(name, other)),
             Some(_) => {
                 self.slots.retain(|s| s.name != name);
@@ -185,7 +175,7 @@ impl Slots {
         major: u32,
     ) -> Result<&SlotInfo, SqlError> {
         let Some(holder) = self.holder(slot) else {
-            return Err(missing(slot));
+            return Err(slot_missing(slot));
         };
         if let Some(other) = holder.filter(|other| *other != id) {
             return Err(in_use(slot, other));
@@ -203,15 +193,11 @@ impl Slots {
     /// else the client streaming from it, owning it (TEMPORARY) or holding it.
     fn holder(&mut self, slot: &str) -> Option<Option<usize>> {
         let info = self.get_mut(slot)?;
-        if let Some(Hold {
-            until: Some(until), ..
-        }) = info.held
-        {
-            if Instant::now() >= until {
-                info.held = None;
-            }
+        let now = Instant::now();
+        if info.held.is_some_and(|hold| hold.holder(now).is_none()) {
+            info.held = None;
         }
-        let held = info.held.filter(|h| h.until.is_some()).map(|h| h.client);
+        let held = info.held.and_then(|hold| hold.holder(now));
         Some(info.active_client.or(info.temporary_owner).or(held))
     }
 
@@ -221,18 +207,8 @@ impl Slots {
         let Some(info) = self.get_mut(slot) else {
             return false;
         };
-        info.held = Some(match info.active_client {
-            Some(client) => Hold {
-                client,
-                until: None,
-                duration,
-            },
-            None => Hold {
-                client: 0,
-                until: Some(Instant::now() + duration),
-                duration,
-            },
-        });
+        let (client, streaming) = info.active_client.map_or((0, false), |c| (c, true));
+        info.held = Some(Hold::new(client, duration, streaming, Instant::now()));
         true
     }
 
@@ -301,13 +277,6 @@ impl Slots {
         self.slots = kept;
         dropped.into_iter().map(|s: SlotInfo| s.name).collect()
     }
-}
-
-fn missing(slot: &str) -> SqlError {
-    error(
-        sqlstate::UNDEFINED_OBJECT,
-        format!("replication slot \"{slot}\" does not exist"),
-    )
 }
 
 /// The error for a slot another client holds.
