@@ -13,7 +13,7 @@ mod fact;
 mod finding;
 mod probe;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -161,7 +161,9 @@ pub(crate) struct Judge {
     /// The end of the first transaction sent whole past the start: a consumer that never
     /// confirmed it confirmed none (a confirmed idle WAL end before it is no confirmation).
     first_whole: Option<Lsn>,
-    streams: HashMap<u64, Stream>,
+    /// By connection: few, looked up at each frame that opens or ends a transaction
+    /// (ordered, not hashed: no SipHash at each).
+    streams: BTreeMap<u64, Stream>,
     /// The highest position a ConfirmedUnsent was reported for.
     flagged: Lsn,
     /// A reply request made when its connection had been sent a transaction whole past
@@ -575,7 +577,7 @@ impl Judge {
 /// Every slot's judge, by name.
 #[derive(Debug, Default)]
 #[cfg(any(feature = "server", test))]
-pub(crate) struct Judges(HashMap<String, Judge>);
+pub(crate) struct Judges(BTreeMap<String, Judge>);
 
 #[cfg(any(feature = "server", test))]
 impl Judges {
@@ -612,19 +614,13 @@ impl Judges {
 /// the slot's name, in the order of the names: findings and facts, for the server's
 /// judges and the proxy's slots alike.
 pub(crate) fn by_slot<S, T>(
-    slots: &HashMap<String, S>,
+    slots: &BTreeMap<String, S>,
     judge: impl Fn(&S) -> &Judge,
     what: impl Fn(&Judge) -> Vec<T>,
 ) -> Vec<(String, T)> {
-    let mut names: Vec<&String> = slots.keys().collect();
-    names.sort();
-    names
-        .into_iter()
-        .flat_map(|name| {
-            what(judge(&slots[name]))
-                .into_iter()
-                .map(|t| (name.clone(), t))
-        })
+    slots
+        .iter()
+        .flat_map(|(name, slot)| what(judge(slot)).into_iter().map(|t| (name.clone(), t)))
         .collect()
 }
 

@@ -7,7 +7,7 @@
 //! (every connection cut) makes the real server send again what a consumer confirmed since,
 //! as PostgreSQL does after a real crash.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -60,7 +60,9 @@ struct Slot {
 /// Every slot, and whether flush positions are held back to checkpoints.
 #[derive(Debug)]
 pub(super) struct Slots {
-    slots: Mutex<HashMap<String, Slot>>,
+    /// By name, ordered (looked up at each frame that opens or ends a transaction: no
+    /// SipHash of the name at each).
+    slots: Mutex<BTreeMap<String, Slot>>,
     /// Signalled when a slot's confirmed position moves.
     confirmed: Condvar,
     /// With a persistence interval set: flush positions reach the upstream only at
@@ -78,7 +80,7 @@ impl Slots {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Slot>> {
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Slot>> {
         self.slots.lock().unwrap_or_else(|e| e.into_inner())
     }
 

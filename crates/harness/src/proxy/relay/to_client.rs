@@ -506,7 +506,11 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                     return Ok(());
                 };
                 self.who.record.frame();
-                self.link.forwarded.fetch_max(wal_end.0, Ordering::Relaxed);
+                // This direction alone moves it: a load and a store, not a locked
+                // read-modify-write per frame.
+                if wal_end.0 > self.link.forwarded.load(Ordering::Relaxed) {
+                    self.link.forwarded.store(wal_end.0, Ordering::Relaxed);
+                }
                 // What the frame is, not what its row holds: no rule asks for values.
                 let facts = match decoder.outline(data) {
                     Ok(message) => {
@@ -541,11 +545,18 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                 let probe = self.shared.probe.get();
                 if !self.shared.faults.armed() && self.pace.is_none() && probe.is_none() {
                     // Nothing to ask (two atomic loads): the frame goes as it came.
+                    if self.shutting_down.is_none() {
+                        return Ok(());
+                    }
                     return self.finish_shutdown(at + len).await;
                 }
+                let asks = self.may_fire(&facts);
                 for point in [Point::Before, Point::Within, Point::After] {
                     if point == Point::Within {
                         self.pace(at, len).await?;
+                    }
+                    if !asks {
+                        continue;
                     }
                     // Asked without awaiting: the frame's three points cost no future when
                     // nothing fires (the common case while a rule is armed).
@@ -565,6 +576,15 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
             }
             _ => Ok(()),
         }
+    }
+
+    /// Whether a rule may fire at some point of the frame with `facts`.
+    fn may_fire(&mut self, facts: &Facts) -> bool {
+        self.session.as_mut().is_some_and(|session| {
+            self.shared
+                .faults
+                .may_fire_at_frame(&mut session.rules, &session.scope, facts)
+        })
     }
 
     /// The rules that fire at `point` of a frame of `len` bytes, claimed.

@@ -82,6 +82,16 @@ impl<W: Write> Connection<'_, W> {
         Ok(())
     }
 
+    /// Whether a rule may fire at some point of the frame with `facts` (see
+    /// `Plan::may_fire_at_frame`).
+    pub(super) fn frame_may_fire(&mut self, facts: &Facts) -> bool {
+        let plan = &self.shared.faults;
+        match &mut self.walsnd {
+            Some(w) => plan.may_fire_at_frame(&mut w.faults.rules, &w.faults.scope, facts),
+            None => plan.may_fire_at_frame(&mut Rules::default(), &Scope::default(), facts),
+        }
+    }
+
     /// The `time` rules whose moment has come, and the `flush` rules the client's last
     /// status update met: done where the output holds whole frames only.
     pub(super) fn due_faults(&mut self) -> Result<(), Failure> {

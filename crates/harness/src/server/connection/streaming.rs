@@ -583,12 +583,17 @@ impl<W: Write> Connection<'_, W> {
             self.push_frame(lsn, message, &facts, payload);
             return self.after_frame();
         }
-        self.frame_faults(Point::Before, &facts, self.out.len(), payload.len())?;
+        let asks = self.frame_may_fire(&facts);
+        if asks {
+            self.frame_faults(Point::Before, &facts, self.out.len(), payload.len())?;
+        }
         self.pace(payload.len())?;
         let start = self.out.len();
         self.push_frame(lsn, message, &facts, payload);
-        self.frame_faults(Point::Within, &facts, start, payload.len())?;
-        self.frame_faults(Point::After, &facts, start, payload.len())?;
+        if asks {
+            self.frame_faults(Point::Within, &facts, start, payload.len())?;
+            self.frame_faults(Point::After, &facts, start, payload.len())?;
+        }
         self.due_faults()?;
         if let Some(probe) = probe.filter(|p| p.holds(&facts.place)) {
             self.probe_hold(probe)?;
