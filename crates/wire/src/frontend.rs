@@ -8,7 +8,8 @@ use std::io::{self, Read};
 
 use super::socket::is_timeout;
 
-/// The largest start-up packet PostgreSQL accepts (`MAX_STARTUP_PACKET_LENGTH`).
+/// The largest start-up packet body PostgreSQL accepts (`MAX_STARTUP_PACKET_LENGTH`,
+/// which does not count the length field itself).
 pub const MAX_STARTUP_LEN: usize = 10_000;
 /// The largest typed message this server reads: far above any replication command or
 /// status update, far below what would hurt.
@@ -18,6 +19,68 @@ pub const MAX_MESSAGE_LEN: usize = 1 << 20;
 const SSL_REQUEST: u32 = 80_877_103;
 const GSSENC_REQUEST: u32 = 80_877_104;
 const CANCEL_REQUEST: u32 = 80_877_102;
+
+/// The whole length of a start-up packet from its first four bytes (which count
+/// themselves), if PostgreSQL reads it: `ProcessStartupPacket` takes a body of 4 to
+/// [`MAX_STARTUP_LEN`] bytes, and for any other length closes the connection without a
+/// word to the client (a COMMERROR, only logged: "invalid length of startup packet").
+#[must_use]
+pub fn startup_packet_len(header: [u8; 4]) -> Option<usize> {
+    let len = u32::from_be_bytes(header) as usize;
+    (8..=MAX_STARTUP_LEN + 4).contains(&len).then_some(len)
+}
+
+/// A StartupMessage's name/value pairs, read as `ProcessStartupPacket` reads them: up to
+/// an empty name, which must be the packet's last byte (`None` otherwise, PostgreSQL's
+/// "invalid startup packet layout"). The bytes need not be UTF-8 here (PostgreSQL checks
+/// the names and values later, where it uses them).
+#[must_use]
+pub fn startup_parameters(body: &[u8]) -> Option<Vec<(String, String)>> {
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    let mut params = Vec::new();
+    let mut rest = body;
+    loop {
+        let name_end = rest.iter().position(|&b| b == 0)?;
+        if name_end == 0 {
+            // The terminator: the last byte, or the layout is wrong.
+            return (rest.len() == 1).then_some(params);
+        }
+        let value = &rest[name_end + 1..];
+        let value_end = value.iter().position(|&b| b == 0)?;
+        params.push((text(&rest[..name_end]), text(&value[..value_end])));
+        rest = &value[value_end + 1..];
+    }
+}
+
+/// What a start-up packet asks, from its version field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request {
+    /// SSLRequest.
+    Ssl,
+    /// GSSENCRequest.
+    GssEnc,
+    /// CancelRequest.
+    Cancel,
+    /// A StartupMessage of this protocol version (major in the high 16 bits).
+    Startup(u32),
+}
+
+impl Request {
+    /// The request of a whole start-up packet (at least 8 bytes, as
+    /// [`startup_packet_len`] admits).
+    #[must_use]
+    pub fn of(packet: &[u8]) -> Request {
+        let code = packet.get(4..8).map_or(0, |code| {
+            u32::from_be_bytes([code[0], code[1], code[2], code[3]])
+        });
+        match code {
+            SSL_REQUEST => Request::Ssl,
+            GSSENC_REQUEST => Request::GssEnc,
+            CANCEL_REQUEST => Request::Cancel,
+            version => Request::Startup(version),
+        }
+    }
+}
 
 /// The first packet of a connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,6 +183,9 @@ pub enum ReadError {
     Io(io::Error),
     /// The bytes break the protocol; the text says how.
     Malformed(String),
+    /// The bytes break the protocol where PostgreSQL closes the connection without a
+    /// word to the client (a COMMERROR, only logged); the text says how.
+    Unanswered(&'static str),
 }
 
 impl fmt::Display for ReadError {
@@ -128,6 +194,7 @@ impl fmt::Display for ReadError {
             ReadError::Closed => f.write_str("the client closed the connection"),
             ReadError::Io(err) => write!(f, "connection: {err}"),
             ReadError::Malformed(what) => f.write_str(what),
+            ReadError::Unanswered(what) => f.write_str(what),
         }
     }
 }
@@ -190,43 +257,24 @@ impl FrontendReader {
         let Some(len) = self.buf.get(..4) else {
             return Ok(None);
         };
-        let len = u32::from_be_bytes(len.try_into().expect("4 bytes")) as usize;
-        if !(8..=MAX_STARTUP_LEN).contains(&len) {
-            return Err(malformed(format!(
-                "invalid length of startup packet: {len}"
-            )));
-        }
+        let Some(len) = startup_packet_len(len.try_into().expect("4 bytes")) else {
+            return Err(ReadError::Unanswered("invalid length of startup packet"));
+        };
         if self.buf.len() < len {
             return Ok(None);
         }
         let packet: Vec<u8> = self.buf.drain(..len).collect();
-        let code = u32::from_be_bytes(packet[4..8].try_into().expect("4 bytes"));
-        let startup = match code {
-            SSL_REQUEST => Startup::SslRequest,
-            GSSENC_REQUEST => Startup::GssEncRequest,
-            CANCEL_REQUEST => Startup::CancelRequest,
-            _ if code >> 16 == 3 => {
-                let mut body = &packet[8..];
-                let mut params = Vec::new();
-                loop {
-                    let name = cstr(&mut body)?;
-                    if name.is_empty() {
-                        break;
-                    }
-                    let value = cstr(&mut body)?;
-                    params.push((name, value));
-                }
-                if !body.is_empty() {
-                    return Err(malformed(
-                        "invalid startup packet layout: expected terminator as last byte",
-                    ));
-                }
-                Startup::Params {
-                    minor: (code & 0xffff) as u16,
-                    params,
-                }
-            }
-            _ => {
+        let startup = match Request::of(&packet) {
+            Request::Ssl => Startup::SslRequest,
+            Request::GssEnc => Startup::GssEncRequest,
+            Request::Cancel => Startup::CancelRequest,
+            Request::Startup(code) if code >> 16 == 3 => Startup::Params {
+                minor: (code & 0xffff) as u16,
+                params: startup_parameters(&packet[8..]).ok_or_else(|| {
+                    malformed("invalid startup packet layout: expected terminator as last byte")
+                })?,
+            },
+            Request::Startup(code) => {
                 return Err(malformed(format!(
                     "unsupported frontend protocol {}.{}: server supports 3.0 to 3.0",
                     code >> 16,
@@ -386,7 +434,7 @@ mod tests {
         let mut input: &[u8] = b"\x00\x00\x00\x04";
         assert!(matches!(
             reader.startup(&mut input),
-            Err(ReadError::Malformed(_))
+            Err(ReadError::Unanswered(_))
         ));
         let mut reader = FrontendReader::default();
         let mut input: &[u8] = b"Q\x00\x00\x00\x06ab";
@@ -394,5 +442,35 @@ mod tests {
             reader.next(&mut input),
             Err(ReadError::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn a_start_up_packet_may_hold_a_body_of_4_to_10000_bytes() {
+        let len = |n: u32| startup_packet_len(n.to_be_bytes());
+        assert_eq!((len(7), len(8)), (None, Some(8)));
+        // The limit is the body's: the length field's 4 bytes come on top.
+        assert_eq!((len(10_004), len(10_005)), (Some(10_004), None));
+        assert_eq!(Request::of(&[0, 0, 0, 8, 4, 210, 22, 47]), Request::Ssl);
+        assert_eq!(
+            Request::of(&[0, 0, 0, 8, 0, 3, 0, 0]),
+            Request::Startup(196_608)
+        );
+    }
+
+    #[test]
+    fn startup_parameters_end_at_a_terminator_that_is_the_last_byte() {
+        let pairs = |body: &[u8]| startup_parameters(body);
+        assert_eq!(
+            pairs(b"user\0repl\0replication\0database\0\0"),
+            Some(vec![
+                ("user".to_owned(), "repl".to_owned()),
+                ("replication".to_owned(), "database".to_owned())
+            ])
+        );
+        assert_eq!(pairs(b"\0"), Some(vec![]));
+        // A name without its value, bytes after the terminator, no terminator at all.
+        for body in [&b"user\0"[..], b"user\0u\0\0x", b"user\0u\0", b""] {
+            assert_eq!(pairs(body), None, "{body:?}");
+        }
     }
 }

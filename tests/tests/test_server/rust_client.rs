@@ -248,9 +248,9 @@ fn misbehaving_clients_affect_no_one_else() {
             .unwrap();
         let mut reply = Vec::new();
         let _ = socket.read_to_end(&mut reply);
-        // 'N' for the SSL request, then a FATAL ErrorResponse, then the close.
-        assert_eq!(reply.first(), Some(&b'N'));
-        assert_eq!(reply.get(1), Some(&b'E'));
+        // 'N' for the SSL request; then "GARB" as the next packet's length, which
+        // PostgreSQL does not read: the close, without a word (the twins test shows it).
+        assert_eq!(reply, b"N");
     });
     let stalled = TcpStream::connect(addr).unwrap();
     let mut killed = connect(&server);

@@ -3,7 +3,8 @@
 //! same, for the timeouts and limits a walsender enforces and for the edge cases where the
 //! test server used to differ (copy messages after the copy, a status update with extra
 //! bytes, a start position past the WAL end, another session's temporary slot, a
-//! publication that does not exist), and for real clients (pg_recvlogical and psycopg2
+//! publication that does not exist, start-up packets at the edges of the length PostgreSQL
+//! reads), and for real clients (pg_recvlogical and psycopg2
 //! answering reply requests under a short `wal_sender_timeout`, a stopped pg_recvlogical
 //! dropped while another client is served).
 
@@ -733,6 +734,49 @@ fn a_trickled_start_up_packet(_: &Twin, target: &Target) -> Vec<String> {
     out
 }
 
+/// Start-up packets at the edges of the length PostgreSQL reads (a body of 4 to 10,000
+/// bytes): outside them it closes without a word; at the largest it reads the packet
+/// (and answers a well-formed one, refuses a malformed one for its layout).
+fn start_up_packet_lengths(_: &Twin, target: &Target) -> Vec<String> {
+    let packet = |len: usize, tail: &[u8]| {
+        let mut packet = (len as u32).to_be_bytes().to_vec();
+        packet.extend_from_slice(&196_608u32.to_be_bytes());
+        packet.extend_from_slice(b"user\0postgres\0replication\0database\0");
+        packet.resize(len - tail.len(), b'a');
+        packet.extend_from_slice(tail);
+        packet.truncate(len);
+        packet
+    };
+    let mut out = Vec::new();
+    let cases: [(&str, Vec<u8>); 4] = [
+        ("7 bytes", vec![0, 0, 0, 7, 0, 3, 0]),
+        ("10,005 bytes", packet(10_005, b"\0\0")),
+        ("10,004 bytes, malformed", packet(10_004, b"\0")),
+        (
+            "10,004 bytes",
+            // A last parameter whose value fills the packet.
+            {
+                let mut p = packet(10_004, b"\0\0");
+                let at = 8 + b"user\0postgres\0replication\0database\0".len();
+                p[at..at + 17].copy_from_slice(b"application_name\0");
+                p
+            },
+        ),
+    ];
+    for (what, bytes) in cases {
+        let mut raw = Raw::connect(target);
+        raw.send(&bytes);
+        let answer = match raw.read(AUTHENTICATION_TIMEOUT * 3) {
+            Read1::Msg(b'E', body) => Msg { tag: b'E', body }.summary(),
+            Read1::Msg(tag, _) => format!("{}", tag as char),
+            Read1::Closed => "closed without a word".to_owned(),
+            Read1::TimedOut => "nothing".to_owned(),
+        };
+        out.push(format!("{what}: {answer}"));
+    }
+    out
+}
+
 #[test]
 fn the_test_server_answers_as_postgresql_15_does() {
     let Some(binaries) = super::binaries("15") else {
@@ -768,7 +812,7 @@ fn the_test_server_answers_as_postgresql_15_does() {
         ours: None,
         bin: binaries.bin.clone(),
     };
-    let scenarios: [(&str, Scenario, bool); 22] = [
+    let scenarios: [(&str, Scenario, bool); 23] = [
         (
             "copy after copy",
             copy_messages_after_the_copy_are_ignored,
@@ -852,6 +896,7 @@ fn the_test_server_answers_as_postgresql_15_does() {
             a_trickled_start_up_packet,
             false,
         ),
+        ("start-up packet lengths", start_up_packet_lengths, false),
         (
             "malformed SASLInitialResponse",
             malformed_sasl_initial_responses,

@@ -420,6 +420,41 @@ mod tests {
         );
     }
 
+    /// A start-up packet of a length PostgreSQL does not read is closed without a word,
+    /// as PostgreSQL closes it (its "invalid length of startup packet" is only logged),
+    /// and without reaching the upstream.
+    #[test]
+    fn a_start_up_packet_of_a_length_postgresql_does_not_read_gets_no_answer() {
+        let upstream = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = upstream.local_addr().unwrap().port();
+        let proxy = Proxy::builder(&format!("host=127.0.0.1 port={port} sslmode=disable"))
+            .unwrap()
+            .start()
+            .unwrap();
+        for packet in [
+            &[0u8, 0, 0, 7, 0, 3, 0][..],
+            &[0, 0, 0x27, 0x15, 0, 3, 0, 0],
+        ] {
+            let mut client = TcpStream::connect(proxy.addr()).unwrap();
+            client.write_all(packet).unwrap();
+            let mut answer = Vec::new();
+            // The end of the connection, however it comes (a reset when bytes were left
+            // unread), with nothing before it.
+            let _ = client.read_to_end(&mut answer);
+            assert_eq!(answer, b"", "{packet:?}");
+        }
+        upstream.set_nonblocking(true).unwrap();
+        assert!(upstream.accept().is_err(), "the upstream was reached");
+        let log = proxy.log();
+        assert_eq!(
+            log.iter()
+                .filter(|l| l.contains("invalid length of startup packet: closed without an answer"))
+                .count(),
+            2,
+            "{log:?}"
+        );
+    }
+
     /// A frame the codec refuses (a Commit cut short before its end position, which the
     /// proxy reads) reaches the client as it came, and the proxy notes it.
     #[test]

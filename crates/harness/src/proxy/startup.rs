@@ -6,13 +6,8 @@
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use pgoutput_wire::error::{error, sqlstate, unsupported_protocol, SqlError};
-
-/// `MAX_STARTUP_PACKET_LENGTH` in PostgreSQL's `pqcomm.h`.
-const MAX_STARTUP_PACKET: usize = 10_000;
-const SSL_REQUEST: u32 = 80_877_103;
-const GSSENC_REQUEST: u32 = 80_877_104;
-const CANCEL_REQUEST: u32 = 80_877_102;
+use pgoutput_wire::error::{unsupported_protocol, SqlError};
+use pgoutput_wire::frontend::{startup_packet_len, startup_parameters, Request};
 
 /// What a client opened with.
 #[derive(Debug)]
@@ -28,6 +23,9 @@ pub(super) enum First {
     /// An SSLRequest answered `S`: the TLS handshake comes next, then the first packets
     /// again over it.
     Tls,
+    /// A packet PostgreSQL closes the connection on without a word (a length it does
+    /// not read): what it logs.
+    Unanswered(&'static str),
 }
 
 impl First {
@@ -38,7 +36,7 @@ impl First {
                 .iter()
                 .find(|(n, _)| n == name)
                 .map(|(_, v)| v.as_str()),
-            First::Cancel(_) | First::Tls => None,
+            First::Cancel(_) | First::Tls | First::Unanswered(_) => None,
         }
     }
 }
@@ -74,28 +72,23 @@ pub(super) async fn read(
         if client.read_exact(&mut header).await.is_err() {
             return Ok(None);
         }
-        let len = u32::from_be_bytes(header) as usize;
-        if !(8..=MAX_STARTUP_PACKET).contains(&len) {
-            return Err(error(
-                sqlstate::PROTOCOL_VIOLATION,
-                "invalid length of startup packet",
-            ));
-        }
+        let Some(len) = startup_packet_len(header) else {
+            return Ok(Some(First::Unanswered("invalid length of startup packet")));
+        };
         let mut bytes = vec![0; len];
         bytes[..4].copy_from_slice(&header);
         if client.read_exact(&mut bytes[4..]).await.is_err() {
             return Ok(None);
         }
-        let code = u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
-        match code {
-            SSL_REQUEST if !asked.ssl && offer_tls => {
+        match Request::of(&bytes) {
+            Request::Ssl if !asked.ssl && offer_tls => {
                 if client.write_all(b"S").await.is_err() {
                     return Ok(None);
                 }
                 return Ok(Some(First::Tls));
             }
             // Refused (`N`): the other may come next, then the start-up.
-            SSL_REQUEST if !asked.ssl => {
+            Request::Ssl if !asked.ssl => {
                 asked = Asked {
                     ssl: true,
                     gss: false,
@@ -104,7 +97,7 @@ pub(super) async fn read(
                     return Ok(None);
                 }
             }
-            GSSENC_REQUEST if !asked.gss => {
+            Request::GssEnc if !asked.gss => {
                 asked = Asked {
                     ssl: false,
                     gss: true,
@@ -114,45 +107,16 @@ pub(super) async fn read(
                 }
             }
             // Asked again: read as a protocol version, which no server supports.
-            SSL_REQUEST | GSSENC_REQUEST => return Err(unsupported_protocol(code, major)),
-            CANCEL_REQUEST => return Ok(Some(First::Cancel(bytes))),
-            _ => {
-                let parameters = parameters(&bytes[8..]);
+            Request::Ssl | Request::GssEnc => {
+                let code = u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
+                return Err(unsupported_protocol(code, major));
+            }
+            Request::Cancel => return Ok(Some(First::Cancel(bytes))),
+            Request::Startup(_) => {
+                // What does not parse is the upstream's to refuse, in its words.
+                let parameters = startup_parameters(&bytes[8..]).unwrap_or_default();
                 return Ok(Some(First::Startup { bytes, parameters }));
             }
         }
-    }
-}
-
-/// The NUL-terminated name/value pairs of a StartupMessage (what does not parse is
-/// left to the upstream to refuse).
-fn parameters(body: &[u8]) -> Vec<(String, String)> {
-    let mut strings = body
-        .split(|b| *b == 0)
-        .map(|s| String::from_utf8_lossy(s).into_owned());
-    let mut pairs = Vec::new();
-    while let (Some(name), Some(value)) = (strings.next(), strings.next()) {
-        if name.is_empty() {
-            break;
-        }
-        pairs.push((name, value));
-    }
-    pairs
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parameters;
-
-    #[test]
-    fn startup_parameters_are_read_up_to_the_terminator() {
-        let body = b"user\0repl\0replication\0database\0\0";
-        assert_eq!(
-            parameters(body),
-            [
-                ("user".to_owned(), "repl".to_owned()),
-                ("replication".to_owned(), "database".to_owned())
-            ]
-        );
     }
 }

@@ -124,6 +124,12 @@ pub(super) async fn serve(mut client: TcpStream, peer: SocketAddr, shared: &Shar
             shared.guard.authentication_timeout.as_secs_f64()
         ));
     };
+    // PostgreSQL logs it and closes: the client hears nothing.
+    let unanswered = |why: &str| {
+        shared.log(format!(
+            "connection {attempt} from {peer}: {why}: closed without an answer"
+        ));
+    };
     let major = shared.upstream_major.load(Ordering::Relaxed);
     let offer_tls = shared.tls.is_some();
     let first = match timeout_at(
@@ -133,6 +139,7 @@ pub(super) async fn serve(mut client: TcpStream, peer: SocketAddr, shared: &Shar
     .await
     {
         Err(_) => return timed_out(),
+        Ok(Ok(Some(First::Unanswered(why)))) => return unanswered(why),
         Ok(Ok(Some(first))) => first,
         Ok(Ok(None)) => return,
         Ok(Err(err)) => return fatal(&mut client, &err).await,
@@ -175,6 +182,7 @@ pub(super) async fn serve(mut client: TcpStream, peer: SocketAddr, shared: &Shar
     .await
     {
         Err(_) => return timed_out(),
+        Ok(Ok(Some(First::Unanswered(why)))) => return unanswered(why),
         Ok(Ok(Some(first))) => first,
         Ok(Ok(None)) => return,
         Ok(Err(err)) => return fatal(&mut client, &err).await,
@@ -231,7 +239,7 @@ async fn open_upstream(
             parameter: &|name| first.parameter(name).map(str::to_owned),
             upstream: target.clone(),
         })),
-        First::Cancel(_) | First::Tls => None,
+        First::Cancel(_) | First::Tls | First::Unanswered(_) => None,
     };
     // Within the start-up's deadline, and the upstream's connect_timeout.
     let deadline = match upstream.connect_timeout {

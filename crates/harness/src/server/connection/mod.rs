@@ -348,6 +348,7 @@ impl<W: Write> Connection<'_, W> {
             ReadError::Closed => Closed::ByClient,
             ReadError::Io(e) => Closed::Io(e.to_string()),
             ReadError::Malformed(text) => self.fatal(sqlstate::PROTOCOL_VIOLATION, &text),
+            ReadError::Unanswered(text) => Closed::Silently(text.to_owned()),
         }
     }
 
