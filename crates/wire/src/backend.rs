@@ -2,6 +2,7 @@
 //! out: a type byte, an Int32 length that counts itself, then the body.
 
 use super::error::SqlError;
+use pgoutput_codec::{encode_into, Ctx, ProtocolVersion, XLogData};
 
 /// One backend message: `tag`, then the body `body` writes, with the length filled in.
 fn message(out: &mut Vec<u8>, tag: u8, body: impl FnOnce(&mut Vec<u8>)) {
@@ -208,15 +209,11 @@ pub fn copy_data(out: &mut Vec<u8>, data: &[u8]) {
     message(out, b'd', |b| b.extend_from_slice(data));
 }
 
-/// An XLogData `w` in its CopyData: the WAL positions of its header (`dataStart`,
-/// `walEnd`), the send time, then the payload.
-pub fn xlog_data(out: &mut Vec<u8>, start: u64, end: u64, send_time: i64, payload: &[u8]) {
+/// An XLogData `w` in its CopyData, laid out by the codec (its one home).
+pub fn xlog_data(out: &mut Vec<u8>, xlog: &XLogData<'_>) {
     message(out, b'd', |b| {
-        b.push(b'w');
-        b.extend_from_slice(&start.to_be_bytes());
-        b.extend_from_slice(&end.to_be_bytes());
-        b.extend_from_slice(&send_time.to_be_bytes());
-        b.extend_from_slice(payload);
+        // Fixed fields and a payload of any length: nothing a context can refuse.
+        encode_into(xlog, Ctx::plain(ProtocolVersion::V1), b).expect("an XLogData always encodes");
     });
 }
 

@@ -244,7 +244,12 @@ const ENVELOPE: Ctx = Ctx::plain(ProtocolVersion::V1);
 /// answers itself, without waiting for the consumer.
 #[must_use]
 pub fn asks_for_reply(frame: &[u8]) -> bool {
-    frame.len() == 18 && frame[0] == b'k' && frame[17] == 1
+    // The tag first: an XLogData frame is not decoded for it.
+    frame.first() == Some(&b'k')
+        && matches!(
+            decode::<ServerMessage<'_>>(frame, ENVELOPE),
+            Ok(ServerMessage::PrimaryKeepalive(keepalive)) if keepalive.reply_requested
+        )
 }
 
 /// A keepalive's WAL end (`None` for any other frame).

@@ -21,7 +21,7 @@ use crate::server::Event;
 use pgoutput_client::StreamOptions;
 use pgoutput_codec::{
     decode, encode, ClientMessage, Ctx, Lsn, PgOutputMessage, PgTimestamp, PrimaryKeepalive,
-    ServerMessage, StandbyStatusUpdate, Tagged,
+    ServerMessage, StandbyStatusUpdate, Tagged, XLogData,
 };
 use pgoutput_wire::backend;
 use pgoutput_wire::error::{error, sqlstate, SqlError};
@@ -652,7 +652,14 @@ impl<W: Write> Connection<'_, W> {
                 end: message.transaction_end_lsn(),
             },
         });
-        backend::xlog_data(&mut self.out, lsn.0, lsn.0, PgTimestamp::now().0, payload);
+        let xlog = XLogData {
+            wal_start: lsn,
+            // A logical walsender's `walEnd` is the frame's own position.
+            wal_end: lsn,
+            send_time: PgTimestamp::now(),
+            data: payload.into(),
+        };
+        backend::xlog_data(&mut self.out, &xlog);
     }
 
     /// Every [`FLUSH_AT`] bytes: out to the socket, then the client's replies and the
