@@ -16,7 +16,7 @@ use super::serve::{pg_duration, Unit};
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = concat!(r#"Every client connection gets its own connection to the upstream PostgreSQL, opened with
+    after_help = crate::serve::with_actions(concat!(r#"Every client connection gets its own connection to the upstream PostgreSQL, opened with
 the client's own start-up packet (user, database, replication, application_name, options);
 authentication is relayed, so the proxy needs no passwords. Everything passes through byte for
 byte: queries, COPY, notices, errors, cancel requests. An SSLRequest is answered `N`, or
@@ -24,12 +24,12 @@ with --tls-cert and --tls-key `S` and TLS; the upstream leg uses TLS as its conn
 string's sslmode says.
 
 On a replication connection in copy-both mode, each frame is read with the codec in the
-context START_REPLICATION set, and fault rules (the JSON of `pgoutput serve --help`) act on
-the upstream's frames as they go to the client: message, commit, change, stream_block and
-connect, time and flush triggers; close, reset, stall, error (FATAL for 57P0x; otherwise
-ERROR and ReadyForQuery, the upstream's copy ended with a CopyDone), shutdown (PostgreSQL's
-walsender shutdown sequence), request_reply, slow, crash (as POST /crash) and inject (a
-message of the rule's own, the upstream's stream untouched) actions.
+context START_REPLICATION set, and fault rules (the JSON of `pgoutput serve --help`: its
+message, commit, change, stream_block, connect, time and flush triggers) act on the
+upstream's frames as they go to the client, with these actions:
+@ACTIONS@
+An ERROR ends the upstream's copy with a CopyDone; a crash is POST /crash; an inject leaves
+the upstream's stream untouched.
 
 Control API (--control 127.0.0.1:PORT; loopback only unless --control-remote), JSON:
   GET /   the endpoints          GET|POST|DELETE /faults   (as pgoutput serve's)
@@ -47,7 +47,7 @@ Example:
   pgoutput proxy --listen 127.0.0.1:6432 --upstream 'host=127.0.0.1 port=5432 sslmode=disable' \
       --fault '{"when": {"on": "change", "transaction": 2, "after": 1}, "then": {"do": "reset"}}'
   pg_recvlogical -d 'host=127.0.0.1 port=6432 user=me dbname=app' --slot s --start \
-      -o proto_version=1 -o publication_names=p -f -"#, judge_help!())
+      -o proto_version=1 -o publication_names=p -f -"#, judge_help!()))
 )]
 pub struct ProxyArgs {
     /// The address to listen on (loopback only unless --listen-remote).

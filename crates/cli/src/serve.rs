@@ -15,9 +15,19 @@ use pgoutput_harness::server::{Auth, Event, Publication, Script, Table, TestServ
 use pgoutput_harness::Control;
 use serde::Deserialize;
 
+/// The help text with each fault action's line where it says `@ACTIONS@` (each action's
+/// file in the harness has its line).
+pub(crate) fn with_actions(help: &str) -> String {
+    let actions: Vec<String> = pgoutput_harness::faults::Action::help()
+        .lines()
+        .map(|line| format!("    {line}"))
+        .collect();
+    help.replace("@ACTIONS@", &actions.join("\n"))
+}
+
 #[derive(Debug, Args)]
 #[command(
-    after_help = concat!(r#"Serves a pgoutput stream to replication clients (pg_recvlogical, psycopg2, a PostgreSQL
+    after_help = with_actions(concat!(r#"Serves a pgoutput stream to replication clients (pg_recvlogical, psycopg2, a PostgreSQL
 subscriber, pgoutput tail). Without --script it serves a demo: publication `demo` in database
 `postgres` with tables public.accounts and public.events, inserts, updates, deletes, a
 truncate, a streamed transaction with a subtransaction abort, a two-phase transaction, then a
@@ -56,17 +66,7 @@ Fault rules (--fault JSON, repeatable; "faults": [...] in --config; POST /faults
     {"on": "flush", "lsn": "0/1000360"}             when the client confirms 0/1000360
     {"on": "connect", "attempt": 3}                 on the 3rd connection accepted
   then:
-    {"do": "close"}   FIN          {"do": "reset"}   RST
-    {"do": "stall", "ms": 5000}    stop reading and writing (no "ms": for good)
-    {"do": "error", "code": "57P01"}   FATAL, PostgreSQL's wording; also 55000, 55006,
-        53100, XX000 (ERROR, then ReadyForQuery); other codes need "message"
-    {"do": "shutdown"}   send the rest, wait for the client to confirm, COPY 0, close
-    {"do": "request_reply"}   a keepalive asking for a reply now (not at a byte)
-    {"do": "slow", "delay_ms": 100}   or {"do": "slow", "bytes_per_second": 10000}
-    {"do": "crash"}   drop every connection; slots back to their last checkpoint
-    {"do": "inject", "message": {"type": "type", "xid": null, "type_oid": 16400,
-        "namespace": "public", "name": "mood"}}   send a message of the rule's own (the JSON
-        `pgoutput decode` prints) at the position of the one the rule fired at; not at a byte
+@ACTIONS@
 
 Control API (--control 127.0.0.1:PORT; loopback only unless --control-remote), JSON:
   POST /events (JSON lines, as --script)   GET|POST|DELETE /faults
@@ -85,7 +85,7 @@ Example:
   pg_recvlogical -d 'host=127.0.0.1 port=5433 user=me dbname=postgres' --slot s \
       --create-slot --plugin pgoutput
   pg_recvlogical -d 'host=127.0.0.1 port=5433 user=me dbname=postgres' --slot s --start \
-      -o proto_version=1 -o publication_names=demo -f -"#, judge_help!())
+      -o proto_version=1 -o publication_names=demo -f -"#, judge_help!()))
 )]
 pub struct ServeArgs {
     /// The address to listen on.

@@ -3,6 +3,9 @@
 
 use super::{Effect, End};
 
+/// The command line's help: the rule's JSON and what it does.
+pub(super) const HELP: &str = r#"{"do": "close"}   FIN"#;
+
 pub(super) fn effect() -> Effect {
     Effect::End(End::Fin)
 }

@@ -4,6 +4,10 @@
 
 use super::{Effect, End};
 
+/// The command line's help: the rule's JSON and what it does.
+pub(super) const HELP: &str =
+    r#"{"do": "crash"}   drop every connection; slots back to their last checkpoint"#;
+
 pub(super) fn effect() -> Effect {
     Effect::End(End::Crash)
 }

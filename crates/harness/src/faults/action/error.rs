@@ -6,6 +6,10 @@
 use super::{Context, Effect, FaultError};
 use pgoutput_wire::error::{error, slot_in_use, slot_invalidated, sqlstate, SqlError};
 
+/// The command line's help: the rule's JSON and what it does.
+pub(super) const HELP: &str = r#"{"do": "error", "code": "57P01"}   FATAL, PostgreSQL's wording; also 55000, 55006,
+    53100, XX000 (ERROR, then ReadyForQuery); other codes need "message""#;
+
 pub(super) fn check(code: &str, message: Option<&str>) -> Result<(), FaultError> {
     if code.len() != 5 || !code.bytes().all(|b| b.is_ascii_alphanumeric()) {
         return Err(FaultError(format!(

@@ -18,6 +18,11 @@ use pgoutput_codec::{
 use pgoutput_codec::{ServerMessage, XLogData};
 use pgoutput_wire::backend;
 
+/// The command line's help: the rule's JSON and what it does.
+pub(super) const HELP: &str = r#"{"do": "inject", "message": {"type": "type", "xid": null, "type_oid": 16400,
+    "namespace": "public", "name": "mood"}}   send a message of the rule's own (the JSON
+    `pgoutput decode` prints) at the position of the one the rule fired at; not at a byte"#;
+
 pub(super) fn check(message: &PgOutputMessage<'_>) -> Result<(), FaultError> {
     encoded(message, None).map(drop).map_err(|err| {
         FaultError(format!(

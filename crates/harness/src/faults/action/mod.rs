@@ -1,7 +1,8 @@
 //! What a rule does. Each action has a file of its own that says what it asks of the
 //! connection it fires on (an [`Effect`]) and what makes it unworkable; the test server
 //! and the proxy carry the effects out on their own sockets, and neither decides what an
-//! action means. Adding an action is its file, its variant and its two lines below.
+//! action means; its file also has its line of the command line's help. Adding an action
+//! is its file, its variant and its lines below.
 
 mod close;
 mod crash;
@@ -80,6 +81,24 @@ pub enum Action {
 }
 
 impl Action {
+    /// Each action's JSON and what it does, a line each (continued lines indented): the
+    /// `then` part of `pgoutput serve --help`.
+    #[must_use]
+    pub fn help() -> String {
+        [
+            close::HELP,
+            reset::HELP,
+            stall::HELP,
+            error::HELP,
+            shutdown::HELP,
+            request_reply::HELP,
+            slow::HELP,
+            crash::HELP,
+            inject::HELP,
+        ]
+        .join("\n")
+    }
+
     /// An ErrorResponse with SQLSTATE `code` in PostgreSQL's words (see
     /// [`Action::Error`] for the codes it knows).
     #[must_use]
@@ -271,6 +290,40 @@ mod tests {
             Action::error("XX000").on_connect(15),
             Some(OnConnect::Fatal(_))
         ));
+    }
+
+    #[test]
+    fn every_action_has_its_line_in_the_help() {
+        let help = Action::help();
+        let every = [
+            Action::Close,
+            Action::Reset,
+            Action::Stall { ms: None },
+            Action::error("57P01"),
+            Action::Shutdown,
+            Action::RequestReply,
+            Action::Slow {
+                delay_ms: Some(1),
+                bytes_per_second: None,
+            },
+            Action::Crash,
+            Action::inject(PgOutputMessage::StreamStop(pgoutput_codec::StreamStop)),
+        ];
+        for action in every {
+            let json = serde_json::to_value(&action).unwrap();
+            let name = json["do"].as_str().unwrap();
+            assert!(
+                help.contains(&format!("{{\"do\": \"{name}\"")),
+                "{name}: {help}"
+            );
+        }
+        // Each line a rule's JSON, or the rest of the one before (indented).
+        for line in help.lines() {
+            assert!(
+                line.starts_with("{\"do\": ") || line.starts_with("    "),
+                "{line}"
+            );
+        }
     }
 
     #[test]

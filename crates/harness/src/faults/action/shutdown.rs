@@ -5,6 +5,10 @@
 use super::Effect;
 use pgoutput_codec::Lsn;
 
+/// The command line's help: the rule's JSON and what it does.
+pub(super) const HELP: &str =
+    r#"{"do": "shutdown"}   send the rest, wait for the client to confirm, COPY 0, close"#;
+
 pub(super) fn effect() -> Effect {
     Effect::Shutdown
 }

@@ -6,6 +6,10 @@ use std::time::Duration;
 
 use super::{Effect, FaultError};
 
+/// The command line's help: the rule's JSON and what it does.
+pub(super) const HELP: &str =
+    r#"{"do": "slow", "delay_ms": 100}   or {"do": "slow", "bytes_per_second": 10000}"#;
+
 pub(super) fn check(
     delay_ms: Option<u64>,
     bytes_per_second: Option<u64>,

@@ -6,6 +6,10 @@ use std::time::Duration;
 
 use super::Effect;
 
+/// The command line's help: the rule's JSON and what it does.
+pub(super) const HELP: &str =
+    r#"{"do": "stall", "ms": 5000}   stop reading and writing (no "ms": for good)"#;
+
 pub(super) fn effect(ms: Option<u64>) -> Effect {
     Effect::Pause(ms.map(Duration::from_millis))
 }
