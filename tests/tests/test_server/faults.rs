@@ -540,6 +540,30 @@ fn slot_states_answer_as_postgresql_does() {
     }
 }
 
+/// DROP_REPLICATION_SLOT … WAIT waits for a slot another walsender has for as long as it
+/// takes, as PostgreSQL's does (the test server gave up after 10 s): here a slot held for
+/// 12 s after its client left.
+#[test]
+fn drop_replication_slot_wait_waits_for_as_long_as_the_slot_is_held() {
+    let server = TestServer::builder()
+        .publication(Publication::new("p").table(t1()))
+        .start()
+        .unwrap();
+    let target = Target::Ours(server.addr());
+    let mut holder = Raw::login(&target, "postgres");
+    holder.query("CREATE_REPLICATION_SLOT held LOGICAL pgoutput");
+    holder.start("held", "0/0", "p");
+    assert!(server.hold_slot("held", Duration::from_secs(12)));
+    holder.send(&message(b'X', &[]));
+    assert_eq!(holder.bytes_until_end(Duration::from_secs(60)).1, End::Eof);
+    let mut dropper = Raw::login(&target, "postgres");
+    // Past the 10 s the helper's query waits for: the answer comes when the hold ends.
+    dropper.send(&query("DROP_REPLICATION_SLOT held WAIT"));
+    let answer = Received::of_messages(dropper.until_ready(Duration::from_secs(60)));
+    assert_eq!(answer.others(), ["C DROP_REPLICATION_SLOT", "Z"]);
+    assert!(server.slots().iter().all(|s| s.name != "held"));
+}
+
 #[test]
 fn postgresql_15_words_an_invalidated_slot_as_15_does() {
     let server = TestServer::builder()

@@ -2,7 +2,7 @@
 //! survive reconnects with their confirmed position.
 
 use std::io::Write;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::Connection;
 use crate::server::state::NewSlot;
@@ -98,15 +98,18 @@ impl<W: Write> Connection<'_, W> {
         Ok(())
     }
 
+    /// DROP_REPLICATION_SLOT: with WAIT, a slot another walsender has is waited for as
+    /// long as it takes, as `ReplicationSlotAcquire` waits (until the server stops or
+    /// crashes, which end this connection too).
     pub(super) fn drop_slot(&mut self, name: &str, wait: bool) -> Result<(), SqlError> {
-        let deadline = Instant::now() + Duration::from_secs(10);
         let mut state = self.shared.lock();
+        let epoch = state.epoch();
         loop {
             match state.slots_mut().drop_slot(name, self.id) {
                 Err(err)
                     if err.code == sqlstate::OBJECT_IN_USE
                         && wait
-                        && Instant::now() < deadline
+                        && state.epoch() == epoch
                         && !self.shared.stopping() =>
                 {
                     state = self
