@@ -124,25 +124,15 @@ pub(super) async fn serve(mut client: TcpStream, peer: SocketAddr, shared: &Shar
             shared.guard.authentication_timeout.as_secs_f64()
         ));
     };
-    // PostgreSQL logs it and closes: the client hears nothing.
-    let unanswered = |why: &str| {
-        shared.log(format!(
-            "connection {attempt} from {peer}: {why}: closed without an answer"
-        ));
-    };
     let major = shared.upstream_major.load(Ordering::Relaxed);
-    let offer_tls = shared.tls.is_some();
-    let first = match timeout_at(
-        deadline,
-        startup::read(&mut client, offer_tls, Asked::default(), major),
-    )
-    .await
-    {
-        Err(_) => return timed_out(),
-        Ok(Ok(Some(First::Unanswered(why)))) => return unanswered(why),
-        Ok(Ok(Some(first))) => first,
-        Ok(Ok(None)) => return,
-        Ok(Err(err)) => return fatal(&mut client, &err).await,
+    let log = |line: String| shared.log(format!("connection {attempt} from {peer}: {line}"));
+    let reading = startup::read(&mut client, shared.tls.is_some(), Asked::default(), major);
+    let Some(first) = first_packets(timeout_at(deadline, reading).await, &log, &timed_out) else {
+        return;
+    };
+    let first = match first {
+        Ok(first) => first,
+        Err(err) => return fatal(&mut client, &err).await,
     };
     let Some(config) = shared.tls.as_ref().filter(|_| matches!(first, First::Tls)) else {
         if let Some(err) = plain_refused(&first, peer, shared) {
@@ -175,17 +165,13 @@ pub(super) async fn serve(mut client: TcpStream, peer: SocketAddr, shared: &Shar
             ))
         }
     };
-    let first = match timeout_at(
-        deadline,
-        startup::read(&mut client, false, Asked::TLS, major),
-    )
-    .await
-    {
-        Err(_) => return timed_out(),
-        Ok(Ok(Some(First::Unanswered(why)))) => return unanswered(why),
-        Ok(Ok(Some(first))) => first,
-        Ok(Ok(None)) => return,
-        Ok(Err(err)) => return fatal(&mut client, &err).await,
+    let reading = startup::read(&mut client, false, Asked::TLS, major);
+    let Some(first) = first_packets(timeout_at(deadline, reading).await, &log, &timed_out) else {
+        return;
+    };
+    let first = match first {
+        Ok(first) => first,
+        Err(err) => return fatal(&mut client, &err).await,
     };
     let opened = open_upstream(&mut client, first, peer, attempt, deadline, shared).await;
     let Some((server, who)) = opened else {
@@ -198,6 +184,30 @@ pub(super) async fn serve(mut client: TcpStream, peer: SocketAddr, shared: &Shar
         let _ = raw.set_linger(Some(Duration::ZERO));
     }
     ended(shared, &who, end);
+}
+
+/// What the client's first packets came to: `None` when nothing more is to be done (it
+/// left, the start-up took too long, or PostgreSQL would close without a word: logged);
+/// else the packet to go on with, or the FATAL PostgreSQL would answer.
+fn first_packets(
+    read: Result<Result<Option<First>, SqlError>, tokio::time::error::Elapsed>,
+    log: &impl Fn(String),
+    timed_out: &impl Fn(),
+) -> Option<Result<First, SqlError>> {
+    match read {
+        Err(_) => {
+            timed_out();
+            None
+        }
+        // PostgreSQL logs it and closes: the client hears nothing.
+        Ok(Ok(Some(First::Unanswered(why)))) => {
+            log(format!("{why}: closed without an answer"));
+            None
+        }
+        Ok(Ok(Some(first))) => Some(Ok(first)),
+        Ok(Ok(None)) => None,
+        Ok(Err(err)) => Some(Err(err)),
+    }
 }
 
 /// The FATAL a client starting up without TLS gets when the proxy requires it, as from
