@@ -185,10 +185,26 @@ pub(crate) trait Api: Send + Sync + 'static {
     /// The judge's probe, and arming or disarming it.
     fn probe(&self) -> Option<Probe>;
     fn set_probe(&self, probe: Option<Probe>);
+
+    /// Gives `slot` a state a test asked for; `false` when the API knows no such slot.
+    fn set_slot_state(&self, slot: &str, state: SlotState) -> bool;
+}
+
+/// A state a test gives a slot: what START_REPLICATION of it gets from then on, in
+/// PostgreSQL's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SlotState {
+    /// 55000, as for a slot PostgreSQL invalidated.
+    Invalidated,
+    /// 55006 ("active for PID …") for this long after its client leaves (from now if
+    /// none streams it).
+    Held(Duration),
+    /// 42704, as for a slot that does not exist.
+    Missing,
 }
 
 /// The endpoints every API has.
-const SHARED_ENDPOINTS: [(&str, &str); 9] = [
+const SHARED_ENDPOINTS: [(&str, &str); 12] = [
     ("GET /faults", "the fault rules, each with how often it fired"),
     ("POST /faults", "arm a rule, or an array of rules"),
     ("DELETE /faults", "disarm every rule"),
@@ -210,6 +226,18 @@ const SHARED_ENDPOINTS: [(&str, &str); 9] = [
         "{\"every\": 1, \"after\": 1, \"wait_ms\": 1000}: hold one transaction in every after its first change(s) and ask for a reply; ask at each WAL end caught up with",
     ),
     ("DELETE /probe", "disarm the probe"),
+    (
+        "POST /slots/:name/invalidate",
+        "START_REPLICATION of the slot gets 55000, as for a slot PostgreSQL invalidated",
+    ),
+    (
+        "POST /slots/:name/hold",
+        "{\"ms\": N}: START_REPLICATION of the slot gets 55006 (active for PID …) that long after its client leaves",
+    ),
+    (
+        "DELETE /slots/:name",
+        "START_REPLICATION of the slot gets 42704 (the test server drops it; the proxy answers so, and the real slot stays)",
+    ),
 ];
 
 /// Every endpoint of `api`.
@@ -255,6 +283,23 @@ fn shared_route(api: &dyn Api, request: &Request) -> Option<Answer> {
                     )),
                 }
             }
+            ("POST", ["slots", name, "invalidate"]) => {
+                slot_state(api, name, SlotState::Invalidated)
+            }
+            ("POST", ["slots", name, "hold"]) => {
+                #[derive(Deserialize)]
+                #[serde(deny_unknown_fields)]
+                struct Hold {
+                    ms: u64,
+                }
+                match serde_json::from_slice::<Hold>(&request.body) {
+                    Ok(hold) => {
+                        slot_state(api, name, SlotState::Held(Duration::from_millis(hold.ms)))
+                    }
+                    Err(e) => bad(format!("the body must be {{\"ms\": N}}: {e}")),
+                }
+            }
+            ("DELETE", ["slots", name]) => slot_state(api, name, SlotState::Missing),
             ("DELETE", ["probe"]) => {
                 api.set_probe(None);
                 Answer(200, json!({}))
@@ -262,6 +307,18 @@ fn shared_route(api: &dyn Api, request: &Request) -> Option<Answer> {
             _ => return None,
         },
     )
+}
+
+/// A slot state set: `{}`, or 404 for a slot the API does not know.
+fn slot_state(api: &dyn Api, slot: &str, state: SlotState) -> Answer {
+    if api.set_slot_state(slot, state) {
+        Answer(200, json!({}))
+    } else {
+        Answer(
+            404,
+            json!({ "error": pgoutput_wire::error::slot_missing(slot).message }),
+        )
+    }
 }
 
 /// `GET /` lists the endpoints; a known path with another method is 405, an unknown one

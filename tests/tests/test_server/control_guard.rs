@@ -114,3 +114,53 @@ fn a_large_body_is_refused_from_its_length_and_a_long_wait_is_refused() {
         "{answer}"
     );
 }
+
+/// The slot states a test sets over HTTP (the routes the test server and the proxy share):
+/// each reaches the slot, an unknown slot is 404 in PostgreSQL's words, a hold needs its
+/// `ms`.
+#[test]
+fn slot_states_are_set_over_http() {
+    let (server, control) = control();
+    let addr = control.addr();
+    let post = |path: &str, method: &str, body: &str| {
+        exchange(
+            addr,
+            &format!(
+                "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            ),
+            body.as_bytes(),
+        )
+    };
+    let mut conn = pgoutput_client::Connection::connect(
+        &pgoutput_client::ConnInfo::parse(Some(&server.connection_string()), |_| None).unwrap(),
+    )
+    .unwrap();
+    for slot in ["a", "b", "c"] {
+        conn.simple_query(&format!("CREATE_REPLICATION_SLOT {slot} LOGICAL pgoutput"))
+            .unwrap();
+    }
+    assert_eq!(post("/slots/a/invalidate", "POST", "").0, 200);
+    assert!(server
+        .slots()
+        .iter()
+        .any(|s| s.name == "a" && s.invalidated));
+    assert_eq!(post("/slots/b/hold", "POST", r#"{"ms": 60000}"#).0, 200);
+    let (status, answer) = post("/slots/b/hold", "POST", r#"{"seconds": 1}"#);
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(post("/slots/c", "DELETE", "").0, 200);
+    assert!(server.slots().iter().all(|s| s.name != "c"));
+    let (status, answer) = post("/slots/nope/invalidate", "POST", "");
+    assert_eq!(status, 404);
+    assert!(
+        answer.contains(r#"replication slot \"nope\" does not exist"#),
+        "{answer}"
+    );
+    // The held slot refuses START_REPLICATION as PostgreSQL's would.
+    let err = conn
+        .simple_query(
+            "START_REPLICATION SLOT b LOGICAL 0/0 (proto_version '1', publication_names 'p')",
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("55006"), "{err}");
+}

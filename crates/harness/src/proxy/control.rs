@@ -28,7 +28,7 @@ use serde_json::{json, Value};
 
 use super::Shared;
 use crate::confirmed::Timeout;
-use crate::control::{bad, Answer, Api, Control, Request};
+use crate::control::{Answer, Api, Control, Request, SlotState};
 use crate::faults::Fault;
 use crate::judge::{Fact, Finding, Probe};
 use pgoutput_codec::Lsn;
@@ -48,9 +48,6 @@ impl Api for ProxyApi {
             ("GET /log", "what the proxy noted: streams, rules that fired, frames it could not decode"),
             ("POST /checkpoint", "let the upstream hear each slot's confirmed position now (with a checkpoint interval)"),
             ("POST /crash", "cut every connection; new ones get 57P03 for the crash refusal time"),
-            ("POST /slots/:name/invalidate", "START_REPLICATION of the slot gets 55000 from the proxy"),
-            ("POST /slots/:name/hold", "{\"ms\": N}: START_REPLICATION gets 55006 that long after the slot's client leaves"),
-            ("DELETE /slots/:name", "START_REPLICATION of the slot gets 42704 from the proxy (the real slot stays)"),
         ]
     }
 
@@ -66,28 +63,6 @@ impl Api for ProxyApi {
                 }
                 ("POST", ["crash"]) => {
                     shared.crash();
-                    Answer(200, json!({}))
-                }
-                ("POST", ["slots", name, "invalidate"]) => {
-                    shared.slots.invalidate(name);
-                    Answer(200, json!({}))
-                }
-                ("POST", ["slots", name, "hold"]) => {
-                    #[derive(serde::Deserialize)]
-                    #[serde(deny_unknown_fields)]
-                    struct Hold {
-                        ms: u64,
-                    }
-                    match serde_json::from_slice::<Hold>(&request.body) {
-                        Ok(hold) => {
-                            shared.slots.hold(name, Duration::from_millis(hold.ms));
-                            Answer(200, json!({}))
-                        }
-                        Err(e) => bad(format!("the body must be {{\"ms\": N}}: {e}")),
-                    }
-                }
-                ("DELETE", ["slots", name]) => {
-                    shared.slots.forget(name);
                     Answer(200, json!({}))
                 }
                 ("GET", ["log"]) => Answer(
@@ -147,5 +122,15 @@ impl Api for ProxyApi {
     fn set_probe(&self, probe: Option<Probe>) {
         self.0.log(format!("probe: {probe:?}"));
         self.0.probe.set(probe);
+    }
+
+    fn set_slot_state(&self, slot: &str, state: SlotState) -> bool {
+        // The proxy keeps a state for any name: the upstream's slots are not its to know.
+        match state {
+            SlotState::Invalidated => self.0.slots.invalidate(slot),
+            SlotState::Held(duration) => self.0.slots.hold(slot, duration),
+            SlotState::Missing => self.0.slots.forget(slot),
+        }
+        true
     }
 }

@@ -26,12 +26,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{ClientInfo, Script, SlotInfo, TestServer};
 use crate::confirmed::Timeout;
-use crate::control::{bad, Answer, Api, Control, Request};
+use crate::control::{bad, Answer, Api, Control, Request, SlotState};
 use crate::faults::Fault;
 use crate::judge::{Fact, Finding, Positions, Probe};
 use pgoutput_codec::Lsn;
@@ -62,9 +61,6 @@ impl Api for Serve {
             ("POST /checkpoint", "persist every slot's position now"),
             ("POST /crash", "drop every connection; slots back to their last checkpoint"),
             ("POST /shutdown", "PostgreSQL's fast shutdown; the server stops"),
-            ("POST /slots/:name/invalidate", "invalidate a slot (55000 at its next START_REPLICATION)"),
-            ("POST /slots/:name/hold", "{\"ms\": N}: the slot stays active for PID … (55006) that long after its client leaves"),
-            ("DELETE /slots/:name", "drop a slot (42704 at its next START_REPLICATION)"),
         ]
     }
 
@@ -113,6 +109,14 @@ impl Api for Serve {
     fn set_probe(&self, probe: Option<Probe>) {
         self.0.set_probe(probe);
     }
+
+    fn set_slot_state(&self, slot: &str, state: SlotState) -> bool {
+        match state {
+            SlotState::Invalidated => self.0.invalidate_slot(slot),
+            SlotState::Held(duration) => self.0.hold_slot(slot, duration),
+            SlotState::Missing => self.0.drop_slot(slot),
+        }
+    }
 }
 
 fn route(server: &TestServer, request: &Request) -> Option<Answer> {
@@ -140,33 +144,9 @@ fn route(server: &TestServer, request: &Request) -> Option<Answer> {
                 server.fast_shutdown();
                 Answer(202, json!({}))
             }
-            ("POST", ["slots", name, "invalidate"]) => found(server.invalidate_slot(name), name),
-            ("POST", ["slots", name, "hold"]) => {
-                #[derive(Deserialize)]
-                #[serde(deny_unknown_fields)]
-                struct Hold {
-                    ms: u64,
-                }
-                match serde_json::from_slice::<Hold>(&request.body) {
-                    Ok(hold) => found(server.hold_slot(name, Duration::from_millis(hold.ms)), name),
-                    Err(e) => bad(format!("the body must be {{\"ms\": N}}: {e}")),
-                }
-            }
-            ("DELETE", ["slots", name]) => found(server.drop_slot(name), name),
             _ => return None,
         },
     )
-}
-
-fn found(found: bool, slot: &str) -> Answer {
-    if found {
-        Answer(200, json!({}))
-    } else {
-        Answer(
-            404,
-            json!({ "error": pgoutput_wire::error::slot_missing(slot).message }),
-        )
-    }
 }
 
 fn events(server: &TestServer, body: &[u8]) -> Answer {
