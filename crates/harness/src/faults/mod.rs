@@ -22,6 +22,7 @@
 mod action;
 mod clock;
 mod frame;
+mod stream;
 mod trigger;
 
 use std::fmt;
@@ -34,10 +35,10 @@ use pgoutput_codec::Lsn;
 
 pub use action::Action;
 pub(crate) use action::{client_has_all, Context, Effect, End, OnConnect, Pace};
-pub(crate) use clock::Clock;
 #[cfg(feature = "proxy")]
 pub(crate) use frame::Fired;
 pub(crate) use frame::{Facts, Point, Tracker};
+pub(crate) use stream::StreamFaults;
 pub use trigger::{MessageKind, Trigger};
 
 /// A rule: when [`Trigger`] happens on a connection in scope, [`Action`] is done, at most

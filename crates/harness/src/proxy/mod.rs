@@ -509,4 +509,81 @@ mod tests {
             "{log:?}"
         );
     }
+
+    /// A `slow` rule paces the rest of the stream: every frame after the rule's point
+    /// arrives, unchanged, and each waited its delay (a lower bound, which no load can
+    /// break).
+    #[test]
+    fn a_slow_rule_paces_the_rest_of_the_stream() {
+        let upstream = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = upstream.local_addr().unwrap().port();
+        // Begin, then two Inserts of one column, protocol 1.
+        let payloads: [&[u8]; 3] = [
+            b"B\0\0\0\0\x01\0\0\x28\0\0\0\0\0\0\0\0\0\0\x02\xee",
+            b"I\0\0\x40\x00N\0\x01t\0\0\0\x011",
+            b"I\0\0\x40\x00N\0\x01t\0\0\0\x012",
+        ];
+        let frames: Vec<Vec<u8>> = payloads
+            .iter()
+            .map(|payload| {
+                let mut xlog = vec![b'w'];
+                xlog.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0]);
+                xlog.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0]);
+                xlog.extend_from_slice(&[0; 8]);
+                xlog.extend_from_slice(payload);
+                message(b'd', &xlog)
+            })
+            .collect();
+        let sent = frames.concat();
+        let server = std::thread::spawn(move || {
+            let (mut conn, _) = upstream.accept().unwrap();
+            let mut startup = [0u8; 4];
+            conn.read_exact(&mut startup).unwrap();
+            let mut rest = vec![0; u32::from_be_bytes(startup) as usize - 4];
+            conn.read_exact(&mut rest).unwrap();
+            conn.write_all(&message(b'R', &[0, 0, 0, 0])).unwrap();
+            conn.write_all(&message(b'Z', b"I")).unwrap();
+            assert_eq!(read_message(&mut conn)[0], b'Q');
+            conn.write_all(&message(b'W', &[0, 0, 0])).unwrap();
+            conn.write_all(&sent).unwrap();
+            // Held open until the client has it all.
+            let _ = conn.read(&mut [0; 1]);
+        });
+        let delay = Duration::from_millis(150);
+        let slow = Fault::new(
+            crate::faults::Trigger::message(1),
+            crate::faults::Action::Slow {
+                delay_ms: Some(150),
+                bytes_per_second: None,
+            },
+        );
+        let proxy = Proxy::builder(&format!("host=127.0.0.1 port={port} sslmode=disable"))
+            .unwrap()
+            .fault(slow)
+            .start()
+            .unwrap();
+        let mut client = TcpStream::connect(proxy.addr()).unwrap();
+        let mut startup = 196_608u32.to_be_bytes().to_vec();
+        startup.extend_from_slice(b"user\0u\0replication\0database\0\0");
+        let mut packet = ((startup.len() + 4) as u32).to_be_bytes().to_vec();
+        packet.extend(startup);
+        client.write_all(&packet).unwrap();
+        assert_eq!(read_message(&mut client)[0], b'R');
+        assert_eq!(read_message(&mut client)[0], b'Z');
+        client
+            .write_all(&message(
+                b'Q',
+                b"START_REPLICATION SLOT s LOGICAL 0/0 (proto_version '1', publication_names 'p')\0",
+            ))
+            .unwrap();
+        assert_eq!(read_message(&mut client)[0], b'W');
+        let started = std::time::Instant::now();
+        let got: Vec<Vec<u8>> = (0..3).map(|_| read_message(&mut client)).collect();
+        // The two frames after the first waited their delay each.
+        assert!(started.elapsed() >= 2 * delay, "{:?}", started.elapsed());
+        assert_eq!(got, frames);
+        drop(client);
+        server.join().unwrap();
+        assert_eq!(proxy.faults()[0].1, 1);
+    }
 }

@@ -13,8 +13,8 @@ use tokio::sync::{mpsc, watch};
 
 use super::{envelope, make_room, whole_message, End, Framed, Link, Who, READ_AT_LEAST};
 use crate::faults::{
-    client_has_all, Action, Clock, Context, Effect, End as Ends, Facts, Fired, Pace, Point, Rules,
-    Scope, Tracker, Trigger,
+    client_has_all, Action, Context, Effect, End as Ends, Facts, Fired, Point, Scope, StreamFaults,
+    Trigger,
 };
 use crate::judge::{Ending, Frame, Hold, HoldStep, IdleAsks, Probe};
 use crate::proxy::Shared;
@@ -23,16 +23,12 @@ use pgoutput_codec::{
 };
 use pgoutput_wire::backend;
 
-/// A logical replication stream under way: its decoder and what the rules count.
+/// A logical replication stream under way: its decoder and what the rules keep of it.
 struct Session {
     /// `None` when the START_REPLICATION options did not parse here (the frames are
     /// forwarded without a meaning).
     decoder: Option<Decoder>,
-    tracker: Tracker,
-    scope: Scope,
-    /// This stream's copy of the proxy's rules.
-    rules: Rules,
-    clock: Clock,
+    faults: StreamFaults,
 }
 
 /// Upstream to client, with the fault rules.
@@ -56,8 +52,6 @@ pub(super) struct Down<'a, W> {
     /// An injected ERROR ended the stream for the client: the upstream's rest of it is
     /// dropped up to its ReadyForQuery.
     draining: bool,
-    /// A `slow` action in force.
-    pace: Option<Pace>,
     /// How far the client was sent whole: the highest keepalive WAL end or transaction
     /// end forwarded.
     sent: Lsn,
@@ -102,7 +96,6 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
             upstream_error: false,
             session: None,
             draining: false,
-            pace: None,
             sent: Lsn(0),
             shutting_down: None,
             idle_asks: IdleAsks::default(),
@@ -114,7 +107,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
     /// The stream under way at the end: its slot, and whether the upstream sent an
     /// ErrorResponse (a walsender that times out sends none).
     pub(super) fn open_stream(&self) -> Option<(&str, bool)> {
-        let slot = self.session.as_ref()?.scope.slot.as_deref()?;
+        let slot = self.session.as_ref()?.faults.scope.slot.as_deref()?;
         Some((slot, self.upstream_error))
     }
 
@@ -174,10 +167,11 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
 
     /// When the next `time` rule of this stream is due.
     fn next_time(&mut self) -> Option<tokio::time::Instant> {
-        let session = self.session.as_mut()?;
-        let at = session
-            .clock
-            .next(&self.shared.faults, &mut session.rules, &session.scope)?;
+        let at = self
+            .session
+            .as_mut()?
+            .faults
+            .next_time(&self.shared.faults)?;
         Some(tokio::time::Instant::from_std(at))
     }
 
@@ -186,12 +180,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
         let Some(session) = &mut self.session else {
             return Ok(());
         };
-        let fired = session.clock.due(
-            &self.shared.faults,
-            &mut session.rules,
-            &session.scope,
-            Instant::now(),
-        );
+        let fired = session.faults.due(&self.shared.faults, Instant::now());
         for (trigger, action) in fired {
             self.fire(trigger, action).await?;
         }
@@ -233,7 +222,11 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                 HoldStep::Done { answered } => break answered,
             }
         };
-        if let Some(slot) = self.session.as_ref().and_then(|s| s.scope.slot.as_deref()) {
+        if let Some(slot) = self
+            .session
+            .as_ref()
+            .and_then(|s| s.faults.scope.slot.as_deref())
+        {
             self.shared.slots.probed(slot, answered);
         }
         Ok(())
@@ -241,7 +234,10 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
 
     /// A status update came while the probe waits for an idle answer (see [`IdleAsks`]).
     async fn ask_idle_again(&mut self) -> Result<(), End> {
-        let idle = self.session.as_ref().is_some_and(|s| s.tracker.idle());
+        let idle = self
+            .session
+            .as_ref()
+            .is_some_and(|s| s.faults.tracker.idle());
         if self.idle_asks.answered(&self.link.replies, self.sent, idle) {
             self.keepalive(true).await?;
         }
@@ -251,12 +247,12 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
     /// A keepalive reporting what the client was sent.
     async fn keepalive(&mut self, reply_requested: bool) -> Result<(), End> {
         if let Some(session) = &self.session {
-            if let Some(slot) = &session.scope.slot {
+            if let Some(slot) = &session.faults.scope.slot {
                 self.shared.slots.keepalive(
                     slot,
                     self.who.attempt,
                     self.sent,
-                    session.tracker.idle(),
+                    session.faults.tracker.idle(),
                     reply_requested,
                 );
             }
@@ -375,11 +371,15 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
 
     /// The stream is over (the connection may go on): its slot is free.
     fn end_session(&mut self, how: Ending) {
-        if let Some(slot) = self.session.take().and_then(|s| s.scope.slot) {
+        let session = self.session.take();
+        if let Some(slot) = session
+            .as_ref()
+            .and_then(|s| s.faults.scope.slot.as_deref())
+        {
             let forwarded = Lsn(self.link.forwarded.load(Ordering::SeqCst));
             self.shared
                 .slots
-                .ended(&slot, self.who.attempt, how, forwarded);
+                .ended(slot, self.who.attempt, how, forwarded);
         }
         self.link.streaming.store(false, Ordering::Relaxed);
     }
@@ -444,16 +444,14 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
             of_server,
         };
         *self.link.scope.lock().unwrap_or_else(|e| e.into_inner()) = Some(scope.clone());
+        let ctx = decoder.as_ref().map(Decoder::ctx);
         self.link.client_flush.store(0, Ordering::SeqCst);
         self.link.client_write.store(0, Ordering::SeqCst);
         self.link.forwarded.store(0, Ordering::SeqCst);
         self.idle_asks = IdleAsks::default();
         self.session = Some(Session {
-            tracker: Tracker::new(decoder.as_ref().map(Decoder::ctx)),
             decoder,
-            scope,
-            rules: Rules::default(),
-            clock: Clock::start(Instant::now()),
+            faults: StreamFaults::new(scope, ctx, Instant::now()),
         });
         self.link.streaming.store(true, Ordering::Relaxed);
     }
@@ -468,7 +466,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                     decode::<ServerMessage<'_>>(payload, envelope())
                 {
                     // Between transactions, the client may confirm the WAL end it reports.
-                    let idle = session.tracker.idle();
+                    let idle = session.faults.tracker.idle();
                     if idle {
                         self.sent = self.sent.max(k.wal_end);
                     }
@@ -476,7 +474,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                     if k.reply_requested {
                         self.link.replies.asked();
                     }
-                    if let Some(slot) = &session.scope.slot {
+                    if let Some(slot) = &session.faults.scope.slot {
                         self.shared.slots.keepalive(
                             slot,
                             self.who.attempt,
@@ -514,14 +512,14 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                 // What the frame is, not what its row holds: no rule asks for values.
                 let facts = match decoder.outline(data) {
                     Ok(message) => {
-                        let facts = session.tracker.frame(wal_start, &message);
+                        let facts = session.faults.tracker.frame(wal_start, &message);
                         let end = message.transaction_end_lsn();
                         if let Some(end) = end {
                             self.sent = self.sent.max(end);
                         }
                         let decided_at = message.decision_lsn();
                         if facts.place.opens || decided_at.is_some() || end.is_some() {
-                            if let Some(slot) = &session.scope.slot {
+                            if let Some(slot) = &session.faults.scope.slot {
                                 let frame = Frame {
                                     position: wal_end,
                                     opens: facts.place.opens,
@@ -543,7 +541,8 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                     }
                 };
                 let probe = self.shared.probe.get();
-                if !self.shared.faults.armed() && self.pace.is_none() && probe.is_none() {
+                let pacing = session.faults.pace.is_some();
+                if !self.shared.faults.armed() && !pacing && probe.is_none() {
                     // Nothing to ask (two atomic loads): the frame goes as it came.
                     if self.shutting_down.is_none() {
                         return Ok(());
@@ -580,11 +579,9 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
 
     /// Whether a rule may fire at some point of the frame with `facts`.
     fn may_fire(&mut self, facts: &Facts) -> bool {
-        self.session.as_mut().is_some_and(|session| {
-            self.shared
-                .faults
-                .may_fire_at_frame(&mut session.rules, &session.scope, facts)
-        })
+        self.session
+            .as_mut()
+            .is_some_and(|session| session.faults.may_fire(&self.shared.faults, facts))
     }
 
     /// The rules that fire at `point` of a frame of `len` bytes, claimed.
@@ -592,9 +589,9 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
         let Some(session) = self.session.as_mut() else {
             return Vec::new();
         };
-        self.shared
+        session
             .faults
-            .at_frame(&mut session.rules, &session.scope, point, facts, len)
+            .at_frame(&self.shared.faults, point, facts, len)
     }
 
     /// Does what the rules that fired at a frame ask, each once the frame's bytes it
@@ -615,8 +612,8 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
     async fn act(&mut self, action: &Action, at: usize, len: usize) -> Result<(), End> {
         let effect = match &self.session {
             Some(s) => {
-                let slot = s.scope.slot.as_deref().unwrap_or_default();
-                action.effect(&s.tracker.context(slot, self.major))
+                let slot = s.faults.scope.slot.as_deref().unwrap_or_default();
+                action.effect(&s.faults.tracker.context(slot, self.major))
             }
             None => action.effect(&Context::none(self.major)),
         };
@@ -669,7 +666,10 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
             Effect::RequestReply => self.keepalive(true).await,
             Effect::Send(bytes) => self.write_own(self.written, &bytes).await,
             Effect::Pace(pace) => {
-                self.pace = Some(pace);
+                // For the rest of this stream, as on the test server.
+                if let Some(session) = &mut self.session {
+                    session.faults.pace = Some(pace);
+                }
                 Ok(())
             }
             Effect::Shutdown => {
@@ -682,7 +682,10 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
     /// A shutdown that was finishing the transaction under way starts waiting once no
     /// transaction is open (the frame ending at `end` is the last that goes).
     async fn finish_shutdown(&mut self, end: usize) -> Result<(), End> {
-        let idle = self.session.as_ref().is_none_or(|s| s.tracker.idle());
+        let idle = self
+            .session
+            .as_ref()
+            .is_none_or(|s| s.faults.tracker.idle());
         if self.shutting_down != Some(Shutdown::Finishing) || !idle {
             return Ok(());
         }
@@ -698,7 +701,8 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
     /// Paces the frame at `at` for a `slow` action: what came before it goes, then the
     /// wait.
     async fn pace(&mut self, at: usize, len: usize) -> Result<(), End> {
-        let Some(wait) = self.pace.as_mut().and_then(|pace| pace.before(len)) else {
+        let pace = self.session.as_mut().and_then(|s| s.faults.pace.as_mut());
+        let Some(wait) = pace.and_then(|pace| pace.before(len)) else {
             return Ok(());
         };
         self.write_upto(at).await?;

@@ -8,43 +8,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Closed, Connection, Failure};
-use crate::faults::{Action, Clock, Context, Effect, End, Facts, OnConnect, Pace, Point};
-use crate::faults::{Rules, Scope, Tracker, Trigger};
+use crate::faults::{Action, Context, Effect, End, Facts, OnConnect, Point};
+use crate::faults::{Rules, Scope, Trigger};
 use crate::server::state::Shared;
-use pgoutput_codec::Ctx;
 use pgoutput_wire::backend;
-
-/// What the fault rules keep of one stream: who it is for them, what it has sent, the
-/// `time` rules' clock, the rules a status update met, a `slow` action in force.
-#[derive(Debug)]
-pub(super) struct StreamFaults {
-    /// Who this connection is for the fault rules.
-    pub(super) scope: Arc<Scope>,
-    /// Where each frame it sends stands in the stream.
-    pub(super) tracker: Tracker,
-    /// This stream's copy of the server's rules.
-    pub(super) rules: Rules,
-    pub(super) clock: Clock,
-    /// Rules a status update met, done at the next point where only whole frames are
-    /// buffered.
-    pub(super) pending: Vec<(Trigger, Action)>,
-    /// A `slow` action in force.
-    pub(super) pace: Option<Pace>,
-}
-
-impl StreamFaults {
-    /// The faults of a stream whose options make `ctx`.
-    pub(super) fn new(scope: Scope, ctx: Option<Ctx>, started: Instant) -> StreamFaults {
-        StreamFaults {
-            scope: Arc::new(scope),
-            tracker: Tracker::new(ctx),
-            rules: Rules::default(),
-            clock: Clock::start(started),
-            pending: Vec::new(),
-            pace: None,
-        }
-    }
-}
 
 /// How often a stall looks at the server's stop (and a crash).
 const STALL_TICK: Duration = Duration::from_millis(50);
@@ -68,7 +35,7 @@ impl<W: Write> Connection<'_, W> {
         let len = FRAME_HEADER + payload_len;
         let plan = &self.shared.faults;
         let fired = match &mut self.walsnd {
-            Some(w) => plan.at_frame(&mut w.faults.rules, &w.faults.scope, point, facts, len),
+            Some(w) => w.faults.at_frame(plan, point, facts, len),
             None => plan.at_frame(&mut Rules::default(), &Scope::default(), point, facts, len),
         };
         // What of the output has gone since the first rule.
@@ -87,7 +54,7 @@ impl<W: Write> Connection<'_, W> {
     pub(super) fn frame_may_fire(&mut self, facts: &Facts) -> bool {
         let plan = &self.shared.faults;
         match &mut self.walsnd {
-            Some(w) => plan.may_fire_at_frame(&mut w.faults.rules, &w.faults.scope, facts),
+            Some(w) => w.faults.may_fire(plan, facts),
             None => plan.may_fire_at_frame(&mut Rules::default(), &Scope::default(), facts),
         }
     }
@@ -98,15 +65,8 @@ impl<W: Write> Connection<'_, W> {
         let Some(walsnd) = &mut self.walsnd else {
             return Ok(());
         };
-        let mut due = std::mem::take(&mut walsnd.faults.pending);
-        let scope = Arc::clone(&walsnd.faults.scope);
-        let faults = &mut walsnd.faults;
-        due.extend(faults.clock.due(
-            &self.shared.faults,
-            &mut faults.rules,
-            &scope,
-            Instant::now(),
-        ));
+        let mut due = std::mem::take(&mut walsnd.pending_faults);
+        due.extend(walsnd.faults.due(&self.shared.faults, Instant::now()));
         for (trigger, action) in due {
             self.flush()?;
             self.fault(&trigger, &action)?;
@@ -117,9 +77,7 @@ impl<W: Write> Connection<'_, W> {
     /// When the next `time` rule is due, for the streaming loop's wait.
     pub(super) fn next_fault_time(&mut self) -> Option<Instant> {
         let faults = &mut self.walsnd.as_mut()?.faults;
-        faults
-            .clock
-            .next(&self.shared.faults, &mut faults.rules, &faults.scope)
+        faults.next_time(&self.shared.faults)
     }
 
     /// Who this connection is, for the rules' scopes (shared, not copied per frame).

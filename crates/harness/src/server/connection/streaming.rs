@@ -9,9 +9,8 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::injector::StreamFaults;
 use super::{envelope, Closed, Connection, Failure};
-use crate::faults::{client_has_all, Facts, Point, Scope};
+use crate::faults::{client_has_all, Action, Facts, Point, Scope, StreamFaults, Trigger};
 use crate::judge::{Ending, Frame, Hold, HoldStep, IdleAsks, Probe, Replies};
 use crate::server::inbox::{Incoming, Wait};
 use crate::server::render::{Halt, Renderer, Sink};
@@ -74,6 +73,9 @@ pub(super) struct WalSnd {
     epoch: u64,
     /// What the fault rules keep of this stream.
     pub(super) faults: StreamFaults,
+    /// Rules a status update met, done at the next point where only whole frames are
+    /// buffered.
+    pub(super) pending_faults: Vec<(Trigger, Action)>,
     /// A `shutdown` action: `WalSndDone`'s sequence is under way.
     pub(super) shutting_down: bool,
     /// Frames sent that the judge and the client's record have not heard of yet.
@@ -162,6 +164,7 @@ impl<W: Write> Connection<'_, W> {
                 Ctx::new(options.proto_version, options.streaming).ok(),
                 now,
             ),
+            pending_faults: Vec::new(),
             shutting_down: false,
             unrecorded: Vec::new(),
             replies: Replies::default(),
@@ -502,7 +505,7 @@ impl<W: Write> Connection<'_, W> {
             self.record(|state, slot, id| state.status_update(id as usize, slot, update, epoch));
         let scope = self.scope();
         let met = self.shared.faults.flushed(Some(&scope), update.flush_lsn);
-        self.walsnd().faults.pending.extend(met);
+        self.walsnd().pending_faults.extend(met);
         self.shared.notify();
         if let Some(lsn) = advanced {
             self.shared.log(format!(
