@@ -14,7 +14,7 @@ use crate::faults::{Action, Trigger};
 use crate::proxy::Shared;
 use pgoutput_client::tokio::Io;
 use pgoutput_codec::Lsn;
-use pgoutput_codec::{decode, ClientMessage};
+use pgoutput_codec::{decode, encode_into, ClientMessage, StandbyStatusUpdate};
 use pgoutput_wire::backend;
 use pgoutput_wire::grammar::{self, Command};
 
@@ -274,8 +274,17 @@ fn status_update(
             .slots
             .status_update(slot, who.attempt, update.flush_lsn, forwarded);
         if heard != update.flush_lsn {
-            // 'd', Int32 length, 'r', write position, then the flush position.
-            message[14..22].copy_from_slice(&heard.0.to_be_bytes());
+            // The same update with the flush position the upstream may hear, written by
+            // the codec over the old one (the same length: every field is fixed).
+            let held = ClientMessage::StandbyStatusUpdate(StandbyStatusUpdate {
+                flush_lsn: heard,
+                ..update
+            });
+            let mut body = Vec::with_capacity(message.len() - 5);
+            if encode_into(&held, envelope(), &mut body).is_ok() && body.len() == message.len() - 5
+            {
+                message[5..].copy_from_slice(&body);
+            }
         }
     }
     let met = shared.faults.flushed(scope.as_ref(), update.flush_lsn);
