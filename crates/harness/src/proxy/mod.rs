@@ -455,19 +455,26 @@ mod tests {
         );
     }
 
-    /// A frame the codec refuses (a Commit cut short before its end position, which the
-    /// proxy reads) reaches the client as it came, and the proxy notes it.
-    #[test]
-    fn a_frame_the_codec_refuses_is_forwarded_unchanged_and_noted() {
+    /// XLogData CopyData frames of `payloads`, each at 0/1000000.
+    fn xlog_frames(payloads: &[&[u8]]) -> Vec<Vec<u8>> {
+        payloads
+            .iter()
+            .map(|payload| {
+                let mut xlog = vec![b'w'];
+                xlog.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0]);
+                xlog.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0]);
+                xlog.extend_from_slice(&[0; 8]);
+                xlog.extend_from_slice(payload);
+                message(b'd', &xlog)
+            })
+            .collect()
+    }
+
+    /// An upstream that logs its one client in, answers its query with CopyBothResponse
+    /// and `stream`, then waits for it to leave: its port and its thread.
+    fn streaming_upstream(stream: Vec<u8>) -> (u16, std::thread::JoinHandle<()>) {
         let upstream = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = upstream.local_addr().unwrap().port();
-        let mut xlog = vec![b'w'];
-        xlog.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0]);
-        xlog.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0]);
-        xlog.extend_from_slice(&[0; 8]);
-        xlog.extend_from_slice(b"C\0\0\0\0\0\x01\0\0\0\0\0");
-        let frame = message(b'd', &xlog);
-        let sent = frame.clone();
         let server = std::thread::spawn(move || {
             let (mut conn, _) = upstream.accept().unwrap();
             let mut startup = [0u8; 4];
@@ -476,15 +483,16 @@ mod tests {
             conn.read_exact(&mut rest).unwrap();
             conn.write_all(&message(b'R', &[0, 0, 0, 0])).unwrap();
             conn.write_all(&message(b'Z', b"I")).unwrap();
-            let query = read_message(&mut conn);
-            assert_eq!(query[0], b'Q');
+            assert_eq!(read_message(&mut conn)[0], b'Q');
             conn.write_all(&message(b'W', &[0, 0, 0])).unwrap();
-            conn.write_all(&sent).unwrap();
+            conn.write_all(&stream).unwrap();
+            let _ = conn.read(&mut [0; 1]);
         });
-        let proxy = Proxy::builder(&format!("host=127.0.0.1 port={port} sslmode=disable"))
-            .unwrap()
-            .start()
-            .unwrap();
+        (port, server)
+    }
+
+    /// A client of `proxy`, logged in and streaming slot `s` (its CopyBothResponse read).
+    fn streaming_client(proxy: &Proxy) -> TcpStream {
         let mut client = TcpStream::connect(proxy.addr()).unwrap();
         let mut startup = 196_608u32.to_be_bytes().to_vec();
         startup.extend_from_slice(b"user\0u\0replication\0database\0\0");
@@ -500,7 +508,22 @@ mod tests {
             ))
             .unwrap();
         assert_eq!(read_message(&mut client)[0], b'W');
-        assert_eq!(read_message(&mut client), frame);
+        client
+    }
+
+    /// A frame the codec refuses (a Commit cut short before its end position, which the
+    /// proxy reads) reaches the client as it came, and the proxy notes it.
+    #[test]
+    fn a_frame_the_codec_refuses_is_forwarded_unchanged_and_noted() {
+        let frames = xlog_frames(&[b"C\0\0\0\0\0\x01\0\0\0\0\0"]);
+        let (port, server) = streaming_upstream(frames.concat());
+        let proxy = Proxy::builder(&format!("host=127.0.0.1 port={port} sslmode=disable"))
+            .unwrap()
+            .start()
+            .unwrap();
+        let mut client = streaming_client(&proxy);
+        assert_eq!(read_message(&mut client), frames[0]);
+        drop(client);
         server.join().unwrap();
         let log = proxy.log();
         assert!(
@@ -515,40 +538,13 @@ mod tests {
     /// break).
     #[test]
     fn a_slow_rule_paces_the_rest_of_the_stream() {
-        let upstream = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = upstream.local_addr().unwrap().port();
         // Begin, then two Inserts of one column, protocol 1.
-        let payloads: [&[u8]; 3] = [
+        let frames = xlog_frames(&[
             b"B\0\0\0\0\x01\0\0\x28\0\0\0\0\0\0\0\0\0\0\x02\xee",
             b"I\0\0\x40\x00N\0\x01t\0\0\0\x011",
             b"I\0\0\x40\x00N\0\x01t\0\0\0\x012",
-        ];
-        let frames: Vec<Vec<u8>> = payloads
-            .iter()
-            .map(|payload| {
-                let mut xlog = vec![b'w'];
-                xlog.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0]);
-                xlog.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0]);
-                xlog.extend_from_slice(&[0; 8]);
-                xlog.extend_from_slice(payload);
-                message(b'd', &xlog)
-            })
-            .collect();
-        let sent = frames.concat();
-        let server = std::thread::spawn(move || {
-            let (mut conn, _) = upstream.accept().unwrap();
-            let mut startup = [0u8; 4];
-            conn.read_exact(&mut startup).unwrap();
-            let mut rest = vec![0; u32::from_be_bytes(startup) as usize - 4];
-            conn.read_exact(&mut rest).unwrap();
-            conn.write_all(&message(b'R', &[0, 0, 0, 0])).unwrap();
-            conn.write_all(&message(b'Z', b"I")).unwrap();
-            assert_eq!(read_message(&mut conn)[0], b'Q');
-            conn.write_all(&message(b'W', &[0, 0, 0])).unwrap();
-            conn.write_all(&sent).unwrap();
-            // Held open until the client has it all.
-            let _ = conn.read(&mut [0; 1]);
-        });
+        ]);
+        let (port, server) = streaming_upstream(frames.concat());
         let delay = Duration::from_millis(150);
         let slow = Fault::new(
             crate::faults::Trigger::message(1),
@@ -562,21 +558,7 @@ mod tests {
             .fault(slow)
             .start()
             .unwrap();
-        let mut client = TcpStream::connect(proxy.addr()).unwrap();
-        let mut startup = 196_608u32.to_be_bytes().to_vec();
-        startup.extend_from_slice(b"user\0u\0replication\0database\0\0");
-        let mut packet = ((startup.len() + 4) as u32).to_be_bytes().to_vec();
-        packet.extend(startup);
-        client.write_all(&packet).unwrap();
-        assert_eq!(read_message(&mut client)[0], b'R');
-        assert_eq!(read_message(&mut client)[0], b'Z');
-        client
-            .write_all(&message(
-                b'Q',
-                b"START_REPLICATION SLOT s LOGICAL 0/0 (proto_version '1', publication_names 'p')\0",
-            ))
-            .unwrap();
-        assert_eq!(read_message(&mut client)[0], b'W');
+        let mut client = streaming_client(&proxy);
         let started = std::time::Instant::now();
         let got: Vec<Vec<u8>> = (0..3).map(|_| read_message(&mut client)).collect();
         // The two frames after the first waited their delay each.
