@@ -80,6 +80,17 @@ impl Request {
             version => Request::Startup(version),
         }
     }
+
+    /// The version field that asked it.
+    #[must_use]
+    pub fn code(self) -> u32 {
+        match self {
+            Request::Ssl => SSL_REQUEST,
+            Request::GssEnc => GSSENC_REQUEST,
+            Request::Cancel => CANCEL_REQUEST,
+            Request::Startup(version) => version,
+        }
+    }
 }
 
 /// The first packet of a connection.
@@ -455,6 +466,7 @@ mod tests {
             Request::of(&[0, 0, 0, 8, 0, 3, 0, 0]),
             Request::Startup(196_608)
         );
+        assert_eq!(Request::Ssl.code(), 80_877_103);
     }
 
     #[test]

@@ -80,7 +80,8 @@ pub(super) async fn read(
         if client.read_exact(&mut bytes[4..]).await.is_err() {
             return Ok(None);
         }
-        match Request::of(&bytes) {
+        let request = Request::of(&bytes);
+        match request {
             Request::Ssl if !asked.ssl && offer_tls => {
                 if client.write_all(b"S").await.is_err() {
                     return Ok(None);
@@ -108,8 +109,7 @@ pub(super) async fn read(
             }
             // Asked again: read as a protocol version, which no server supports.
             Request::Ssl | Request::GssEnc => {
-                let code = u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
-                return Err(unsupported_protocol(code, major));
+                return Err(unsupported_protocol(request.code(), major))
             }
             Request::Cancel => return Ok(Some(First::Cancel(bytes))),
             Request::Startup(_) => {
