@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::{Closed, Connection, Failure};
 use crate::faults::{Action, Context, Effect, End, Facts, OnConnect, Point};
-use crate::faults::{Rules, Scope, Trigger};
+use crate::faults::{Scope, Trigger};
 use crate::server::state::Shared;
 use pgoutput_wire::backend;
 
@@ -33,11 +33,13 @@ impl<W: Write> Connection<'_, W> {
         payload_len: usize,
     ) -> Result<(), Failure> {
         let len = FRAME_HEADER + payload_len;
-        let plan = &self.shared.faults;
-        let fired = match &mut self.walsnd {
-            Some(w) => w.faults.at_frame(plan, point, facts, len),
-            None => plan.at_frame(&mut Rules::default(), &Scope::default(), point, facts, len),
+        // Frames go only while streaming.
+        let Some(walsnd) = &mut self.walsnd else {
+            return Ok(());
         };
+        let fired = walsnd
+            .faults
+            .at_frame(&self.shared.faults, point, facts, len);
         // What of the output has gone since the first rule.
         let mut written = 0;
         for fired in fired {
@@ -53,10 +55,9 @@ impl<W: Write> Connection<'_, W> {
     /// `Plan::may_fire_at_frame`).
     pub(super) fn frame_may_fire(&mut self, facts: &Facts) -> bool {
         let plan = &self.shared.faults;
-        match &mut self.walsnd {
-            Some(w) => w.faults.may_fire(plan, facts),
-            None => plan.may_fire_at_frame(&mut Rules::default(), &Scope::default(), facts),
-        }
+        self.walsnd
+            .as_mut()
+            .is_some_and(|w| w.faults.may_fire(plan, facts))
     }
 
     /// The `time` rules whose moment has come, and the `flush` rules the client's last
