@@ -16,9 +16,7 @@ pub struct TransactionRef {
     /// Its place in commit order, from 1.
     pub number: usize,
     pub xid: Xid,
-    #[serde(serialize_with = "crate::ledger::lsn")]
     pub commit_lsn: Lsn,
-    #[serde(serialize_with = "crate::ledger::lsn")]
     pub end_lsn: Lsn,
     /// How many row changes it made.
     pub rows: usize,
@@ -200,9 +198,10 @@ pub fn grade(ledger: &Ledger, applied: &[Applied], finished: bool) -> Vec<Anomal
     let mut reported: HashSet<(usize, usize)> = HashSet::new();
     for applied in applied {
         let change = &applied.change;
-        let Some(&(t, c)) = committed.get(&change.identity()) else {
+        let identity = change.identity();
+        let Some(&(t, c)) = committed.get(&identity) else {
             let line = applied.line;
-            anomalies.push(if aborted.contains(&change.identity()) {
+            anomalies.push(if aborted.contains(&identity) {
                 Anomaly::AbortedApplied {
                     change: change.clone(),
                     line,

@@ -10,10 +10,8 @@ use pgoutput_codec::{Lsn, Xid};
 pub struct Transaction {
     pub xid: Xid,
     /// Where its commit record starts (the Commit message's `commit_lsn`).
-    #[serde(serialize_with = "crate::ledger::lsn")]
     pub commit_lsn: Lsn,
     /// Where its commit record ends: what a consumer confirms once it applied it.
-    #[serde(serialize_with = "crate::ledger::lsn")]
     pub end_lsn: Lsn,
     /// Its row changes, in order.
     pub changes: Vec<Change>,
@@ -37,6 +35,24 @@ impl Ledger {
     }
 }
 
-pub(crate) fn lsn<S: serde::Serializer>(lsn: &Lsn, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(lsn)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_are_written_as_postgresql_prints_them() {
+        let ledger = Ledger {
+            transactions: vec![Transaction {
+                xid: Xid(750),
+                commit_lsn: Lsn(0x100),
+                end_lsn: Lsn(0x1_0000_0130),
+                changes: vec![],
+            }],
+            aborted: vec![],
+        };
+        let json = serde_json::to_value(&ledger).unwrap();
+        assert_eq!(json["transactions"][0]["commit_lsn"], "0/100");
+        assert_eq!(json["transactions"][0]["end_lsn"], "1/130");
+        assert_eq!(ledger.end(), Some(Lsn(0x1_0000_0130)));
+    }
 }

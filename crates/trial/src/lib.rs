@@ -53,5 +53,7 @@ mod verdict;
 pub use change::{Change, Op};
 pub use grade::{grade, Anomaly};
 pub use ledger::{Ledger, Transaction};
+/// What each of the judge's findings costs, which a warn states.
+pub use pgoutput_harness::judge::Harm;
 pub use sink::Applied;
-pub use verdict::{Harm, Verdict};
+pub use verdict::Verdict;

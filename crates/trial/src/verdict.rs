@@ -1,4 +1,4 @@
-//! A scenario's verdict, and the harm each of the judge's findings stands for.
+//! A scenario's verdict.
 
 use std::fmt;
 
@@ -70,48 +70,6 @@ impl fmt::Display for Verdict {
     }
 }
 
-/// What a finding of the judge costs if nothing else goes wrong, and when it costs data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Harm {
-    /// Data is lost if PostgreSQL starts the slot's next stream where it was confirmed
-    /// (a restart, a reconnect, a failover) before the consumer applied what it had.
-    LatentLoss,
-    /// The server keeps WAL it need not (the disk fills while nothing is published).
-    WalKept,
-    /// Transactions already applied are sent again after any restart (harmless to a
-    /// consumer that skips what it applied).
-    Resent,
-    /// The walsender drops the connection (`wal_sender_timeout`); each reconnect costs a
-    /// resend of what was not confirmed.
-    Dropped,
-}
-
-impl Harm {
-    /// The harm of `finding`.
-    #[must_use]
-    pub fn of(finding: &Finding) -> Harm {
-        match finding {
-            Finding::ConfirmedUnsent { .. } => Harm::LatentLoss,
-            Finding::NotAdvancedWhileIdle { .. } | Finding::NeverConfirmed { .. } => Harm::WalKept,
-            Finding::StuckInsideTransaction { .. } => Harm::Resent,
-            Finding::NoTimelyReply { .. } => Harm::Dropped,
-            _ => Harm::LatentLoss,
-        }
-    }
-
-    /// In words.
-    #[must_use]
-    pub fn describe(self) -> &'static str {
-        match self {
-            Harm::LatentLoss => "latent loss: a restart of the slot's stream now skips a transaction the consumer had not applied",
-            Harm::WalKept => "WAL kept: the server cannot remove WAL the consumer has no use for",
-            Harm::Resent => "resent: every restart sends again what the consumer applied",
-            Harm::Dropped => "dropped: the walsender ends the connection, and what was not confirmed is sent again",
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,7 +113,7 @@ mod tests {
             Verdict::of(&[], std::slice::from_ref(&finding), true),
             Verdict::Warn
         );
-        assert_eq!(Harm::of(&finding), Harm::LatentLoss);
+        assert_eq!(finding.harm(), pgoutput_harness::judge::Harm::LatentLoss);
         assert_eq!(Verdict::of(&[], &[], true), Verdict::Pass);
         assert_eq!(Verdict::Fail.exit_code(), 1);
         assert_eq!(Verdict::Unknown.exit_code(), 2);

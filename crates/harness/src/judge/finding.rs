@@ -105,6 +105,17 @@ impl Finding {
         }
     }
 
+    /// What it costs (see each kind above).
+    #[must_use]
+    pub fn harm(&self) -> Harm {
+        match self {
+            Finding::ConfirmedUnsent { .. } => Harm::LatentLoss,
+            Finding::NotAdvancedWhileIdle { .. } | Finding::NeverConfirmed { .. } => Harm::WalKept,
+            Finding::StuckInsideTransaction { .. } => Harm::Resent,
+            Finding::NoTimelyReply { .. } => Harm::Dropped,
+        }
+    }
+
     /// Its kind, as JSON names it (`"confirmed_unsent"`, …).
     #[must_use]
     pub fn kind(&self) -> &'static str {
@@ -114,6 +125,36 @@ impl Finding {
             Finding::NeverConfirmed { .. } => "never_confirmed",
             Finding::NotAdvancedWhileIdle { .. } => "not_advanced_while_idle",
             Finding::StuckInsideTransaction { .. } => "stuck_inside_transaction",
+        }
+    }
+}
+
+/// What a finding costs if nothing else goes wrong, and when it costs data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Harm {
+    /// Data is lost if PostgreSQL starts the slot's next stream where it was confirmed
+    /// (a restart, a reconnect, a failover) before the consumer applied what it had.
+    LatentLoss,
+    /// The server keeps WAL it need not (the disk fills while nothing is published).
+    WalKept,
+    /// Transactions already applied are sent again after any restart (harmless to a
+    /// consumer that skips what it applied).
+    Resent,
+    /// The walsender drops the connection (`wal_sender_timeout`); each reconnect costs a
+    /// resend of what was not confirmed.
+    Dropped,
+}
+
+impl Harm {
+    /// In words.
+    #[must_use]
+    pub fn describe(self) -> &'static str {
+        match self {
+            Harm::LatentLoss => "latent loss: a restart of the slot's stream now skips a transaction the consumer had not applied",
+            Harm::WalKept => "WAL kept: the server cannot remove WAL the consumer has no use for",
+            Harm::Resent => "resent: every restart sends again what the consumer applied",
+            Harm::Dropped => "dropped: the walsender ends the connection, and what was not confirmed is sent again",
         }
     }
 }

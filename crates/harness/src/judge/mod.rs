@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 pub use fact::{Ending, Fact, Resent};
-pub use finding::Finding;
+pub use finding::{Finding, Harm};
 pub use probe::Probe;
 pub(crate) use probe::{Hold, HoldStep, IdleAsks, ProbeSwitch, Replies};
 
