@@ -440,6 +440,12 @@ impl Pump {
                 }
                 last_status = Instant::now();
             }
+            if let Some(update) = self.handover.owed_update(&self.feedback) {
+                if let Err(err) = conn.send_copy_data(&update) {
+                    return lost_or_failed(err);
+                }
+                last_status = Instant::now();
+            }
             // Back-pressure: the consumer's queue is full, so read nothing more; the
             // status updates above keep the server content meanwhile.
             if let Some(delivery) = waiting.take() {

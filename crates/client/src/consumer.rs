@@ -2,7 +2,7 @@
 //! hands the consumer side, and the consumer side itself, which runs the
 //! [`Replication`] core over those deliveries.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -451,6 +451,10 @@ pub(crate) fn batch(
 pub(crate) struct Handover {
     data_sent: AtomicU64,
     idle_end: AtomicU64,
+    /// A reply request at an idle WAL end came while the consumer side was still behind:
+    /// the answer moves the slot there once the consumer side stands caught up, as its
+    /// own would after reading the keepalive in turn ([`Handover::owed_update`]).
+    owed: AtomicBool,
 }
 
 impl Handover {
@@ -473,9 +477,42 @@ impl Handover {
         let only_keepalives = batch[..asking]
             .iter()
             .all(|frame| frame.first() == Some(&b'k'));
-        if let (true, Some(wal_end)) = (only_keepalives, keepalive_wal_end(&batch[asking])) {
-            feedback.caught_up_to(self.data_sent.load(Ordering::SeqCst), wal_end);
+        let moved = match (only_keepalives, keepalive_wal_end(&batch[asking])) {
+            (true, Some(wal_end)) => {
+                feedback.caught_up_to(self.data_sent.load(Ordering::SeqCst), wal_end)
+            }
+            _ => false,
+        };
+        // Data before the request (in this batch, or not yet handled by the consumer
+        // side): the consumer side would answer after handling it, so an answer at the
+        // idle end is owed until then.
+        self.owed.store(!moved, Ordering::SeqCst);
+        Some(feedback.status_update(false))
+    }
+
+    /// Whether an answer at the idle WAL end is owed: the I/O side then looks again
+    /// ([`Handover::owed_update`]) each tick.
+    pub(crate) fn owes(&self) -> bool {
+        self.owed.load(Ordering::SeqCst)
+    }
+
+    /// The answer owed to a reply request that came while the consumer side was behind,
+    /// once it stands caught up with everything handed over: a status update at the idle
+    /// WAL end. Nothing is owed once data came after the request (its own keepalives
+    /// ask again).
+    pub(crate) fn owed_update(&self, feedback: &Feedback) -> Option<Vec<u8>> {
+        if !self.owes() {
+            return None;
         }
+        let idle_end = Lsn(self.idle_end.load(Ordering::SeqCst));
+        if idle_end == Lsn(0) {
+            self.owed.store(false, Ordering::SeqCst);
+            return None;
+        }
+        if !feedback.caught_up_to(self.data_sent.load(Ordering::SeqCst), idle_end) {
+            return None;
+        }
+        self.owed.store(false, Ordering::SeqCst);
         Some(feedback.status_update(false))
     }
 
@@ -553,6 +590,67 @@ pub(crate) fn lost_or_failed(err: ClientError) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pgoutput_codec::{encode, Ctx, PgTimestamp, PrimaryKeepalive, ProtocolVersion};
+
+    fn keepalive(wal_end: u64, reply_requested: bool) -> Bytes {
+        let keepalive = PrimaryKeepalive {
+            wal_end: Lsn(wal_end),
+            send_time: PgTimestamp::now(),
+            reply_requested,
+        };
+        encode(&keepalive, Ctx::plain(ProtocolVersion::V1))
+            .unwrap()
+            .into()
+    }
+
+    /// A reply request read in one batch with the data before it: the answer then says
+    /// where the consumer side stands, and the idle WAL end follows once it has handled
+    /// and confirmed that data, as a consumer reading the frames in turn would say.
+    #[test]
+    fn a_reply_request_behind_unhandled_data_is_answered_at_the_idle_end_once_caught_up() {
+        let feedback = Feedback::default();
+        let handover = Handover::default();
+        let data = Bytes::from_static(b"w (not decoded here)");
+        let batch = Delivery::Frames(vec![data, keepalive(0x200, true)]);
+        let Delivery::Frames(frames) = &batch else {
+            unreachable!()
+        };
+        assert!(handover.read(&feedback, frames).is_some());
+        handover.handed(&batch);
+        assert!(handover.owes());
+        // Handled, not yet confirmed: still owed.
+        feedback.publish(1, false);
+        assert_eq!(handover.owed_update(&feedback), None);
+        feedback.publish(1, true);
+        assert!(handover.owed_update(&feedback).is_some());
+        assert_eq!(feedback.flushed(), Lsn(0x200));
+        assert!(!handover.owes());
+    }
+
+    /// Data after the request: nothing is owed at the old idle end (the keepalives after
+    /// that data ask again).
+    #[test]
+    fn data_after_a_reply_request_ends_what_is_owed() {
+        let feedback = Feedback::default();
+        let handover = Handover::default();
+        let data = || Bytes::from_static(b"w");
+        let first = Delivery::Frames(vec![data(), keepalive(0x200, true)]);
+        let Delivery::Frames(frames) = &first else {
+            unreachable!()
+        };
+        handover.read(&feedback, frames);
+        handover.handed(&first);
+        let second = Delivery::Frames(vec![data()]);
+        let Delivery::Frames(frames) = &second else {
+            unreachable!()
+        };
+        assert_eq!(handover.read(&feedback, frames), None);
+        handover.handed(&second);
+        feedback.publish(2, true);
+        assert_eq!(handover.owed_update(&feedback), None);
+        assert_eq!(feedback.flushed(), Lsn(0));
+        assert!(!handover.owes());
+    }
 
     #[test]
     fn wal_sender_timeouts_as_show_prints_them() {

@@ -744,9 +744,9 @@ impl Pump {
                             }
                             next_status = Instant::now() + interval;
                         }
-                                                let delivery = Delivery::Frames(frames);
-                    // Counted as handed over now: never fewer than the consumer side has.
-                    self.handover.handed(&delivery);
+                        let delivery = Delivery::Frames(frames);
+                        // Counted as handed over now: never fewer than the consumer side has.
+                        self.handover.handed(&delivery);
                         if let AfterBatch::More = after {
                             waiting = Some(delivery);
                         } else {
@@ -768,6 +768,15 @@ impl Pump {
                     Ok(CopyEvent::Idle) => {}
                     Err(err) => return lost_or_failed(err),
                 },
+                // An answer at the idle WAL end owed until the consumer side catches up.
+                () = ::tokio::time::sleep(TICK), if self.handover.owes() => {
+                    if let Some(update) = self.handover.owed_update(&self.feedback) {
+                        if let Err(err) = conn.send_copy_data(&update).await {
+                            return lost_or_failed(err);
+                        }
+                        next_status = Instant::now() + interval;
+                    }
+                }
                 // Quiet while waiting for an end position: ask where the server is.
                 () = ::tokio::time::sleep(TICK), if self.config.end_lsn.is_some() && waiting.is_none() => {
                     if let Err(err) = conn.send_copy_data(&self.feedback.status_update(true)).await {
