@@ -2,8 +2,9 @@
 //! walsender ([`server`]), a protocol-aware proxy in front of a real PostgreSQL
 //! ([`proxy`]), fault rules at exact protocol events that both of them carry out
 //! ([`faults`]), and the [`judge`] of what a consumer lost, confirmed too early or never
-//! confirmed. Each type has one path: a fault rule is `faults::Fault` on either side, a
-//! finding `judge::Finding`, the control API's handle [`Control`].
+//! confirmed; and a throwaway PostgreSQL to put the proxy in front of ([`cluster`]).
+//! Each type has one path: a fault rule is `faults::Fault` on either side, a finding
+//! `judge::Finding`, the control API's handle [`Control`].
 //!
 //! # Cargo features
 //!
@@ -23,6 +24,7 @@
 // docs.rs: mark what each feature adds.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod cluster;
 #[cfg(any(feature = "server", feature = "proxy"))]
 mod confirmed;
 #[cfg(any(feature = "server", feature = "proxy"))]

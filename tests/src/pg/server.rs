@@ -1,13 +1,14 @@
-//! Starting and stopping a throwaway PostgreSQL server.
+//! The tests' PostgreSQL servers: a throwaway [`Cluster`] with the roles, settings and
+//! certificates the tests need.
 
 use std::fmt;
 use std::fs;
 use std::io::{self, Write};
 use std::os::unix::fs::{chown, PermissionsExt};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::process::{Command, Stdio};
+
+use pgoutput_harness::cluster::{Cluster, Installation};
 
 /// Where one PostgreSQL installation's programs are.
 #[derive(Debug, Clone)]
@@ -43,13 +44,7 @@ pub fn find_servers() -> Vec<ServerBinaries> {
 
 /// A running server, owned: dropping it stops the server and deletes its directory.
 pub struct Server {
-    bin: PathBuf,
-    dir: PathBuf,
-    port: u16,
-    /// The uid and gid the server runs as when we are root (PostgreSQL refuses root).
-    run_as: Option<(u32, u32)>,
-    major: u32,
-    version: String,
+    cluster: Cluster,
     tls: Option<TlsFiles>,
 }
 
@@ -78,34 +73,35 @@ pub const CERT_USER: &str = "cert_tailer";
 
 impl fmt::Debug for Server {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({})", self.version, self.dir.display())
+        self.cluster.fmt(f)
     }
 }
 
-/// Ports for the servers of this process: distinct per server, and away from 5432.
-static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
-
-fn command_output(command: &mut Command) -> io::Result<Output> {
-    let output = command.output()?;
-    if output.status.success() {
-        Ok(output)
-    } else {
-        Err(io::Error::other(format!(
-            "{command:?} failed with {}:\n{}{}",
-            output.status,
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        )))
+/// What the tests' servers have beyond a [`Cluster`]'s defaults.
+fn test_settings(major: u32) -> Vec<&'static str> {
+    let mut settings = vec![
+        "max_prepared_transactions = 20",
+        // Streaming needs transactions larger than this on 15 (64kB is the minimum).
+        "logical_decoding_work_mem = 64kB",
+        "TimeZone = 'UTC'",
+        "DateStyle = 'ISO, YMD'",
+        "password_encryption = 'scram-sha-256'",
+    ];
+    if major >= 16 {
+        // 16+ can stream every transaction, however small.
+        settings.push("debug_logical_replication_streaming = immediate");
     }
+    settings
 }
 
-fn id(args: &[&str]) -> io::Result<u32> {
-    let output = command_output(Command::new("id").args(args))?;
-    String::from_utf8_lossy(&output.stdout)
-        .trim()
-        .parse()
-        .map_err(io::Error::other)
-}
+/// The roles `tailer`, `md5_tailer` and `password_tailer` must authenticate with
+/// SCRAM-SHA-256, MD5 and a cleartext password, so that clients prove they can; everyone
+/// else is trusted on the socket.
+const HBA: &str = "local all tailer scram-sha-256\n\
+                   local all md5_tailer md5\n\
+                   local all password_tailer password\n\
+                   local all all trust\n\
+                   local replication all trust\n";
 
 impl Server {
     /// Creates a cluster in a new temporary directory and starts it with logical
@@ -138,170 +134,42 @@ impl Server {
         Server::start_with(binaries, true, &[])
     }
 
-    /// Starts on the next free port: a port the kernel gave a socket of its own meanwhile
-    /// (the ports are picked ahead, and TCP ones collide with ephemeral ports) makes
-    /// PostgreSQL's "Address already in use", and the next one is tried.
+    /// A cluster with the tests' settings, then `settings`, and TLS when asked, started.
     fn start_with(binaries: &ServerBinaries, tls: bool, settings: &[&str]) -> io::Result<Server> {
-        let mut tries = 0;
-        loop {
-            match Server::start_once(binaries, tls, settings) {
-                Err(err) if tries < 8 && err.to_string().contains("Address already in use") => {
-                    tries += 1;
-                }
-                result => return result,
-            }
-        }
-    }
-
-    fn start_once(binaries: &ServerBinaries, tls: bool, settings: &[&str]) -> io::Result<Server> {
-        let bin = binaries.bin.clone();
-        let version = String::from_utf8_lossy(
-            &command_output(Command::new(bin.join("postgres")).arg("--version"))?.stdout,
-        )
-        .trim()
-        .to_owned();
-        let major: u32 = version
-            .split_whitespace()
-            .find_map(|word| word.split('.').next()?.parse().ok())
-            .ok_or_else(|| io::Error::other(format!("no version in {version:?}")))?;
-        let run_as = if id(&["-u"])? == 0 {
-            Some((id(&["-u", "postgres"])?, id(&["-g", "postgres"])?))
-        } else {
-            None
-        };
-        let offset = NEXT_PORT.fetch_add(1, Ordering::Relaxed);
-        let port = 20_000 + (std::process::id() % 20_000) as u16 + offset;
-        let dir = std::env::temp_dir().join(format!(
-            "pgoutput-live-{major}-{}-{port}",
-            std::process::id()
-        ));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir)?;
-        let server = Server {
-            bin,
-            dir,
-            port,
-            run_as,
-            major,
-            version,
-            tls: None,
-        };
-        if let Some((uid, gid)) = run_as {
-            chown(&server.dir, Some(uid), Some(gid))?;
-        }
-        let mut server = server;
-        server.initdb()?;
-        server.configure()?;
-        if !settings.is_empty() {
-            let mut conf = fs::OpenOptions::new()
-                .append(true)
-                .open(server.data().join("postgresql.conf"))?;
-            for line in settings {
-                writeln!(conf, "{line}")?;
-            }
-        }
+        let installation = Installation::at(&binaries.bin)?;
+        let cluster = Cluster::init(&installation, &test_settings(installation.major()))?;
+        cluster.set_hba(HBA)?;
+        cluster.append_conf(settings)?;
+        let mut server = Server { cluster, tls: None };
         if tls {
             server.tls = Some(server.configure_tls()?);
         }
-        server
-            .as_server_user(&server.bin.join("pg_ctl"))
-            .args(["-D", &server.data().to_string_lossy(), "-l"])
-            .arg(server.dir.join("server.log"))
-            .args(["-w", "-t", "60", "start"])
-            .stdout(Stdio::null())
-            .status()
-            .map_err(io::Error::other)
-            .and_then(|status| match status.success() {
-                true => Ok(()),
-                false => Err(io::Error::other(format!(
-                    "pg_ctl start failed; server log:\n{}",
-                    fs::read_to_string(server.dir.join("server.log")).unwrap_or_default()
-                ))),
-            })?;
+        server.cluster.start()?;
         Ok(server)
-    }
-
-    fn data(&self) -> PathBuf {
-        self.dir.join("data")
-    }
-
-    fn as_server_user(&self, program: &Path) -> Command {
-        let mut command = Command::new(program);
-        if let Some((uid, gid)) = self.run_as {
-            command.uid(uid).gid(gid);
-        }
-        command.current_dir(&self.dir);
-        command
-    }
-
-    fn initdb(&self) -> io::Result<()> {
-        command_output(
-            self.as_server_user(&self.bin.join("initdb"))
-                .args([
-                    "-U",
-                    "postgres",
-                    "--auth=trust",
-                    "-E",
-                    "UTF8",
-                    "--locale=C",
-                    "-N",
-                    "-D",
-                ])
-                .arg(self.data()),
-        )?;
-        Ok(())
-    }
-
-    fn configure(&self) -> io::Result<()> {
-        let mut conf = fs::OpenOptions::new()
-            .append(true)
-            .open(self.data().join("postgresql.conf"))?;
-        writeln!(conf, "listen_addresses = ''")?;
-        writeln!(conf, "unix_socket_directories = '{}'", self.dir.display())?;
-        writeln!(conf, "port = {}", self.port)?;
-        writeln!(conf, "wal_level = logical")?;
-        writeln!(conf, "max_replication_slots = 40")?;
-        writeln!(conf, "max_wal_senders = 20")?;
-        writeln!(conf, "max_prepared_transactions = 20")?;
-        writeln!(conf, "fsync = off")?;
-        writeln!(conf, "synchronous_commit = off")?;
-        writeln!(conf, "full_page_writes = off")?;
-        writeln!(conf, "shared_buffers = 16MB")?;
-        // Streaming needs transactions larger than this on 15 (64kB is the minimum).
-        writeln!(conf, "logical_decoding_work_mem = 64kB")?;
-        if self.major >= 16 {
-            // 16+ can stream every transaction, however small.
-            writeln!(conf, "debug_logical_replication_streaming = immediate")?;
-        }
-        writeln!(conf, "TimeZone = 'UTC'")?;
-        writeln!(conf, "DateStyle = 'ISO, YMD'")?;
-        writeln!(conf, "password_encryption = 'scram-sha-256'")?;
-        // The roles `tailer`, `md5_tailer` and `password_tailer` must authenticate with
-        // SCRAM-SHA-256, MD5 and a cleartext password, so that clients prove they can;
-        // everyone else is trusted on the socket.
-        fs::write(
-            self.data().join("pg_hba.conf"),
-            "local all tailer scram-sha-256\n\
-             local all md5_tailer md5\n\
-             local all password_tailer password\n\
-             local all all trust\n\
-             local replication all trust\n",
-        )?;
-        Ok(())
     }
 
     /// Makes the certificates and turns on TLS on `127.0.0.1`.
     fn configure_tls(&self) -> io::Result<TlsFiles> {
-        let certs = self.dir.join("certs");
-        let client = self.dir.join("client");
+        let certs = self.cluster.dir().join("certs");
+        let client = self.cluster.dir().join("client");
         fs::create_dir_all(&certs)?;
         fs::create_dir_all(&client)?;
         let openssl = |args: &[&str]| {
-            command_output(Command::new("openssl").args(args).current_dir(&certs)).map_err(|e| {
-                io::Error::other(format!(
-                    "making test certificates (is openssl installed?): {e}"
-                ))
-            })
+            let output = Command::new("openssl")
+                .args(args)
+                .current_dir(&certs)
+                .output();
+            match output {
+                Ok(output) if output.status.success() => Ok(()),
+                Ok(output) => Err(io::Error::other(format!(
+                    "openssl {args:?} failed with {}: {}",
+                    output.status,
+                    String::from_utf8_lossy(&output.stderr)
+                ))),
+                Err(err) => Err(io::Error::other(format!(
+                    "making test certificates (is openssl installed?): {err}"
+                ))),
+            }
         };
         let ec = [
             "-newkey",
@@ -379,31 +247,22 @@ impl Server {
         }
         fs::set_permissions(client.join("client.key"), fs::Permissions::from_mode(0o600))?;
         fs::set_permissions(certs.join("server.key"), fs::Permissions::from_mode(0o600))?;
-        if let Some((uid, gid)) = self.run_as {
+        if let Some((uid, gid)) = self.cluster.run_as() {
             chown(&certs, Some(uid), Some(gid))?;
             for entry in fs::read_dir(&certs)? {
                 chown(entry?.path(), Some(uid), Some(gid))?;
             }
         }
-        let mut conf = fs::OpenOptions::new()
-            .append(true)
-            .open(self.data().join("postgresql.conf"))?;
-        writeln!(conf, "listen_addresses = '127.0.0.1'")?;
-        writeln!(conf, "ssl = on")?;
-        writeln!(
-            conf,
-            "ssl_cert_file = '{}'",
-            certs.join("server.crt").display()
-        )?;
-        writeln!(
-            conf,
-            "ssl_key_file = '{}'",
-            certs.join("server.key").display()
-        )?;
-        writeln!(conf, "ssl_ca_file = '{}'", certs.join("ca.crt").display())?;
+        self.cluster.append_conf(&[
+            "listen_addresses = '127.0.0.1'",
+            "ssl = on",
+            &format!("ssl_cert_file = '{}'", certs.join("server.crt").display()),
+            &format!("ssl_key_file = '{}'", certs.join("server.key").display()),
+            &format!("ssl_ca_file = '{}'", certs.join("ca.crt").display()),
+        ])?;
         let mut hba = fs::OpenOptions::new()
             .append(true)
-            .open(self.data().join("pg_hba.conf"))?;
+            .open(self.cluster.data_dir().join("pg_hba.conf"))?;
         writeln!(hba, "hostssl all {CERT_USER} 127.0.0.1/32 cert")?;
         writeln!(hba, "hostssl all all 127.0.0.1/32 scram-sha-256")?;
         Ok(TlsFiles {
@@ -424,70 +283,48 @@ impl Server {
     /// Restarts the server (fast shutdown: every connection is ended with an error, as
     /// an administrator's restart does).
     pub fn restart(&self) -> io::Result<()> {
-        // status(), not output(): the restarted postmaster must not hold a pipe of ours.
-        let status = self
-            .as_server_user(&self.bin.join("pg_ctl"))
-            .args(["-D", &self.data().to_string_lossy(), "-l"])
-            .arg(self.dir.join("server.log"))
-            .args(["-m", "fast", "-w", "-t", "60", "restart"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()?;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(io::Error::other(format!(
-                "pg_ctl restart failed with {status}"
-            )))
-        }
+        self.cluster.restart()
+    }
+
+    /// The cluster it runs on.
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
     }
 
     /// The major version, e.g. 15.
     pub fn major(&self) -> u32 {
-        self.major
+        self.cluster.installation().major()
     }
 
     /// `postgres --version`.
     pub fn version(&self) -> &str {
-        &self.version
+        self.cluster.installation().version()
     }
 
     /// The directory holding the server's Unix socket.
     pub fn socket_dir(&self) -> &Path {
-        &self.dir
+        self.cluster.socket_dir()
     }
 
     /// The server's port (its socket is `.s.PGSQL.<port>`).
     pub fn port(&self) -> u16 {
-        self.port
+        self.cluster.port()
     }
 
     /// A libpq-style connection string for `user` over the server's socket.
     pub fn conninfo(&self, user: &str, password: Option<&str>) -> String {
-        let password = password
-            .map(|p| format!(" password={p}"))
-            .unwrap_or_default();
-        format!(
-            "host={} port={} user={user}{password} dbname=postgres",
-            self.dir.display(),
-            self.port
-        )
+        self.cluster.conninfo(user, password)
     }
 
     /// The highest pgoutput protocol version the server speaks.
     pub fn max_protocol(&self) -> u32 {
-        match self.major {
-            ..=13 => 1,
-            14 => 2,
-            15 => 3,
-            _ => 4,
-        }
+        self.cluster.installation().max_protocol()
     }
 
     /// Runs SQL through the server's `psql` (unaligned, tuples only, `|`-separated, stop
     /// on the first error) and returns what it printed.
     pub fn psql(&self, sql: &str) -> io::Result<String> {
-        let mut child = Command::new(self.bin.join("psql"))
+        let mut child = Command::new(self.cluster.installation().bin().join("psql"))
             .args([
                 "-X",
                 "-A",
@@ -503,8 +340,8 @@ impl Server {
                 "postgres",
             ])
             .arg("-h")
-            .arg(&self.dir)
-            .args(["-p", &self.port.to_string(), "-f", "-"])
+            .arg(self.socket_dir())
+            .args(["-p", &self.port().to_string(), "-f", "-"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -534,24 +371,5 @@ impl Server {
             .find(|l| !l.is_empty())
             .unwrap_or_default()
             .to_owned())
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self
-            .as_server_user(&self.bin.join("pg_ctl"))
-            .args([
-                "-D",
-                &self.data().to_string_lossy(),
-                "-m",
-                "immediate",
-                "-w",
-                "stop",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        let _ = fs::remove_dir_all(&self.dir);
     }
 }
