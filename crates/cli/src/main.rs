@@ -45,6 +45,7 @@ mod input;
 mod proxy;
 mod serve;
 mod tail;
+mod trial;
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -81,6 +82,9 @@ enum Command {
     /// Run a proxy in front of a real PostgreSQL: everything passes through, and fault
     /// rules act on replication streams.
     Proxy(proxy::ProxyArgs),
+    /// Run a consumer through the catalogue of the field's replication failures against
+    /// a real PostgreSQL, and grade what it applied: did it lose or duplicate anything?
+    Trial(trial::TrialArgs),
 }
 
 /// The negotiated options the bytes depend on.
@@ -134,6 +138,7 @@ fn main() -> ExitCode {
         Command::Tail(args) => tail::tail(&args).map_err(Stop::from),
         Command::Serve(args) => serve::serve(&args).map_err(Stop::from),
         Command::Proxy(args) => proxy::proxy(&args).map_err(Stop::from),
+        Command::Trial(args) => trial::trial(&args).map_err(Stop::from),
     };
     match result {
         Ok(code) => code,

@@ -5,7 +5,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::change::{Change, Identity};
+use crate::change::{Change, Identity, Op, VERSION_COLUMN};
 use crate::ledger::{Ledger, Transaction};
 use crate::sink::Applied;
 use pgoutput_codec::{Lsn, Xid};
@@ -84,7 +84,21 @@ pub enum Anomaly {
         after: TransactionRef,
         line: usize,
     },
-    /// A value the consumer wrote that is not what the source wrote.
+    /// A row the source has at the end that a table sink does not (the change that
+    /// wrote it last, and its transaction): that transaction's effect is lost.
+    Missing {
+        transaction: TransactionRef,
+        change: Change,
+    },
+    /// A row of a table sink at an older version than the source's: the transaction
+    /// that wrote the source's version is lost for it.
+    Stale {
+        transaction: TransactionRef,
+        change: Change,
+        found: String,
+    },
+    /// A value the consumer wrote that is not what the source wrote (`line` 0: in a table
+    /// sink).
     WrongValue {
         change: Change,
         column: String,
@@ -106,6 +120,8 @@ impl Anomaly {
             Anomaly::Unexpected { .. } => "unexpected",
             Anomaly::Reordered { .. } => "reordered",
             Anomaly::WrongValue { .. } => "wrong_value",
+            Anomaly::Missing { .. } => "missing",
+            Anomaly::Stale { .. } => "stale",
         }
     }
 
@@ -113,7 +129,13 @@ impl Anomaly {
     /// consumer says it has everything (its slot confirmed to the end).
     #[must_use]
     pub fn is_missing(&self) -> bool {
-        matches!(self, Anomaly::Lost { .. } | Anomaly::Partial { .. })
+        matches!(
+            self,
+            Anomaly::Lost { .. }
+                | Anomaly::Partial { .. }
+                | Anomaly::Missing { .. }
+                | Anomaly::Stale { .. }
+        )
     }
 }
 
@@ -146,11 +168,28 @@ impl fmt::Display for Anomaly {
             }
             Anomaly::AbortedApplied { change, line } => write!(
                 f,
-                "applied {change}, which the source rolled back (sink line {line})"
+                "applied {change}, which the source rolled back ({})",
+                place(*line)
             ),
             Anomaly::Unexpected { change, line } => write!(
                 f,
-                "applied {change}, which the source never made (sink line {line})"
+                "applied {change}, which the source never made ({})",
+                place(*line)
+            ),
+            Anomaly::Missing {
+                transaction,
+                change,
+            } => write!(
+                f,
+                "missing: the row {change} of {transaction} is not in the sink's table"
+            ),
+            Anomaly::Stale {
+                transaction,
+                change,
+                found,
+            } => write!(
+                f,
+                "stale: the sink's table has version {found} of the row {change} wrote ({transaction})"
             ),
             Anomaly::Reordered {
                 transaction,
@@ -168,10 +207,112 @@ impl fmt::Display for Anomaly {
                 line,
             } => write!(
                 f,
-                "wrong value in {change}: {column} = {applied:?}, the source wrote {expected:?} (sink line {line})"
+                "wrong value in {change}: {column} = {applied:?}, the source wrote {expected:?} ({})",
+                place(*line)
             ),
         }
     }
+}
+
+/// Where a sink's change is: its line, or (0) a table sink's row.
+fn place(line: usize) -> String {
+    match line {
+        0 => "in the sink's table".to_owned(),
+        line => format!("sink line {line}"),
+    }
+}
+
+/// Compares a table sink's rows at the end (each a [`Change`] of its table and key, the
+/// values as text) with the rows the ledger leaves in the source's tables: a row missing
+/// or at an older version names the transaction that wrote the source's; a value that
+/// differs is a wrong value; a row the source does not have is unexpected (or a rolled
+/// back one's).
+#[must_use]
+pub fn grade_state(ledger: &Ledger, rows: &[Change]) -> Vec<Anomaly> {
+    type Row = (String, BTreeMap<String, String>);
+    // The source's rows at the end, each with the change (and transaction) that last
+    // wrote it.
+    let mut expected: BTreeMap<Row, (usize, Change)> = BTreeMap::new();
+    for (t, transaction) in ledger.transactions.iter().enumerate() {
+        for change in &transaction.changes {
+            let row = (change.table.clone(), change.key.clone());
+            match change.op {
+                Op::Truncate => expected.retain(|(table, _), _| *table != change.table),
+                Op::Delete => {
+                    expected.remove(&row);
+                }
+                Op::Insert | Op::Update => {
+                    let mut written = change.clone();
+                    if let Some((_, before)) = expected.get(&row) {
+                        for (column, value) in &before.values {
+                            written
+                                .values
+                                .entry(column.clone())
+                                .or_insert(value.clone());
+                        }
+                    }
+                    expected.insert(row, (t, written));
+                }
+            }
+        }
+    }
+    let tx = |t: usize| TransactionRef::of(t, &ledger.transactions[t]);
+    let found: BTreeMap<Row, &Change> = rows
+        .iter()
+        .map(|row| ((row.table.clone(), row.key.clone()), row))
+        .collect();
+    let aborted: HashSet<Row> = ledger
+        .aborted
+        .iter()
+        .map(|c| (c.table.clone(), c.key.clone()))
+        .collect();
+    let mut anomalies = Vec::new();
+    for (row, (t, change)) in &expected {
+        let Some(sink) = found.get(row) else {
+            anomalies.push(Anomaly::Missing {
+                transaction: tx(*t),
+                change: change.clone(),
+            });
+            continue;
+        };
+        if let (Some(want), Some(have)) = (
+            change.values.get(VERSION_COLUMN),
+            sink.values.get(VERSION_COLUMN),
+        ) {
+            if !same_value(want, have) {
+                anomalies.push(Anomaly::Stale {
+                    transaction: tx(*t),
+                    change: change.clone(),
+                    found: have.clone(),
+                });
+                continue;
+            }
+        }
+        for (column, value) in &sink.values {
+            if let Some(want) = change.values.get(column) {
+                if !same_value(want, value) {
+                    anomalies.push(Anomaly::WrongValue {
+                        change: change.clone(),
+                        column: column.clone(),
+                        expected: want.clone(),
+                        applied: value.clone(),
+                        line: 0,
+                    });
+                }
+            }
+        }
+    }
+    for (row, sink) in &found {
+        if !expected.contains_key(row) {
+            let change = (*sink).clone();
+            anomalies.push(if aborted.contains(row) {
+                Anomaly::AbortedApplied { change, line: 0 }
+            } else {
+                Anomaly::Unexpected { change, line: 0 }
+            });
+        }
+    }
+    anomalies
 }
 
 /// Compares what was applied with what was committed. `finished`: the consumer says it

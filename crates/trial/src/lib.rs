@@ -47,13 +47,22 @@
 mod change;
 mod grade;
 mod ledger;
+pub mod reference;
+mod report;
+mod run;
+pub mod scenario;
+pub mod schema;
 pub mod sink;
+pub mod supervise;
 mod verdict;
+pub mod workload;
 
 pub use change::{Change, Op};
-pub use grade::{grade, Anomaly};
+pub use grade::{grade, grade_state, Anomaly};
 pub use ledger::{Ledger, Transaction};
 /// What each of the judge's findings costs, which a warn states.
 pub use pgoutput_harness::judge::Harm;
+pub use run::{Judged, Process, Progress, Report, ScenarioReport, Trial};
+pub use scenario::{catalogue, Cue, CueAction, Scenario};
 pub use sink::Applied;
 pub use verdict::Verdict;

@@ -192,3 +192,47 @@ fn a_change_is_told_apart_by_its_version() {
     let anomalies = grade(&ledger(), &applied(&changes), true);
     assert_eq!(kinds(&anomalies), ["unexpected", "lost"]);
 }
+
+/// The rows a table sink holds: (id, version, note).
+fn table(rows: &[(u32, u64, &str)]) -> Vec<Change> {
+    rows.iter()
+        .map(|&(id, version, note)| {
+            Change::new("items", Op::Insert, [("id", id.to_string())])
+                .version(version)
+                .value("note", note)
+        })
+        .collect()
+}
+
+#[test]
+fn a_table_sink_with_the_sources_rows_is_no_anomaly() {
+    let rows = table(&[(1, 2, "n1.2"), (3, 1, "n3.1")]);
+    assert_eq!(grade_state(&ledger(), &rows), []);
+}
+
+#[test]
+fn a_table_sink_names_missing_stale_wrong_and_extra_rows_with_their_transactions() {
+    // Row 1 at version 1 (transaction 2 lost for it), row 3 missing, row 2 never deleted,
+    // row 9 (rolled back) there, and a note that is not the source's.
+    let rows = table(&[(1, 1, "n1.1"), (2, 1, "n2.1"), (9, 1, "n9.1")]);
+    let anomalies = grade_state(&ledger(), &rows);
+    assert_eq!(
+        kinds(&anomalies),
+        ["stale", "missing", "unexpected", "aborted_applied"]
+    );
+    let text: Vec<String> = anomalies.iter().map(ToString::to_string).collect();
+    assert!(
+        text[0].contains("version 1 of the row update items (id=1) version 2"),
+        "{}",
+        text[0]
+    );
+    assert!(text[0].contains("transaction 2 (xid 702"), "{}", text[0]);
+    assert!(
+        text[1].contains("insert items (id=3) version 1 of transaction 3"),
+        "{}",
+        text[1]
+    );
+    assert!(text[2].ends_with("(in the sink's table)"), "{}", text[2]);
+    let wrong = grade_state(&ledger(), &table(&[(1, 2, "n1.2"), (3, 1, "other")]));
+    assert_eq!(kinds(&wrong), ["wrong_value"]);
+}

@@ -1,0 +1,673 @@
+//! Running scenarios: the source made ready, the workload committed, its ledger read
+//! from the reference slot, the consumer started behind a proxy armed with the
+//! scenario's faults, its cues acted on as it confirms, and what it applied graded.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::grade::{grade, Anomaly};
+use crate::ledger::Ledger;
+use crate::scenario::{CueAction, Scenario};
+use crate::schema;
+use crate::supervise::{Assignment, Supervised};
+use crate::verdict::Verdict;
+use crate::workload::{self, Session};
+use pgoutput_client::{ConnInfo, Connection};
+use pgoutput_codec::Lsn;
+use pgoutput_harness::judge::{Finding, Harm, Probe};
+use pgoutput_harness::proxy::Proxy;
+
+/// A trial: which source, which consumer, which scenarios.
+#[derive(Debug, Clone)]
+pub struct Trial {
+    /// The source, as a libpq connection string (a superuser's, or one allowed to make
+    /// tables, publications and slots). The consumer reaches it through the proxy,
+    /// logging in as this user.
+    pub upstream: String,
+    /// The consumer under test: a shell command the trial starts (and restarts).
+    pub consumer: String,
+    pub scenarios: Vec<Scenario>,
+    /// The seed of the workloads' values: the same seed, the same run.
+    pub seed: u64,
+    /// How long a consumer has to confirm the end of a scenario before it is `unknown`.
+    pub budget: Duration,
+    /// Where the sinks and the consumer's logs go (one of each per scenario).
+    pub work_dir: PathBuf,
+    /// How to replay a scenario: the command line with `{scenario}` where its name goes.
+    pub replay: String,
+    /// Set (by a signal handler) to stop: the scenario under way is cleaned up (the
+    /// consumer stopped, the proxy and the slots gone) and the run ends with an error.
+    pub interrupt: Arc<AtomicBool>,
+}
+
+/// What a trial reports as it goes.
+#[derive(Debug, Clone, Copy)]
+pub enum Progress<'a> {
+    /// A scenario starts (number from 1, of `total`).
+    Started {
+        number: usize,
+        total: usize,
+        scenario: &'a Scenario,
+    },
+    /// It ended.
+    Finished(&'a ScenarioReport),
+}
+
+/// A finding of the judge with the harm it does.
+#[derive(Debug, Clone, Serialize)]
+pub struct Judged {
+    pub finding: Finding,
+    pub harm: Harm,
+    /// The harm in words.
+    pub means: &'static str,
+}
+
+/// The consumer's process over a scenario.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Process {
+    pub starts: u32,
+    /// Exits on its own (not the trial's kills).
+    pub exits: u32,
+    /// How it last exited on its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_exit: Option<String>,
+    /// The end of its output, when it did not pass.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub log_tail: String,
+}
+
+/// One scenario's result, with its evidence.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScenarioReport {
+    pub name: String,
+    pub class: String,
+    pub verdict: Verdict,
+    /// Why, in a line.
+    pub summary: String,
+    pub anomalies: Vec<Anomaly>,
+    pub findings: Vec<Judged>,
+    /// What went wrong in running it (the consumer would not start, a crash loop).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
+    /// Committed transactions and rows, and rows rolled back.
+    pub transactions: usize,
+    pub rows: usize,
+    pub aborted_rows: usize,
+    /// Where a consumer that applied everything confirms to, and where it confirmed.
+    pub end: Option<Lsn>,
+    pub confirmed: Option<Lsn>,
+    pub finished: bool,
+    /// The sink's lines of changes, and a torn last line.
+    pub sink_lines: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub torn_line: Option<usize>,
+    pub sink: PathBuf,
+    pub consumer: Process,
+    pub elapsed_ms: u128,
+    /// The one command that runs this scenario again, the same way.
+    pub replay: String,
+}
+
+/// A trial's report card.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub seed: u64,
+    pub consumer: String,
+    pub scenarios: Vec<ScenarioReport>,
+}
+
+impl Report {
+    /// The worst verdict (pass when there are no scenarios).
+    #[must_use]
+    pub fn verdict(&self) -> Verdict {
+        self.scenarios
+            .iter()
+            .map(|s| s.verdict)
+            .max()
+            .unwrap_or(Verdict::Pass)
+    }
+}
+
+/// How many times a consumer may exit on its own in one scenario before it is in a
+/// crash loop.
+const CRASH_LOOP: u32 = 5;
+
+impl Trial {
+    /// Runs every scenario, in order, telling `progress` as it goes.
+    ///
+    /// # Errors
+    ///
+    /// What stops the whole trial: the source cannot be reached or refuses the trial's
+    /// objects, the work directory cannot be made. A scenario's own troubles are in its
+    /// report.
+    pub fn run(&self, mut progress: impl FnMut(Progress<'_>)) -> Result<Report, String> {
+        std::fs::create_dir_all(&self.work_dir)
+            .map_err(|e| format!("{}: {e}", self.work_dir.display()))?;
+        let info = ConnInfo::parse(Some(&self.upstream), |name| std::env::var(name).ok())
+            .map_err(|e| format!("--upstream: {e}"))?;
+        let mut reports = Vec::new();
+        let total = self.scenarios.len();
+        for (i, scenario) in self.scenarios.iter().enumerate() {
+            progress(Progress::Started {
+                number: i + 1,
+                total,
+                scenario,
+            });
+            let report = self.scenario(&info, i + 1, scenario)?;
+            progress(Progress::Finished(&report));
+            reports.push(report);
+        }
+        Ok(Report {
+            seed: self.seed,
+            consumer: self.consumer.clone(),
+            scenarios: reports,
+        })
+    }
+
+    fn scenario(
+        &self,
+        info: &ConnInfo,
+        number: usize,
+        scenario: &Scenario,
+    ) -> Result<ScenarioReport, String> {
+        let started = Instant::now();
+        let slot = schema::consumer_slot(number);
+        let mut sql = Sql::connect(info)?;
+        sql.prepare()?;
+        sql.run(&format!(
+            "SELECT pg_create_logical_replication_slot('{}', 'pgoutput'); \
+             SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput')",
+            schema::REFERENCE_SLOT
+        ))?;
+        let seed = self.seed ^ (number as u64).wrapping_mul(0x9E37_79B9);
+        let mut planner = workload::Planner::new(seed);
+        let plan = planner
+            .plan(&scenario.workload)
+            .map_err(|e| format!("{}: {e}", scenario.name))?;
+        let mut sessions = Sessions::new(info);
+        sessions.run(&plan.statements)?;
+        let end = sql.current_lsn()?;
+        let mut ledger =
+            crate::reference::read(info, schema::REFERENCE_SLOT, end, Duration::from_secs(60))?;
+        ledger.aborted = plan.aborted;
+        let sink = self
+            .work_dir
+            .join(format!("{number:02}-{}.jsonl", scenario.name));
+        let log = self
+            .work_dir
+            .join(format!("{number:02}-{}.log", scenario.name));
+        std::fs::write(&sink, b"").map_err(|e| format!("{}: {e}", sink.display()))?;
+        let _ = std::fs::remove_file(&log);
+
+        let proxy = self.proxy(scenario, &slot)?;
+        let assignment = Assignment {
+            host: proxy.addr().ip().to_string(),
+            port: proxy.addr().port(),
+            user: info.user.clone(),
+            password: info.password.clone(),
+            dbname: info.dbname.clone(),
+            slot: slot.clone(),
+            publication: schema::PUBLICATION.into(),
+            sink: sink.clone(),
+            scenario: scenario.name.clone(),
+        };
+        let mut problems = Vec::new();
+        let mut consumer = Supervised::start(&self.consumer, assignment, &log)
+            .map_err(|e| format!("the consumer command: {e}"))?;
+        let deadline = started + self.budget;
+        let mut cues: Vec<_> = scenario.cues.iter().collect();
+        cues.sort_by_key(|cue| cue.confirmed);
+        let mut cues = cues.into_iter().peekable();
+        let mut finished = ledger.end().is_none();
+        let mut confirmed = None;
+        let mut idle_end = None;
+        // The slot dropped: how often the consumer had exited then.
+        let mut dropped: Option<u32> = None;
+        let mut went_on = false;
+        let mut then_done = false;
+        let mut interrupted = false;
+        loop {
+            if self.interrupt.load(Ordering::SeqCst) {
+                interrupted = true;
+                break;
+            }
+            if let Some(exits) = dropped {
+                if !went_on && sql.slot_exists(&slot)? {
+                    went_on = true;
+                    problems.push(
+                        "made its slot again after it was dropped, and went on: what was \
+                         committed meanwhile was never sent to it"
+                            .to_owned(),
+                    );
+                }
+                // Failed loudly: it exited, and again when started again.
+                if !went_on && consumer.exits >= exits + 2 {
+                    break;
+                }
+            } else if consumer.exits > CRASH_LOOP {
+                problems.push(format!(
+                    "crash loop: the consumer exited {} times ({})",
+                    consumer.exits,
+                    consumer
+                        .last_exit
+                        .map_or_else(String::new, |status| status.to_string())
+                ));
+                break;
+            }
+            if Instant::now() >= deadline {
+                break;
+            }
+            consumer
+                .restart_if_exited()
+                .map_err(|e| format!("restarting the consumer: {e}"))?;
+            // The next thing to wait for: a cue's transaction, the end, the idle end.
+            let (target, cue) = match cues.peek() {
+                Some(cue) => {
+                    let at = match cue.confirmed {
+                        0 => Lsn(1),
+                        k => ledger
+                            .transactions
+                            .get(k - 1)
+                            .map_or(Lsn(u64::MAX), |t| t.end_lsn),
+                    };
+                    (at, true)
+                }
+                None if !finished => (ledger.end().unwrap_or_default(), false),
+                None => match idle_end {
+                    Some(idle_end) => (idle_end, false),
+                    None => break,
+                },
+            };
+            match proxy.wait_for_confirmed_flush(&slot, target, Duration::from_millis(100)) {
+                Ok(at) => {
+                    confirmed = Some(at);
+                    if cue {
+                        let cue = cues.next().expect("peeked");
+                        match cue.action {
+                            CueAction::KillConsumer => consumer
+                                .kill_and_restart()
+                                .map_err(|e| format!("restarting the consumer: {e}"))?,
+                            CueAction::Crash => proxy.crash(),
+                            CueAction::DropSlot => {
+                                sql.drop_slot(&slot)?;
+                                dropped = Some(consumer.exits);
+                                // Committed while the slot is gone.
+                                then_done = true;
+                                self.then(
+                                    scenario,
+                                    info,
+                                    &mut planner,
+                                    &mut sessions,
+                                    &mut sql,
+                                    &mut ledger,
+                                )?;
+                            }
+                        }
+                    } else if dropped.is_some() && !went_on {
+                        // Confirmed before the drop: what counts is how it fails now.
+                        std::thread::sleep(Duration::from_millis(20));
+                    } else if !finished {
+                        finished = true;
+                        if scenario.then.is_empty() || then_done {
+                            break;
+                        }
+                        then_done = true;
+                        idle_end = Some(self.then(
+                            scenario,
+                            info,
+                            &mut planner,
+                            &mut sessions,
+                            &mut sql,
+                            &mut ledger,
+                        )?);
+                    } else {
+                        break;
+                    }
+                }
+                Err(timeout) => confirmed = timeout.confirmed_flush_lsn.or(confirmed),
+            }
+            if idle_end.is_some() && self.idle_finding(&proxy, &slot) {
+                break;
+            }
+        }
+        if finished {
+            settle(&ledger, &sink);
+        }
+        consumer.stop(Duration::from_secs(10));
+        drop(sessions);
+        // A scenario none of whose faults fired did not happen: it says nothing either
+        // way. (Its faults are alternatives: the forms one point of a stream takes, a
+        // Commit or a Stream Commit, as the consumer asked for streaming or not.)
+        let faults = proxy.faults();
+        let mut unmet: Vec<String> = Vec::new();
+        if !faults.is_empty() && faults.iter().all(|(_, fired)| *fired == 0) {
+            let rules: Vec<String> = faults
+                .iter()
+                .map(|(fault, _)| serde_json::to_string(fault).unwrap_or_default())
+                .collect();
+            unmet.push(format!(
+                "no fault fired ({}): the stream did not go as the scenario expects",
+                rules.join(", ")
+            ));
+        }
+        unmet.extend(cues.map(|cue| {
+            format!(
+                "the cue {:?} at transaction {} was never reached",
+                cue.action, cue.confirmed
+            )
+        }));
+        let findings: Vec<Judged> = proxy
+            .findings()
+            .into_iter()
+            .filter(|(s, _)| *s == slot)
+            .map(|(_, finding)| Judged {
+                harm: finding.harm(),
+                means: finding.harm().describe(),
+                finding,
+            })
+            .collect();
+        proxy.stop();
+        sql.drop_slots()?;
+        if interrupted {
+            return Err(format!("interrupted in scenario {}", scenario.name));
+        }
+        // Failed loudly once its slot was gone: what it missed since is not lost (it
+        // said so), and nothing it applied may be wrong.
+        let loud = dropped.is_some() && !went_on;
+        let bytes = std::fs::read(&sink).map_err(|e| format!("{}: {e}", sink.display()))?;
+        let (anomalies, sink_lines, torn_line) = match crate::sink::read(&bytes) {
+            Ok(read) => (
+                grade(&ledger, &read.applied, finished && !loud),
+                read.applied.len(),
+                read.torn,
+            ),
+            Err(err) => {
+                problems.push(format!("the sink does not read: {err}"));
+                (Vec::new(), 0, None)
+            }
+        };
+        let only: Vec<Finding> = findings.iter().map(|j| j.finding.clone()).collect();
+        let mut verdict = if loud && anomalies.is_empty() {
+            Verdict::Pass
+        } else {
+            Verdict::of(&anomalies, &only, finished)
+        };
+        if !problems.is_empty() {
+            verdict = Verdict::Fail;
+        } else if !unmet.is_empty() && verdict != Verdict::Fail {
+            verdict = Verdict::Unknown;
+            problems = unmet;
+        }
+        let process = Process {
+            starts: consumer.starts,
+            exits: consumer.exits,
+            last_exit: consumer.last_exit.map(|status| status.to_string()),
+            log_tail: if verdict == Verdict::Pass {
+                String::new()
+            } else {
+                consumer.log_tail(20)
+            },
+        };
+        let mut summary = summary(
+            verdict, &anomalies, &findings, &problems, &ledger, confirmed,
+        );
+        if loud && verdict == Verdict::Pass {
+            summary = format!(
+                "failed loudly once its slot was dropped (exited {} times since), and nothing it applied is wrong",
+                consumer.exits - dropped.unwrap_or_default()
+            );
+        }
+        Ok(ScenarioReport {
+            name: scenario.name.clone(),
+            class: scenario.class.clone(),
+            verdict,
+            summary,
+            anomalies,
+            findings,
+            problems,
+            transactions: ledger.transactions.len(),
+            rows: ledger.transactions.iter().map(|t| t.changes.len()).sum(),
+            aborted_rows: ledger.aborted.len(),
+            end: ledger.end(),
+            confirmed,
+            finished,
+            sink_lines,
+            torn_line,
+            sink,
+            consumer: process,
+            elapsed_ms: started.elapsed().as_millis(),
+            replay: self.replay.replace("{scenario}", &scenario.name),
+        })
+    }
+
+    /// The scenario's `then` steps committed, and their transactions read into the
+    /// ledger: the WAL end after them.
+    #[allow(clippy::too_many_arguments)]
+    fn then(
+        &self,
+        scenario: &Scenario,
+        info: &ConnInfo,
+        planner: &mut workload::Planner,
+        sessions: &mut Sessions<'_>,
+        sql: &mut Sql,
+        ledger: &mut Ledger,
+    ) -> Result<Lsn, String> {
+        let then = planner
+            .plan(&scenario.then)
+            .map_err(|e| format!("{}: then: {e}", scenario.name))?;
+        sessions.run(&then.statements)?;
+        let end = sql.current_lsn()?;
+        let more =
+            crate::reference::read(info, schema::REFERENCE_SLOT, end, Duration::from_secs(60))?;
+        ledger.transactions.extend(more.transactions);
+        ledger.aborted.extend(then.aborted);
+        Ok(end)
+    }
+
+    fn proxy(&self, scenario: &Scenario, slot: &str) -> Result<Proxy, String> {
+        let mut builder = Proxy::builder(&self.upstream)
+            .map_err(|e| e.to_string())?
+            .probe(Probe::every(1));
+        for fault in &scenario.faults {
+            let mut fault = fault.clone();
+            fault.slot.get_or_insert_with(|| slot.to_owned());
+            builder = builder.fault(fault);
+        }
+        if let Some(ms) = scenario.checkpoint_interval_ms {
+            builder = builder.checkpoint_interval(Duration::from_millis(ms));
+        }
+        builder.start().map_err(|e| format!("the proxy: {e}"))
+    }
+
+    /// Whether the judge says the slot was left behind while idle (it says so once it
+    /// has waited as long as it waits).
+    fn idle_finding(&self, proxy: &Proxy, slot: &str) -> bool {
+        proxy
+            .findings()
+            .iter()
+            .any(|(s, f)| s == slot && matches!(f, Finding::NotAdvancedWhileIdle { .. }))
+    }
+}
+
+/// How long a consumer that confirmed the end has to make the sink hold all it
+/// confirmed, before it is stopped: a consumer that acknowledges first and writes a
+/// moment later fails the scenario that kills it then, not every other one.
+const SETTLE: Duration = Duration::from_secs(2);
+
+/// Waits (up to [`SETTLE`]) for the sink to hold every committed change.
+fn settle(ledger: &Ledger, sink: &std::path::Path) {
+    let deadline = Instant::now() + SETTLE;
+    while Instant::now() < deadline {
+        let complete = std::fs::read(sink)
+            .ok()
+            .and_then(|bytes| crate::sink::read(&bytes).ok())
+            .is_some_and(|read| {
+                !grade(ledger, &read.applied, true)
+                    .iter()
+                    .any(Anomaly::is_missing)
+            });
+        if complete {
+            return;
+        }
+        // A file being written: no event to wait on; a short poll.
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A scenario's verdict in a line.
+fn summary(
+    verdict: Verdict,
+    anomalies: &[Anomaly],
+    findings: &[Judged],
+    problems: &[String],
+    ledger: &Ledger,
+    confirmed: Option<Lsn>,
+) -> String {
+    if let Some(problem) = problems.first() {
+        return problem.clone();
+    }
+    let rows: usize = ledger.transactions.iter().map(|t| t.changes.len()).sum();
+    match verdict {
+        Verdict::Pass => format!(
+            "{} transactions ({rows} rows) applied once each, in order",
+            ledger.transactions.len()
+        ),
+        Verdict::Warn => findings
+            .first()
+            .map(|j| format!("{} ({})", j.finding, j.means))
+            .unwrap_or_default(),
+        Verdict::Unknown => format!(
+            "not confirmed to {} within the budget (confirmed: {})",
+            ledger.end().unwrap_or_default(),
+            confirmed.map_or_else(|| "nothing".into(), |lsn| lsn.to_string())
+        ),
+        Verdict::Fail => {
+            let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+            for anomaly in anomalies {
+                *counts.entry(anomaly.kind()).or_default() += 1;
+            }
+            let counts: Vec<String> = counts.iter().map(|(k, n)| format!("{n} {k}")).collect();
+            let first = anomalies
+                .first()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            format!("{}: {first}", counts.join(", "))
+        }
+    }
+}
+
+/// The trial's SQL connection to the source (a replication connection's SQL, as the
+/// client speaks it).
+struct Sql(Connection);
+
+impl Sql {
+    fn connect(info: &ConnInfo) -> Result<Sql, String> {
+        Connection::connect(info)
+            .map(Sql)
+            .map_err(|e| format!("connecting to the source: {e}"))
+    }
+
+    fn run(&mut self, sql: &str) -> Result<Vec<Vec<Option<String>>>, String> {
+        self.0
+            .simple_query(sql)
+            .map_err(|e| format!("on the source: {e} (running {sql:?})"))
+    }
+
+    /// The trial's objects made afresh, and no slot of an earlier run left.
+    fn prepare(&mut self) -> Result<(), String> {
+        self.drop_slots()?;
+        self.run(&schema::drop_sql())?;
+        self.run(&schema::create_sql())?;
+        Ok(())
+    }
+
+    fn drop_slots(&mut self) -> Result<(), String> {
+        let slots = self.run(schema::leftover_slots_sql())?;
+        for slot in slots
+            .into_iter()
+            .filter_map(|row| row.into_iter().next().flatten())
+        {
+            self.drop_slot(&slot)?;
+        }
+        Ok(())
+    }
+
+    /// Drops `slot`, ending the walsender streaming it first.
+    fn drop_slot(&mut self, slot: &str) -> Result<(), String> {
+        self.run(&format!(
+            "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots \
+             WHERE slot_name = '{slot}' AND active_pid IS NOT NULL"
+        ))?;
+        self.drop_slot_when_free(slot)
+    }
+
+    fn slot_exists(&mut self, slot: &str) -> Result<bool, String> {
+        let rows = self.run(&format!(
+            "SELECT 1 FROM pg_replication_slots WHERE slot_name = '{slot}'"
+        ))?;
+        Ok(!rows.is_empty())
+    }
+
+    /// Drops `slot`, waiting for the walsender that held it to exit (a terminated
+    /// backend releases its slot as it exits).
+    fn drop_slot_when_free(&mut self, slot: &str) -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match self.run(&format!("SELECT pg_drop_replication_slot('{slot}')")) {
+                Ok(_) => return Ok(()),
+                Err(err) if err.contains("55006") && Instant::now() < deadline => {
+                    // Held by an exiting backend: wait for it to go.
+                    self.run("SELECT pg_sleep(0.05)")?;
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    fn current_lsn(&mut self) -> Result<Lsn, String> {
+        let rows = self.run("SELECT pg_current_wal_insert_lsn()")?;
+        rows.first()
+            .and_then(|row| row.first().cloned().flatten())
+            .and_then(|text| text.parse().ok())
+            .ok_or_else(|| "pg_current_wal_insert_lsn() gave no position".to_owned())
+    }
+}
+
+/// The workload's sessions, each its own connection, opened as first used.
+struct Sessions<'a> {
+    info: &'a ConnInfo,
+    open: BTreeMap<Session, Connection>,
+}
+
+impl<'a> Sessions<'a> {
+    fn new(info: &'a ConnInfo) -> Sessions<'a> {
+        Sessions {
+            info,
+            open: BTreeMap::new(),
+        }
+    }
+
+    fn run(&mut self, statements: &[workload::Statement]) -> Result<(), String> {
+        for statement in statements {
+            let conn = match self.open.entry(statement.session.clone()) {
+                std::collections::btree_map::Entry::Occupied(entry) => entry.into_mut(),
+                std::collections::btree_map::Entry::Vacant(entry) => entry.insert(
+                    Connection::connect(self.info)
+                        .map_err(|e| format!("connecting to the source: {e}"))?,
+                ),
+            };
+            conn.simple_query(&statement.sql).map_err(|e| {
+                format!(
+                    "the workload on the source: {e} (running {:?})",
+                    statement.sql
+                )
+            })?;
+        }
+        Ok(())
+    }
+}
