@@ -23,6 +23,7 @@ mod scenario;
 mod tail;
 mod tap;
 mod tls;
+mod trial;
 
 use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
@@ -252,6 +253,11 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
         record_subscriber_checks(&label, &server, report);
         return;
     }
+    if std::env::var("PGOUTPUT_LIVE_ONLY").as_deref() == Ok("trial") {
+        // A developer's shortcut: `pgoutput trial` alone.
+        record_trial(&label, &server, &binaries.bin, report);
+        return;
+    }
     if std::env::var("PGOUTPUT_LIVE_ONLY").as_deref() == Ok("replay") {
         // A developer's shortcut: the record-and-replay check alone.
         report.record(
@@ -367,6 +373,7 @@ fn run_server(binaries: &ServerBinaries, report: &mut Report) {
         guarded(|| replay::check(&server, &binaries.bin)),
     );
     record_proxy_checks(&label, &server, &binaries.bin, report);
+    record_trial(&label, &server, &binaries.bin, report);
     report.record(
         &format!("{label}: Debezium through the proxy"),
         guarded(|| proxy_debezium::check(&server)),
@@ -413,6 +420,13 @@ fn record_whole_and_typed_checks(label: &str, server: &Server, report: &mut Repo
 }
 
 /// The proxy's own checks (the shortcut `PGOUTPUT_LIVE_ONLY=proxy` runs these alone).
+fn record_trial(label: &str, server: &Server, bin: &Path, report: &mut Report) {
+    report.record(
+        &format!("{label}: pgoutput trial grades correct and buggy consumers"),
+        guarded(|| trial::check(server, bin)),
+    );
+}
+
 fn record_proxy_checks(label: &str, server: &Server, bin: &Path, report: &mut Report) {
     report.record(
         &format!("{label}: the proxy passes everything through"),
