@@ -381,3 +381,63 @@ export declare function platformPackage(platform?: string, arch?: string, libc?:
 export declare const ENV: 'PGOUTPUT_BINARY';
 /** How long `close()` waits after SIGINT by default (ms). */
 export declare const STOP_GRACE_MS: number;
+
+/** One scenario of a trial, as `pgoutput trial --json` reports it. */
+export interface ScenarioResult {
+  name: string;
+  class: string;
+  verdict: 'pass' | 'warn' | 'unknown' | 'fail';
+  summary: string;
+  /** Lost, partial, duplicated, reordered, aborted rows applied, wrong values, each with its transaction and sink lines. */
+  anomalies: Array<{ anomaly: string } & Record<string, unknown>>;
+  /** The judge's findings, with the harm each does. */
+  findings: Array<{ finding: Finding; harm: string; means: string }>;
+  problems?: string[];
+  /** The anomalies' kinds, then the findings'. */
+  kinds: string[];
+  /** The command that runs this scenario again, the same way. */
+  replay: string;
+  [field: string]: unknown;
+}
+export interface TrialOptions {
+  /** The consumer under test, as words (`['python3', 'consumer.py']`). */
+  command: string[];
+  /** The source's connection string; without it a throwaway cluster is started. */
+  upstream?: string;
+  /** The PostgreSQL installation (its bin directory) of the throwaway cluster. */
+  postgres?: string;
+  /** Only these scenarios. */
+  scenarios?: string[];
+  /** More scenarios, from a JSON file. */
+  scenarioFile?: string;
+  seed?: number;
+  /** Seconds a consumer has for each scenario (30). */
+  budget?: number;
+  workDir?: string;
+  /** Also write JUnit XML there. */
+  junit?: string;
+  binary?: string;
+  env?: NodeJS.ProcessEnv;
+}
+/** A trial's report card. */
+export declare class TrialReport {
+  readonly scenarios: ScenarioResult[];
+  readonly seed: number;
+  /** 0 every scenario passed or warned, 1 one failed, 2 one is unknown. */
+  readonly exitCode: number;
+  /** What the trial printed as it went. */
+  readonly progress: string;
+  readonly raw: unknown;
+  /** The worst verdict. */
+  readonly verdict: ScenarioResult['verdict'];
+  scenario(name: string): ScenarioResult;
+  /** Throws TrialFailed unless every scenario passed (or warned, with allowWarn, the default). */
+  assertPassed(options?: { allowWarn?: boolean }): void;
+  toString(): string;
+}
+/** `assertPassed` failed. */
+export declare class TrialFailed extends PgoutputError {
+  readonly report: TrialReport;
+}
+/** Runs `pgoutput trial` on the consumer and resolves to its report. */
+export declare function runTrial(options: TrialOptions): Promise<TrialReport>;

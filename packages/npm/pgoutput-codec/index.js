@@ -2,7 +2,9 @@
 // pgoutput-codec for Node test suites: TestServer (`pgoutput serve`, a test walsender with
 // fault rules at exact protocol events and a judge of what the consumer confirmed) and Proxy
 // (`pgoutput proxy`, the same in front of a real PostgreSQL), each a child process on free
-// loopback ports driven through its HTTP/JSON control API. Node built-ins only.
+// loopback ports driven through its HTTP/JSON control API; and runTrial (`pgoutput trial`:
+// a consumer run through the catalogue of the field's replication failures, graded by what
+// it applied). Node built-ins only.
 
 const { spawn } = require('child_process');
 const fs = require('fs');
@@ -769,6 +771,112 @@ function startProxy(options) {
   return new Proxy(options).start();
 }
 
+// -- the trial ---------------------------------------------------------------------------
+
+/** The verdicts, best first. */
+const VERDICTS = ['pass', 'warn', 'unknown', 'fail'];
+
+/** A scenario of a trial did not pass (`TrialReport.assertPassed`): the report in words. */
+class TrialFailed extends PgoutputError {
+  constructor(report) {
+    super(report.toString());
+    this.name = 'TrialFailed';
+    this.report = report;
+  }
+}
+
+/** A trial's report card: each scenario's verdict and evidence, as `pgoutput trial --json` gives it. */
+class TrialReport {
+  constructor(raw, exitCode, progress) {
+    this.raw = raw;
+    this.seed = raw.seed;
+    this.exitCode = exitCode;
+    this.progress = progress;
+    this.scenarios = raw.scenarios.map((s) => ({
+      ...s,
+      kinds: [...(s.anomalies || []).map((a) => a.anomaly), ...(s.findings || []).map((f) => f.finding.finding)],
+    }));
+  }
+
+  /** The worst verdict ('pass' for no scenario). */
+  get verdict() {
+    return this.scenarios.reduce((worst, s) => (VERDICTS.indexOf(s.verdict) > VERDICTS.indexOf(worst) ? s.verdict : worst), 'pass');
+  }
+
+  scenario(name) {
+    const found = this.scenarios.find((s) => s.name === name);
+    if (!found) throw new PgoutputError(`no scenario ${JSON.stringify(name)} in this report: ${this.scenarios.map((s) => s.name).join(', ')}`);
+    return found;
+  }
+
+  /** Throws `TrialFailed` unless every scenario passed (or warned, with `allowWarn`, the default). */
+  assertPassed({ allowWarn = true } = {}) {
+    const allowed = allowWarn ? ['pass', 'warn'] : ['pass'];
+    if (this.scenarios.some((s) => !allowed.includes(s.verdict))) throw new TrialFailed(this);
+  }
+
+  toString() {
+    const width = Math.max(8, ...this.scenarios.map((s) => s.name.length));
+    const lines = [`${'scenario'.padEnd(width)}  ${'verdict'.padEnd(7)}  summary`];
+    for (const s of this.scenarios) lines.push(`${s.name.padEnd(width)}  ${s.verdict.padEnd(7)}  ${s.summary}`);
+    for (const s of this.scenarios) if (s.verdict !== 'pass') lines.push(`  ${s.name}: replay with ${s.replay}`);
+    return lines.join('\n');
+  }
+}
+
+/**
+ * Runs `pgoutput trial`: the consumer `command` (an array of words) through the catalogue
+ * of the field's replication failures, graded by what it applied; resolves to its report.
+ * Without `upstream` a throwaway cluster is started from `postgres` (an installation's bin
+ * directory) or the PostgreSQL on PATH. Rejects with a PgoutputError when the trial could
+ * not run, with what the program said.
+ */
+function runTrial(options) {
+  const { command, upstream, postgres, scenarios, scenarioFile, seed = 1, budget = 30, workDir, junit, binary, env } = options || {};
+  if (!Array.isArray(command) || command.length === 0) {
+    return Promise.reject(new PgoutputError('runTrial needs the consumer command, as an array of words'));
+  }
+  const args = ['trial', '--json', '-', '--seed', String(seed), '--budget', String(budget)];
+  if (upstream !== undefined) args.push('--upstream', upstream);
+  if (postgres !== undefined) args.push('--postgres', postgres);
+  if (scenarios && scenarios.length) args.push('--scenario', scenarios.join(','));
+  if (scenarioFile !== undefined) args.push('--scenarios', scenarioFile);
+  if (workDir !== undefined) args.push('--work-dir', workDir);
+  if (junit !== undefined) args.push('--junit', junit);
+  args.push('--', ...command);
+  let program;
+  try {
+    program = findBinary(binary);
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  return new Promise((resolve, reject) => {
+    hookProcessExit();
+    const child = spawn(program, args, { stdio: ['ignore', 'pipe', 'pipe'], env: env || process.env });
+    live.add(child);
+    const out = [];
+    const err = [];
+    child.stdout.on('data', (chunk) => out.push(chunk));
+    child.stderr.on('data', (chunk) => err.push(chunk));
+    child.on('error', (error) => {
+      live.delete(child);
+      reject(new PgoutputError(`pgoutput trial: ${error.message}`, { cause: error }));
+    });
+    child.on('close', (code) => {
+      live.delete(child);
+      const progress = Buffer.concat(err).toString();
+      let raw;
+      try {
+        raw = JSON.parse(Buffer.concat(out).toString());
+      } catch {
+        reject(new PgoutputError(`pgoutput trial exited ${code} without a report: ${progress.trim()}`));
+        return;
+      }
+      resolve(new TrialReport(raw, code, progress));
+    });
+  });
+}
+
 module.exports = {
   ControlError,
   ENV,
@@ -778,6 +886,8 @@ module.exports = {
   STOP_GRACE_MS,
   StartError,
   TestServer,
+  TrialFailed,
+  TrialReport,
   WaitTimeout,
   compareLsn,
   conninfoWords,
@@ -786,6 +896,7 @@ module.exports = {
   lsnToBigInt,
   lsnToText,
   platformPackage,
+  runTrial,
   startProxy,
   startServer,
 };

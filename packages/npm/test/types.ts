@@ -1,6 +1,6 @@
 // The TypeScript types (index.d.ts) as a TypeScript test suite uses them: compiled with
 // --strict by test/run (tsc --noEmit), never run.
-import { startServer, startProxy, FindingsError, ControlError, WaitTimeout, lsnToBigInt, lsnToText, TestServer } from 'pgoutput-codec';
+import { startServer, startProxy, runTrial, FindingsError, ControlError, WaitTimeout, TrialFailed, TrialReport, lsnToBigInt, lsnToText, TestServer } from 'pgoutput-codec';
 
 async function main(): Promise<void> {
   const server: TestServer = await startServer({ script: [{ type: 'begin' }, { type: 'commit' }], publication: 'p', probe: 1,
@@ -20,6 +20,11 @@ async function main(): Promise<void> {
   const proxy = await startProxy({ upstream: 'host=127.0.0.1 port=5432 user=postgres dbname=postgres' });
   (await proxy.connections()).forEach((c) => c.ended);
   await proxy.close();
+  const report: TrialReport = await runTrial({ command: ['python3', 'consumer.py'], upstream: dsn, scenarios: ['baseline'], seed: 7 });
+  const worst: 'pass' | 'warn' | 'unknown' | 'fail' = report.verdict;
+  report.scenario('baseline').kinds.forEach((k) => k.toUpperCase());
+  try { report.assertPassed({ allowWarn: false }); } catch (e) { if (e instanceof TrialFailed) e.report.exitCode.toFixed(); }
   void dsn;
+  void worst;
 }
 void main();

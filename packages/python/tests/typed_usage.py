@@ -73,3 +73,18 @@ def test_uses_a_factory(request: pytest.FixtureRequest) -> None:
     server: TestServer = factories.start_server(request, probe=0)
     proxy: Proxy = factories.start_proxy(request, "host=127.0.0.1 dbname=app")
     print(server, proxy)
+
+
+def uses_the_trial(upstream: str) -> None:
+    from pgoutput_codec import ScenarioResult, TrialFailed, TrialReport, trial
+
+    report: TrialReport = trial(["python3", "consumer.py"], upstream=upstream, scenarios=["baseline"], seed=7)
+    worst: str = report.verdict
+    code: int = report.exit_code
+    baseline: ScenarioResult = report.scenario("baseline")
+    kinds: List[str] = baseline.kinds
+    replay: str = baseline.replay
+    try:
+        report.assert_passed(allow_warn=False)
+    except TrialFailed as failed:
+        again: TrialReport = failed.report

@@ -1,0 +1,47 @@
+'use strict';
+// runTrial against the PostgreSQL 15 this file starts: the repository guide's psycopg2
+// consumer passes, a variant that applies what is sent again fails with the duplicates
+// named, and a trial that cannot run rejects with the reason.
+
+const assert = require('node:assert/strict');
+const path = require('node:path');
+const { after, before, test } = require('node:test');
+const { PgoutputError, TrialFailed, runTrial } = require('pgoutput-codec');
+const { startPostgres15 } = require('./postgres.js');
+
+// The consumers are the repository's (test/run names its root; the tests run from a
+// project of their own).
+const repo = process.env.PGOUTPUT_REPO || path.join(__dirname, '..', '..', '..');
+const guide = path.join(repo, 'docs', 'examples', 'python', 'trial_consumer.py');
+const buggy = path.join(repo, 'tests', 'trial', 'buggy_consumer.py');
+
+let postgres;
+before(async () => {
+  postgres = await startPostgres15();
+});
+after(() => postgres && postgres.stop());
+
+test("the guide's consumer passes the scenarios it is run through", { timeout: 300000 }, async () => {
+  const report = await runTrial({ command: ['python3', guide], upstream: postgres.dsn, scenarios: ['baseline', 'killed-after-acknowledging'] });
+  report.assertPassed({ allowWarn: false });
+  assert.equal(report.verdict, 'pass');
+  assert.equal(report.exitCode, 0);
+  assert.deepEqual(report.scenarios.map((s) => s.name), ['baseline', 'killed-after-acknowledging']);
+  assert.match(report.progress, /\[2\/2\] killed-after-acknowledging/);
+});
+
+test('a consumer that applies what is sent again fails with the duplicates named', { timeout: 300000 }, async () => {
+  const report = await runTrial({ command: ['python3', buggy, 'applies-resent'], upstream: postgres.dsn, scenarios: ['baseline', 'crash-resends-confirmed'] });
+  assert.equal(report.exitCode, 1);
+  assert.equal(report.scenario('baseline').verdict, 'pass');
+  const crash = report.scenario('crash-resends-confirmed');
+  assert.equal(crash.verdict, 'fail');
+  assert.deepEqual([...new Set(crash.kinds)], ['duplicated']);
+  assert.match(crash.replay, /--scenario crash-resends-confirmed/);
+  assert.throws(() => report.assertPassed(), (error) => error instanceof TrialFailed && /crash-resends-confirmed\s+fail/.test(error.message));
+});
+
+test('a trial that cannot run rejects with the reason', async () => {
+  await assert.rejects(runTrial({ command: ['python3', guide], upstream: postgres.dsn, scenarios: ['nope'] }),
+    (error) => error instanceof PgoutputError && /no scenario "nope"/.test(error.message));
+});
