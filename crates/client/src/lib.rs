@@ -57,7 +57,7 @@ pub use conninfo::pairs as conninfo_pairs;
 pub use conninfo::{ConnInfo, Keepalives, SslMode, TlsSettings};
 pub use consumer::{ConsumerConfig, Finished, Reconnecting};
 pub use error::{ClientError, ServerError};
-pub use options::{parse_identifier_list, quote_identifier, StreamOptions};
+pub use options::{parse_identifier_list, quote_identifier, quote_literal, StreamOptions};
 pub use stream::{
     Column, ColumnInfo, Event, FromColumn, RelationInfo, Replication, Row, TransactionKind,
     ValueError, WholeTransaction,

@@ -179,8 +179,10 @@ pub fn quote_identifier(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-/// `text` as a quoted string literal of the replication grammar (no backslash escapes).
-fn quote_literal(text: &str) -> String {
+/// `text` as a quoted string literal of the replication grammar and of SQL with
+/// `standard_conforming_strings` (no backslash escapes).
+#[must_use]
+pub fn quote_literal(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
 }
 

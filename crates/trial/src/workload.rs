@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::change::{Change, Op};
 use crate::schema::{ITEMS, UNPUBLISHED};
+use pgoutput_client::quote_literal;
 
 /// One step of a workload. Outside a `begin` … `commit` on its session, a step that
 /// writes is a transaction of its own.
@@ -426,10 +427,6 @@ fn insert_into() -> String {
     format!("INSERT INTO {ITEMS} (id, version, note, mood, amount, doc)")
 }
 
-/// `value` as an SQL string literal.
-pub(crate) fn quote_literal(value: &str) -> String {
-    format!("'{}'", value.replace('\'', "''"))
-}
 
 #[cfg(test)]
 mod tests {
