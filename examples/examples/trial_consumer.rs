@@ -11,14 +11,13 @@
 //! pgoutput trial -- cargo run -q -p pgoutput-examples --example trial_consumer
 //! ```
 
-use std::collections::HashMap;
 use std::error::Error;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::time::Duration;
 
 use pgoutput_client::{ConnInfo, Consumer, ConsumerConfig, Event, Row, StreamOptions};
-use pgoutput_codec::{ColumnValue, Lsn, Oid, PgOutputMessage, ProtocolVersion};
+use pgoutput_codec::{ColumnValue, Lsn, PgOutputMessage, ProtocolVersion};
 use serde_json::{json, Map, Value};
 
 fn var(name: &str) -> Result<String, String> {
@@ -35,14 +34,13 @@ fn main() -> Result<(), Box<dyn Error>> {
         .reconnect(Duration::from_millis(100))
         .status_interval(Duration::from_secs(1));
     let mut consumer = Consumer::connect(&info, config)?;
-    let mut tables: HashMap<Oid, String> = HashMap::new();
     while let Some(mut transaction) = consumer.next_transaction()? {
         let Some(end) = transaction.end_lsn() else {
             continue;
         };
         let mut lines = Vec::new();
         while let Some(event) = transaction.next_event()? {
-            lines.extend(lines_of(&event, &mut tables));
+            lines.extend(lines_of(&event));
         }
         // Sent again (a crash, a restart before the confirmation reached the server):
         // applied already.
@@ -92,7 +90,7 @@ fn recover(path: &str) -> Result<(File, Lsn), Box<dyn Error>> {
 }
 
 /// The sink's lines for one event: a row change, or a line per table truncated.
-fn lines_of(event: &Event<'_>, tables: &mut HashMap<Oid, String>) -> Vec<Map<String, Value>> {
+fn lines_of(event: &Event<'_>) -> Vec<Map<String, Value>> {
     let line = |table: &str, op: &str| {
         let mut line = Map::new();
         line.insert("table".into(), json!(table));
@@ -100,17 +98,11 @@ fn lines_of(event: &Event<'_>, tables: &mut HashMap<Oid, String>) -> Vec<Map<Str
         line
     };
     let (op, row) = match &event.message {
-        PgOutputMessage::Relation(relation) => {
-            tables.insert(relation.relation_oid, relation.relation_name.to_string());
-            return Vec::new();
-        }
-        PgOutputMessage::Truncate(truncate) => {
-            return truncate
-                .relation_oids
-                .iter()
-                .filter_map(|oid| tables.get(&oid))
-                .map(|table| {
-                    let mut line = line(table, "truncate");
+        PgOutputMessage::Truncate(_) => {
+            return event
+                .truncated()
+                .map(|relation| {
+                    let mut line = line(&relation.name, "truncate");
                     line.insert("key".into(), json!({}));
                     line
                 })
@@ -125,12 +117,9 @@ fn lines_of(event: &Event<'_>, tables: &mut HashMap<Oid, String>) -> Vec<Map<Str
         return Vec::new();
     };
     let mut out = line(&relation.name, op);
-    let key: Map<String, Value> = relation
-        .columns
-        .iter()
-        .zip(row.iter())
-        .filter(|(info, _)| info.key)
-        .filter_map(|(info, column)| Some((info.name.clone(), text(column.raw())?)))
+    let key: Map<String, Value> = row
+        .key()
+        .filter_map(|column| Some((column.name().to_owned(), text(column.raw())?)))
         .collect();
     out.insert("key".into(), Value::Object(key));
     if op != "delete" {

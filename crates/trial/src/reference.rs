@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use pgoutput_client::{ConnInfo, Consumer, ConsumerConfig, Event, StreamOptions, TransactionKind};
-use pgoutput_codec::{ColumnValue, Lsn, Oid, PgOutputMessage, ProtocolVersion};
+use pgoutput_codec::{ColumnValue, Lsn, PgOutputMessage, ProtocolVersion};
 
 use crate::change::{Change, Op};
 use crate::ledger::{Ledger, Transaction};
@@ -73,12 +73,10 @@ pub fn read(info: &ConnInfo, slot: &str, end: Lsn, wait: Duration) -> Result<Led
     Ok(ledger)
 }
 
-/// What the stream has said so far: the tables' names, and each row's last values (an
-/// unchanged TOASTed value is not sent again; the consumer keeps what it had, and so
-/// does the ledger).
+/// Each row's last values as the stream gave them (an unchanged TOASTed value is not
+/// sent again; the consumer keeps what it had, and so does the ledger).
 #[derive(Debug, Default)]
 struct Rows {
-    tables: HashMap<Oid, String>,
     last: HashMap<(String, BTreeMap<String, String>), BTreeMap<String, String>>,
 }
 
@@ -86,20 +84,12 @@ impl Rows {
     /// The row changes one event made (a Truncate names each of its tables).
     fn changes_of(&mut self, event: &Event<'_>) -> Vec<Change> {
         let op = match &event.message {
-            PgOutputMessage::Relation(relation) => {
-                self.tables
-                    .insert(relation.relation_oid, relation.relation_name.to_string());
-                return Vec::new();
-            }
-            PgOutputMessage::Truncate(truncate) => {
-                let truncated: Vec<String> = truncate
-                    .relation_oids
-                    .iter()
-                    .filter_map(|oid| self.tables.get(&oid).cloned())
-                    .collect();
-                self.last.retain(|(table, _), _| !truncated.contains(table));
+            PgOutputMessage::Truncate(_) => {
+                let truncated: Vec<&str> = event.truncated().map(|r| r.name.as_str()).collect();
+                self.last
+                    .retain(|(table, _), _| !truncated.contains(&table.as_str()));
                 return truncated
-                    .iter()
+                    .into_iter()
                     .map(|table| Change::new(table, Op::Truncate, Vec::<(String, String)>::new()))
                     .collect();
             }
@@ -118,12 +108,9 @@ impl Rows {
         let Some(row) = row else {
             return Vec::new();
         };
-        let key: BTreeMap<String, String> = relation
-            .columns
-            .iter()
-            .zip(row.iter())
-            .filter(|(info, _)| info.key)
-            .filter_map(|(info, column)| Some((info.name.clone(), text(column.raw())?)))
+        let key: BTreeMap<String, String> = row
+            .key()
+            .filter_map(|column| Some((column.name().to_owned(), text(column.raw())?)))
             .collect();
         let mut change = Change::new(&relation.name, op, key);
         let id = (change.table.clone(), change.key.clone());

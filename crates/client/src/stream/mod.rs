@@ -69,6 +69,8 @@ pub struct Event<'a> {
     /// The message, borrowing from the frame.
     pub message: PgOutputMessage<'a>,
     relation: Option<&'a RelationInfo>,
+    /// The tables known when it was read (a Truncate's are looked up in them).
+    relations: Option<&'a Relations>,
     resumed: bool,
 }
 
@@ -81,11 +83,14 @@ impl<'a> Event<'a> {
         message: PgOutputMessage<'a>,
         relations: Option<&'a mut Relations>,
     ) -> Event<'a> {
-        let relation = relations.and_then(|relations| match &message {
-            PgOutputMessage::Relation(relation) => {
+        let relations: Option<&'a Relations> = relations.map(|relations| {
+            if let PgOutputMessage::Relation(relation) = &message {
                 relations.learn(relation);
-                relations.get(relation.relation_oid)
             }
+            &*relations
+        });
+        let relation = relations.and_then(|relations| match &message {
+            PgOutputMessage::Relation(relation) => relations.get(relation.relation_oid),
             PgOutputMessage::Insert(m) => relations.get(m.relation_oid),
             PgOutputMessage::Update(m) => relations.get(m.relation_oid),
             PgOutputMessage::Delete(m) => relations.get(m.relation_oid),
@@ -96,6 +101,7 @@ impl<'a> Event<'a> {
             wal_end,
             message,
             relation,
+            relations,
             resumed: false,
         }
     }
@@ -116,6 +122,19 @@ impl<'a> Event<'a> {
             _ => return None,
         };
         Some(Row::new(self.relation?, tuple))
+    }
+
+    /// The tables a Truncate names, as far as their Relation messages came (nothing for
+    /// any other message).
+    pub fn truncated(&self) -> impl Iterator<Item = &'a RelationInfo> + '_ {
+        let oids = match &self.message {
+            PgOutputMessage::Truncate(truncate) => Some(truncate.relation_oids.iter()),
+            _ => None,
+        };
+        let relations = self.relations;
+        oids.into_iter()
+            .flatten()
+            .filter_map(move |oid| relations?.get(oid))
     }
 
     /// The old row (or its key columns) of an Update that carries one, or of a Delete.

@@ -70,6 +70,12 @@ impl<'a> Row<'a> {
         }
     }
 
+    /// The replica identity's columns (the key), in order: of a Delete's old key, or the
+    /// key of a full row.
+    pub fn key(&self) -> impl Iterator<Item = Column<'a>> + 'a {
+        self.iter().filter(|column| column.info.key)
+    }
+
     /// Every column, in order.
     pub fn iter(&self) -> impl Iterator<Item = Column<'a>> + 'a {
         let columns = &self.relation.columns;
