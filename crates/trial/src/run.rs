@@ -185,16 +185,11 @@ impl Trial {
             schema::REFERENCE_SLOT
         ))?;
         let seed = self.seed ^ (number as u64).wrapping_mul(0x9E37_79B9);
-        let mut planner = workload::Planner::new(seed);
-        let plan = planner
-            .plan(&scenario.workload)
-            .map_err(|e| format!("{}: {e}", scenario.name))?;
-        let mut sessions = Sessions::new(info);
-        sessions.run(&plan.statements)?;
-        let end = sql.current_lsn()?;
-        let mut ledger =
-            crate::reference::read(info, schema::REFERENCE_SLOT, end, Duration::from_secs(60))?;
-        ledger.aborted = plan.aborted;
+        let mut workload = Workload::new(info, seed);
+        let mut ledger = Ledger::default();
+        workload
+            .commit(&scenario.workload, &mut sql, &mut ledger)
+            .map_err(|e| format!("{}: workload: {e}", scenario.name))?;
         let sink = self
             .work_dir
             .join(format!("{number:02}-{}.jsonl", scenario.name));
@@ -298,14 +293,9 @@ impl Trial {
                                 dropped = Some(consumer.exits);
                                 // Committed while the slot is gone.
                                 then_done = true;
-                                self.then(
-                                    scenario,
-                                    info,
-                                    &mut planner,
-                                    &mut sessions,
-                                    &mut sql,
-                                    &mut ledger,
-                                )?;
+                                workload
+                                    .commit(&scenario.then, &mut sql, &mut ledger)
+                                    .map_err(|e| format!("{}: then: {e}", scenario.name))?;
                             }
                         }
                     } else if dropped.is_some() && !went_on {
@@ -317,14 +307,11 @@ impl Trial {
                             break;
                         }
                         then_done = true;
-                        idle_end = Some(self.then(
-                            scenario,
-                            info,
-                            &mut planner,
-                            &mut sessions,
-                            &mut sql,
-                            &mut ledger,
-                        )?);
+                        idle_end = Some(
+                            workload
+                                .commit(&scenario.then, &mut sql, &mut ledger)
+                                .map_err(|e| format!("{}: then: {e}", scenario.name))?,
+                        );
                     } else {
                         break;
                     }
@@ -339,7 +326,7 @@ impl Trial {
             settle(&ledger, &sink);
         }
         consumer.stop(Duration::from_secs(10));
-        drop(sessions);
+        drop(workload);
         // A scenario none of whose faults fired did not happen: it says nothing either
         // way. (Its faults are alternatives: the forms one point of a stream takes, a
         // Commit or a Stream Commit, as the consumer asked for streaming or not.)
@@ -443,30 +430,6 @@ impl Trial {
             elapsed_ms: started.elapsed().as_millis(),
             replay: self.replay.replace("{scenario}", &scenario.name),
         })
-    }
-
-    /// The scenario's `then` steps committed, and their transactions read into the
-    /// ledger: the WAL end after them.
-    #[allow(clippy::too_many_arguments)]
-    fn then(
-        &self,
-        scenario: &Scenario,
-        info: &ConnInfo,
-        planner: &mut workload::Planner,
-        sessions: &mut Sessions<'_>,
-        sql: &mut Sql,
-        ledger: &mut Ledger,
-    ) -> Result<Lsn, String> {
-        let then = planner
-            .plan(&scenario.then)
-            .map_err(|e| format!("{}: then: {e}", scenario.name))?;
-        sessions.run(&then.statements)?;
-        let end = sql.current_lsn()?;
-        let more =
-            crate::reference::read(info, schema::REFERENCE_SLOT, end, Duration::from_secs(60))?;
-        ledger.transactions.extend(more.transactions);
-        ledger.aborted.extend(then.aborted);
-        Ok(end)
     }
 
     fn proxy(&self, scenario: &Scenario, slot: &str) -> Result<Proxy, String> {
@@ -638,18 +601,43 @@ impl Sql {
     }
 }
 
-/// The workload's sessions, each its own connection, opened as first used.
-struct Sessions<'a> {
+/// A scenario's workload on the source: the planner (whose rows a later batch of steps
+/// goes on from) and its sessions, each its own connection, opened as first used.
+struct Workload<'a> {
     info: &'a ConnInfo,
+    planner: workload::Planner,
     open: BTreeMap<Session, Connection>,
 }
 
-impl<'a> Sessions<'a> {
-    fn new(info: &'a ConnInfo) -> Sessions<'a> {
-        Sessions {
+impl<'a> Workload<'a> {
+    fn new(info: &'a ConnInfo, seed: u64) -> Workload<'a> {
+        Workload {
             info,
+            planner: workload::Planner::new(seed),
             open: BTreeMap::new(),
         }
+    }
+
+    /// `steps` committed on the source and what they committed read into `ledger` from
+    /// the reference slot (what they rolled back from the plan): the WAL end after them.
+    fn commit(
+        &mut self,
+        steps: &[workload::Step],
+        sql: &mut Sql,
+        ledger: &mut Ledger,
+    ) -> Result<Lsn, String> {
+        let plan = self.planner.plan(steps)?;
+        self.run(&plan.statements)?;
+        let end = sql.current_lsn()?;
+        let more = crate::reference::read(
+            self.info,
+            schema::REFERENCE_SLOT,
+            end,
+            Duration::from_secs(60),
+        )?;
+        ledger.transactions.extend(more.transactions);
+        ledger.aborted.extend(plan.aborted);
+        Ok(end)
     }
 
     fn run(&mut self, statements: &[workload::Statement]) -> Result<(), String> {
