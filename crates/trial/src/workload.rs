@@ -427,7 +427,6 @@ fn insert_into() -> String {
     format!("INSERT INTO {ITEMS} (id, version, note, mood, amount, doc)")
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
