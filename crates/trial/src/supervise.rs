@@ -25,6 +25,9 @@ pub mod env {
     pub const PUBLICATION: &str = "PGOUTPUT_TRIAL_PUBLICATION";
     /// The JSON-lines file to append one line to per applied row change.
     pub const SINK: &str = "PGOUTPUT_TRIAL_SINK";
+    /// With a sink of tables (`--sink-database`): the libpq connection string of the
+    /// database to write the rows to, where the trial made the tables.
+    pub const SINK_DATABASE: &str = "PGOUTPUT_TRIAL_SINK_DATABASE";
     /// The scenario's name (for logs).
     pub const SCENARIO: &str = "PGOUTPUT_TRIAL_SCENARIO";
 }
@@ -40,6 +43,7 @@ pub struct Assignment {
     pub slot: String,
     pub publication: String,
     pub sink: std::path::PathBuf,
+    pub sink_database: Option<String>,
     pub scenario: String,
 }
 
@@ -125,6 +129,10 @@ impl Supervised {
             Some(password) => command.env(env::PASSWORD, password),
             None => command.env_remove(env::PASSWORD),
         };
+        match &a.sink_database {
+            Some(conninfo) => command.env(env::SINK_DATABASE, conninfo),
+            None => command.env_remove(env::SINK_DATABASE),
+        };
         self.child = Some(command.spawn()?);
         self.starts += 1;
         Ok(())
@@ -166,32 +174,31 @@ impl Supervised {
         }
     }
 
-    /// Sends `signal` to the process group and waits up to `wait` for the shell to exit;
-    /// `true` when it did (or was not running).
+    /// Sends `signal` to the process group and waits up to `wait` for every process of
+    /// it to exit (the shell dies at once, while what it started may still be cleaning
+    /// up); `true` when they did (or nothing was running).
     fn signal(&mut self, signal: &str, wait: Duration) -> bool {
         let Some(child) = self.child.as_mut() else {
             return true;
         };
-        // kill(1), not libc: the crate forbids unsafe.
-        let _ = Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg("--")
-            .arg(format!("-{}", child.id()))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+        let group = child.id();
+        kill(signal, group);
         let deadline = Instant::now() + wait;
+        let mut shell_gone = false;
         loop {
-            match child.try_wait() {
-                Ok(Some(_)) | Err(_) => {
-                    self.child = None;
-                    return true;
-                }
-                Ok(None) if Instant::now() >= deadline => return false,
-                // A process exiting: no event to wait on without unsafe (waitpid with a
-                // timeout); a short poll.
-                Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            if !shell_gone {
+                shell_gone = !matches!(child.try_wait(), Ok(None));
             }
+            if shell_gone && !group_alive(group) {
+                self.child = None;
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            // Processes exiting: no event to wait on without unsafe (waitpid with a
+            // timeout); a short poll.
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 
@@ -202,6 +209,39 @@ impl Supervised {
         let all: Vec<&str> = text.lines().collect();
         all[all.len().saturating_sub(lines)..].join("\n")
     }
+}
+
+/// `kill -SIGNAL -- -GROUP` (kill(1), not libc: the crate forbids unsafe): whether it
+/// reached a process.
+fn kill(signal: &str, group: u32) -> bool {
+    Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg("--")
+        .arg(format!("-{group}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// Whether a process of `group` is still running. From `/proc` where there is one: an
+/// exited process whose parent has gone waits there as a zombie until init reaps it
+/// (which a container's init may do only every second or two), and `kill -0` counts it.
+fn group_alive(group: u32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return kill("0", group);
+    };
+    entries.flatten().any(|entry| {
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // `pid (comm) state ppid pgrp …`; comm may hold spaces and parentheses.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            return false;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next();
+        let pgrp = fields.nth(1).and_then(|f| f.parse::<u32>().ok());
+        pgrp == Some(group) && state != Some("Z")
+    })
 }
 
 impl Drop for Supervised {
