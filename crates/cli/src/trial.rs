@@ -26,6 +26,13 @@ pub struct TrialArgs {
     /// The PostgreSQL installation (its bin directory) for the throwaway cluster.
     #[arg(long, value_name = "DIR", conflicts_with = "upstream")]
     pub postgres: Option<PathBuf>,
+    /// A sink of tables: a database (another than the source's) where the consumer
+    /// writes the rows it applied, as a PostgreSQL subscriber does. The trial makes the
+    /// source's tables there before each scenario and compares them with the source's at
+    /// the end; the consumer finds it in PGOUTPUT_TRIAL_SINK_DATABASE. Its user needs the
+    /// REPLICATION attribute (the trial speaks to it as the client does).
+    #[arg(long, value_name = "CONNINFO")]
+    pub sink_database: Option<String>,
     /// Only these scenarios (repeat the option, or separate names with commas).
     #[arg(long, value_name = "NAME", value_delimiter = ',')]
     pub scenario: Vec<String>,
@@ -65,6 +72,7 @@ const TRIAL_HELP: &str = r#"The consumer is told where to connect in its environ
   PGOUTPUT_TRIAL_PUBLICATION   the publication
   PGOUTPUT_TRIAL_SINK          the JSON-lines file to append a line to per applied change:
     {"table": "pgoutput_trial_items", "op": "insert", "key": {"id": 7}, "values": {"version": 1, …}}
+  PGOUTPUT_TRIAL_SINK_DATABASE with --sink-database: the database to write the rows to
   PGOUTPUT_TRIAL_SCENARIO      the scenario's name
 Verdicts: pass; warn (a latent harm: the judge's findings); fail (lost, partial,
 duplicated, reordered, aborted rows applied, wrong value, a crash loop); unknown (the
@@ -144,6 +152,9 @@ pub fn trial(args: &TrialArgs) -> Result<ExitCode, String> {
     if let Some(file) = &args.scenarios {
         source += &format!(" --scenarios {}", shell_quote(&file.to_string_lossy()));
     }
+    if let Some(sink) = &args.sink_database {
+        source += &format!(" --sink-database {}", shell_quote(sink));
+    }
     if args.budget != DEFAULT_BUDGET {
         source += &format!(" --budget {}", args.budget);
     }
@@ -153,6 +164,7 @@ pub fn trial(args: &TrialArgs) -> Result<ExitCode, String> {
         scenarios,
         seed: args.seed,
         budget: Duration::from_secs(args.budget),
+        sink_database: args.sink_database.clone(),
         work_dir: work_dir.clone(),
         replay: format!(
             "pgoutput trial{source} --seed {} --scenario {{scenario}} -- {command}",

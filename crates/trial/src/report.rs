@@ -135,12 +135,7 @@ fn evidence(s: &ScenarioReport) -> String {
     let torn = s
         .torn_line
         .map_or_else(String::new, |n| format!(", line {n} torn"));
-    let _ = writeln!(
-        out,
-        "  sink: {} ({} changes{torn})",
-        s.sink.display(),
-        s.sink_lines
-    );
+    let _ = writeln!(out, "  sink: {} ({} changes{torn})", s.sink, s.sink_lines);
     if !s.consumer.log_tail.is_empty() {
         let _ = writeln!(out, "  consumer's output (last lines):");
         for line in s.consumer.log_tail.lines() {

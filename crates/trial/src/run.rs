@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::grade::{grade, Anomaly};
+use crate::grade::{grade, grade_state, Anomaly};
 use crate::ledger::Ledger;
 use crate::scenario::{CueAction, Scenario};
 use crate::schema;
+use crate::sink::Database;
 use crate::supervise::{Assignment, Supervised};
 use crate::verdict::Verdict;
 use crate::workload::{self, Session};
@@ -36,6 +37,10 @@ pub struct Trial {
     pub seed: u64,
     /// How long a consumer has to confirm the end of a scenario before it is `unknown`.
     pub budget: Duration,
+    /// A sink of tables: the libpq connection string of a database where the consumer
+    /// writes the rows it applied (a subscriber's), compared at the end with the
+    /// source's. Without it, the sink is a JSON-lines file in `work_dir`.
+    pub sink_database: Option<String>,
     /// Where the sinks and the consumer's logs go (one of each per scenario).
     pub work_dir: PathBuf,
     /// How to replay a scenario: the command line with `{scenario}` where its name goes.
@@ -102,11 +107,12 @@ pub struct ScenarioReport {
     pub end: Option<Lsn>,
     pub confirmed: Option<Lsn>,
     pub finished: bool,
-    /// The sink's lines of changes, and a torn last line.
+    /// The sink's lines of changes (its rows, for a sink of tables), and a torn last line.
     pub sink_lines: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub torn_line: Option<usize>,
-    pub sink: PathBuf,
+    /// The JSON-lines file, or the sink's tables in words.
+    pub sink: String,
     pub consumer: Process,
     pub elapsed_ms: u128,
     /// The one command that runs this scenario again, the same way.
@@ -150,6 +156,17 @@ impl Trial {
             .map_err(|e| format!("{}: {e}", self.work_dir.display()))?;
         let info = ConnInfo::parse(Some(&self.upstream), |name| std::env::var(name).ok())
             .map_err(|e| format!("--upstream: {e}"))?;
+        if let Some(sink) = &self.sink_database {
+            let sink = ConnInfo::parse(Some(sink), |name| std::env::var(name).ok())
+                .map_err(|e| format!("--sink-database: {e}"))?;
+            if (&sink.host, sink.port, &sink.dbname) == (&info.host, info.port, &info.dbname) {
+                return Err(format!(
+                    "--sink-database: {} is the source's database, whose tables the sink's \
+                     would replace; give another",
+                    sink.dbname
+                ));
+            }
+        }
         let mut reports = Vec::new();
         let total = self.scenarios.len();
         for (i, scenario) in self.scenarios.iter().enumerate() {
@@ -179,6 +196,14 @@ impl Trial {
         let slot = schema::consumer_slot(number);
         let mut sql = Sql::connect(info)?;
         sql.prepare()?;
+        let mut tables = match &self.sink_database {
+            Some(conninfo) => {
+                let mut tables = Database::connect(conninfo)?;
+                tables.prepare()?;
+                Some(tables)
+            }
+            None => None,
+        };
         sql.run(&format!(
             "SELECT pg_create_logical_replication_slot('{}', 'pgoutput'); \
              SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput')",
@@ -188,7 +213,7 @@ impl Trial {
         let mut workload = Workload::new(info, seed);
         let mut ledger = Ledger::default();
         workload
-            .commit(&scenario.workload, &mut sql, &mut ledger)
+            .commit(&scenario.workload, &mut sql, &mut ledger, tables.as_mut())
             .map_err(|e| format!("{}: workload: {e}", scenario.name))?;
         let sink = self
             .work_dir
@@ -209,6 +234,7 @@ impl Trial {
             slot: slot.clone(),
             publication: schema::PUBLICATION.into(),
             sink: sink.clone(),
+            sink_database: self.sink_database.clone(),
             scenario: scenario.name.clone(),
         };
         let mut problems = Vec::new();
@@ -294,7 +320,7 @@ impl Trial {
                                 // Committed while the slot is gone.
                                 then_done = true;
                                 workload
-                                    .commit(&scenario.then, &mut sql, &mut ledger)
+                                    .commit(&scenario.then, &mut sql, &mut ledger, tables.as_mut())
                                     .map_err(|e| format!("{}: then: {e}", scenario.name))?;
                             }
                         }
@@ -309,7 +335,7 @@ impl Trial {
                         then_done = true;
                         idle_end = Some(
                             workload
-                                .commit(&scenario.then, &mut sql, &mut ledger)
+                                .commit(&scenario.then, &mut sql, &mut ledger, tables.as_mut())
                                 .map_err(|e| format!("{}: then: {e}", scenario.name))?,
                         );
                     } else {
@@ -323,9 +349,16 @@ impl Trial {
             }
         }
         if finished {
-            settle(&ledger, &sink);
+            settle(|| {
+                held(tables.as_mut(), &sink, &ledger, true)
+                    .is_ok_and(|held| !held.anomalies.iter().any(Anomaly::is_missing))
+            });
         }
         consumer.stop(Duration::from_secs(10));
+        if let Some(tables) = tables.as_mut() {
+            // A subscription its consumer was killed before it dropped.
+            tables.drop_subscriptions()?;
+        }
         drop(workload);
         // A scenario none of whose faults fired did not happen: it says nothing either
         // way. (Its faults are alternatives: the forms one point of a stream takes, a
@@ -366,18 +399,14 @@ impl Trial {
         // Failed loudly once its slot was gone: what it missed since is not lost (it
         // said so), and nothing it applied may be wrong.
         let loud = dropped.is_some() && !went_on;
-        let bytes = std::fs::read(&sink).map_err(|e| format!("{}: {e}", sink.display()))?;
-        let (anomalies, sink_lines, torn_line) = match crate::sink::read(&bytes) {
-            Ok(read) => (
-                grade(&ledger, &read.applied, finished && !loud),
-                read.applied.len(),
-                read.torn,
-            ),
-            Err(err) => {
-                problems.push(format!("the sink does not read: {err}"));
-                (Vec::new(), 0, None)
-            }
-        };
+        let Held {
+            anomalies,
+            changes: sink_lines,
+            torn: torn_line,
+        } = held(tables.as_mut(), &sink, &ledger, finished && !loud).unwrap_or_else(|err| {
+            problems.push(err);
+            Held::default()
+        });
         let only: Vec<Finding> = findings.iter().map(|j| j.finding.clone()).collect();
         let mut verdict = if loud && anomalies.is_empty() {
             Verdict::Pass
@@ -425,7 +454,9 @@ impl Trial {
             finished,
             sink_lines,
             torn_line,
-            sink,
+            sink: tables
+                .as_ref()
+                .map_or_else(|| sink.display().to_string(), |t| t.name().to_owned()),
             consumer: process,
             elapsed_ms: started.elapsed().as_millis(),
             replay: self.replay.replace("{scenario}", &scenario.name),
@@ -462,24 +493,56 @@ impl Trial {
 /// moment later fails the scenario that kills it then, not every other one.
 const SETTLE: Duration = Duration::from_secs(2);
 
-/// Waits (up to [`SETTLE`]) for the sink to hold every committed change.
-fn settle(ledger: &Ledger, sink: &std::path::Path) {
+/// Waits (up to [`SETTLE`]) for `complete` (the sink holding every committed change).
+fn settle(mut complete: impl FnMut() -> bool) {
     let deadline = Instant::now() + SETTLE;
     while Instant::now() < deadline {
-        let complete = std::fs::read(sink)
-            .ok()
-            .and_then(|bytes| crate::sink::read(&bytes).ok())
-            .is_some_and(|read| {
-                !grade(ledger, &read.applied, true)
-                    .iter()
-                    .any(Anomaly::is_missing)
-            });
-        if complete {
+        if complete() {
             return;
         }
-        // A file being written: no event to wait on; a short poll.
+        // A file being written, a subscriber applying: no event to wait on; a short poll.
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// What the sink holds, graded.
+#[derive(Debug, Default)]
+struct Held {
+    anomalies: Vec<Anomaly>,
+    /// Its changes (lines), or its rows for a sink of tables.
+    changes: usize,
+    /// A torn last line.
+    torn: Option<usize>,
+}
+
+/// Reads the sink (the tables, when there are, else the JSON-lines file) and grades it
+/// against `ledger`; `finished` as [`grade`] takes it. An error is a sink that does not
+/// read, in words.
+fn held(
+    tables: Option<&mut Database>,
+    lines: &std::path::Path,
+    ledger: &Ledger,
+    finished: bool,
+) -> Result<Held, String> {
+    if let Some(tables) = tables {
+        let rows = tables.rows()?;
+        let mut anomalies = grade_state(ledger, &rows);
+        if !finished {
+            anomalies.retain(|a| !a.is_missing());
+        }
+        return Ok(Held {
+            anomalies,
+            changes: rows.len(),
+            torn: None,
+        });
+    }
+    let bytes = std::fs::read(lines).map_err(|e| format!("{}: {e}", lines.display()))?;
+    let read = crate::sink::read(&bytes).map_err(|err| format!("the sink does not read: {err}"))?;
+    Ok(Held {
+        anomalies: grade(ledger, &read.applied, finished),
+        changes: read.applied.len(),
+        torn: read.torn,
+    })
 }
 
 /// A scenario's verdict in a line.
@@ -620,13 +683,20 @@ impl<'a> Workload<'a> {
 
     /// `steps` committed on the source and what they committed read into `ledger` from
     /// the reference slot (what they rolled back from the plan): the WAL end after them.
+    /// A sink of tables, `tables`, has the steps' schema changes made first.
     fn commit(
         &mut self,
         steps: &[workload::Step],
         sql: &mut Sql,
         ledger: &mut Ledger,
+        tables: Option<&mut Database>,
     ) -> Result<Lsn, String> {
         let plan = self.planner.plan(steps)?;
+        if let Some(tables) = tables {
+            for change in &plan.schema {
+                tables.run(change)?;
+            }
+        }
         self.run(&plan.statements)?;
         let end = sql.current_lsn()?;
         let more = crate::reference::read(

@@ -25,27 +25,40 @@ pub fn consumer_slot(n: usize) -> String {
     format!("pgoutput_trial_{n}")
 }
 
-/// Drops what a trial made (its slots too, when `slots` are named), in an order that
-/// works from any state a stopped trial left.
+/// Drops what a trial made, in an order that works from any state a stopped trial left.
 #[must_use]
 pub fn drop_sql() -> String {
     format!(
-        "DROP PUBLICATION IF EXISTS {PUBLICATION}; \
-         DROP TABLE IF EXISTS {ITEMS}, {UNPUBLISHED}; \
-         DROP TYPE IF EXISTS {MOOD}"
+        "DROP PUBLICATION IF EXISTS {PUBLICATION}; {}",
+        drop_tables_sql()
     )
+}
+
+/// Drops the tables and their type (on the source, or a sink of tables).
+#[must_use]
+pub fn drop_tables_sql() -> String {
+    format!("DROP TABLE IF EXISTS {ITEMS}, {UNPUBLISHED}; DROP TYPE IF EXISTS {MOOD}")
 }
 
 /// Makes the tables and the publication, from nothing.
 #[must_use]
 pub fn create_sql() -> String {
     format!(
+        "{}; CREATE PUBLICATION {PUBLICATION} FOR TABLE {ITEMS}",
+        tables_sql()
+    )
+}
+
+/// Makes the tables, from nothing: on the source, and on a sink of tables (a
+/// subscriber's database), where a consumer writes the rows it applied.
+#[must_use]
+pub fn tables_sql() -> String {
+    format!(
         "CREATE TYPE {MOOD} AS ENUM ('calm', 'busy', 'stuck'); \
          CREATE TABLE {ITEMS} (id bigint PRIMARY KEY, version bigint NOT NULL, note text, \
              mood {MOOD}, amount numeric(12, 2), doc jsonb); \
          ALTER TABLE {ITEMS} ALTER COLUMN note SET STORAGE EXTERNAL; \
-         CREATE TABLE {UNPUBLISHED} (id bigint PRIMARY KEY, version bigint NOT NULL); \
-         CREATE PUBLICATION {PUBLICATION} FOR TABLE {ITEMS}"
+         CREATE TABLE {UNPUBLISHED} (id bigint PRIMARY KEY, version bigint NOT NULL)"
     )
 }
 

@@ -116,6 +116,9 @@ pub struct Statement {
 pub struct Plan {
     pub statements: Vec<Statement>,
     pub aborted: Vec<Change>,
+    /// The schema changes among the statements, which a sink of tables makes first (as
+    /// the operator of a subscriber does).
+    pub schema: Vec<String>,
 }
 
 /// A small, fast, seeded generator (SplitMix64): the same seed, the same workload.
@@ -306,11 +309,13 @@ impl Planner {
                 p.rows.clear();
                 vec![format!("TRUNCATE {ITEMS}")]
             }),
-            Step::AddColumn { session } => self.write(session, |_| {
-                vec![format!(
+            Step::AddColumn { session } => {
+                let sql = format!(
                     "ALTER TABLE {ITEMS} ADD COLUMN IF NOT EXISTS extra text DEFAULT 'added'"
-                )]
-            }),
+                );
+                self.plan.schema.push(sql.clone());
+                self.write(session, |_| vec![sql])
+            }
             Step::Unpublished { rows, session } => self.write(session, |p| {
                 (0..*rows)
                     .map(|_| {

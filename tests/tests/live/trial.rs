@@ -260,8 +260,85 @@ pub fn check(server: &Server, bin: &Path) -> Result<String, String> {
             ));
         }
     }
+    let subscriber = subscriber(server, &upstream)?;
     Ok(format!(
-        "the crate's consumer passed {rust_passed} scenarios (throwaway cluster), the guide's psycopg2 consumer {python_passed}; {} variants with one bug each failed where their bug shows",
+        "the crate's consumer passed {rust_passed} scenarios (throwaway cluster), the guide's psycopg2 consumer {python_passed}; {} variants with one bug each failed where their bug shows; {subscriber}",
         VARIANTS.len()
+    ))
+}
+
+/// The scenarios a PostgreSQL subscriber meets: not those that kill the consumer or
+/// need it to fail loudly (its apply worker is not the process the trial starts).
+const SUBSCRIBER_SCENARIOS: &str = "baseline,cut-inside-transaction,cut-mid-frame,\
+    terminated-walsender,interleaved-commits,crash-resends-confirmed,\
+    rolled-back-subtransactions,unexpected-message-kinds,unchanged-toast,idle-slot-advances";
+
+/// A PostgreSQL subscriber (a database of this server, subscribed through the proxy by
+/// the guide's script) passes the scenarios that apply to it, graded by its tables; a
+/// consumer that confirms everything and writes nothing to those tables fails.
+fn subscriber(server: &Server, upstream: &str) -> Result<String, String> {
+    const SINK: &str = "pgoutput_trial_sink";
+    let exists = server
+        .query_one(&format!(
+            "SELECT 1 FROM pg_database WHERE datname = '{SINK}'"
+        ))
+        .map_err(|e| e.to_string())?;
+    // The launcher starts a new subscription's worker, and one that failed, at most once
+    // per wal_retrieve_retry_interval (5 s unless told).
+    let mut setup = String::from(
+        "ALTER SYSTEM SET wal_retrieve_retry_interval = '200ms';\nSELECT pg_reload_conf();\n",
+    );
+    if exists.is_empty() {
+        setup += &format!("CREATE DATABASE {SINK};\n");
+    }
+    server.psql(&setup).map_err(|e| e.to_string())?;
+    let sink = server
+        .conninfo("postgres", None)
+        .replace("dbname=postgres", &format!("dbname={SINK}"));
+    let script = root().join("docs/examples/python/trial_subscriber.py");
+    let outcome = trial(
+        &[
+            "--upstream",
+            upstream,
+            "--sink-database",
+            &sink,
+            "--scenario",
+            SUBSCRIBER_SCENARIOS,
+        ],
+        &["python3", &script.to_string_lossy()],
+    );
+    let guide = root().join("docs/examples/python/trial_consumer.py");
+    let elsewhere = trial(
+        &[
+            "--upstream",
+            upstream,
+            "--sink-database",
+            &sink,
+            "--scenario",
+            "baseline",
+        ],
+        &["python3", &guide.to_string_lossy()],
+    );
+    server
+        .psql("ALTER SYSTEM RESET wal_retrieve_retry_interval;\nSELECT pg_reload_conf();\n")
+        .map_err(|e| e.to_string())?;
+    let passed = all_pass(
+        &format!("a PostgreSQL {} subscriber", server.major()),
+        outcome?,
+    )?;
+    let (report, code) = elsewhere?;
+    let baseline = scenario(&report, "baseline").ok_or("no baseline")?;
+    if baseline["verdict"] != "fail" || code != 1 || !kinds(baseline).iter().any(|k| k == "missing")
+    {
+        return Err(format!(
+            "a consumer that writes nothing to the sink's tables: exit {code}, {} {:?} ({}), expected a fail naming missing rows",
+            baseline["verdict"],
+            kinds(baseline),
+            baseline["summary"]
+        ));
+    }
+    Ok(format!(
+        "a PostgreSQL {} subscriber passed {passed} scenarios (sink: its tables), and a consumer that wrote nothing there failed with its rows missing",
+        server.major()
     ))
 }
