@@ -88,6 +88,30 @@ class AppliesResent(Consumer):
         super().apply(lines, end)
 
 
+class SkipsByChangeLsn(Unstreamed):
+    """debezium#7531 (DBZ-1554), debezium#7760: after a restart, a change at or before
+    the last change position applied is taken for one applied already, and skipped. A
+    transaction that began before another committed has its first changes there."""
+
+    def __init__(self):
+        super().__init__()
+        self.marks = self.sink_path + ".last-change"
+        self.skip_to = int(open(self.marks).read()) if os.path.exists(self.marks) else 0
+        self.last_change = self.skip_to
+
+    def receive(self, msg):
+        if msg.payload[:1] in (b"I", b"U", b"D"):
+            if msg.data_start <= self.skip_to:
+                return
+            self.last_change = max(self.last_change, msg.data_start)
+        super().receive(msg)
+
+    def write(self, lines, end):
+        super().write(lines, end)
+        with open(self.marks, "w") as f:
+            f.write(str(self.last_change))
+
+
 class RecreatesMissingSlot(Consumer):
     """xtdb#6076, estuary#1705: a slot that does not exist is made again, and streaming
     goes on from there (past everything committed while it was gone)."""
@@ -111,6 +135,7 @@ BUGS = {
     "exits-on-type": ExitsOnType,
     "confirms-plus-one": ConfirmsPlusOne,
     "applies-resent": AppliesResent,
+    "skips-by-change-lsn": SkipsByChangeLsn,
     "recreates-missing-slot": RecreatesMissingSlot,
 }
 

@@ -3,7 +3,8 @@
 //! `pgoutput_trial`, and nothing else on the server is touched.
 
 /// The published table: a key, the version every update raises, a text that a workload
-/// can make TOASTed, an enum (a Type message before its first row), numeric and jsonb.
+/// can make TOASTed, numeric and jsonb; and an enum column (`mood`, a Type message
+/// before its first row) once a workload adds it.
 pub const ITEMS: &str = "pgoutput_trial_items";
 
 /// A table outside the publication: its writes move the WAL end and send nothing.
@@ -12,7 +13,8 @@ pub const UNPUBLISHED: &str = "pgoutput_trial_unpublished";
 /// The publication the consumer is told to use.
 pub const PUBLICATION: &str = "pgoutput_trial";
 
-/// The enum type of [`ITEMS`]'s `mood`.
+/// The enum type of [`ITEMS`]'s `mood` (made with the tables, the column added by a
+/// workload's `add_column`).
 pub const MOOD: &str = "pgoutput_trial_mood";
 
 /// The slot the trial reads the source's own account from (the ledger), made before the
@@ -56,7 +58,7 @@ pub fn tables_sql() -> String {
     format!(
         "CREATE TYPE {MOOD} AS ENUM ('calm', 'busy', 'stuck'); \
          CREATE TABLE {ITEMS} (id bigint PRIMARY KEY, version bigint NOT NULL, note text, \
-             mood {MOOD}, amount numeric(12, 2), doc jsonb); \
+             amount numeric(12, 2), doc jsonb); \
          ALTER TABLE {ITEMS} ALTER COLUMN note SET STORAGE EXTERNAL; \
          CREATE TABLE {UNPUBLISHED} (id bigint PRIMARY KEY, version bigint NOT NULL)"
     )

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::change::{Change, Op};
-use crate::schema::{ITEMS, UNPUBLISHED};
+use crate::schema::{ITEMS, MOOD, UNPUBLISHED};
 use pgoutput_client::quote_literal;
 
 /// One step of a workload. Outside a `begin` … `commit` on its session, a step that
@@ -30,7 +30,7 @@ pub enum Step {
         session: Session,
     },
     /// Updates the oldest rows no other open transaction holds: a new version, a new
-    /// amount and mood; the note unchanged (an unchanged TOASTed value, when it is one).
+    /// amount (and mood, once added); the note unchanged (an unchanged TOASTed value, when it is one).
     Update {
         rows: usize,
         #[serde(default)]
@@ -47,8 +47,10 @@ pub enum Step {
         #[serde(default)]
         session: Session,
     },
-    /// `ALTER TABLE … ADD COLUMN` on the published table: the changes after it carry one
-    /// more column (a new Relation message).
+    /// `ALTER TABLE … ADD COLUMN` on the published table: the enum column `mood`, which
+    /// the changes after it carry (a Type message, and the table's Relation again). Only
+    /// the scenarios that add it send a Type: a consumer that cannot take one fails there,
+    /// not everywhere.
     AddColumn {
         #[serde(default)]
         session: Session,
@@ -170,6 +172,8 @@ pub struct Planner {
     rows: BTreeMap<i64, u64>,
     next_key: i64,
     next_unpublished: i64,
+    /// Whether the table has its `mood` column (an [`Step::AddColumn`] added it).
+    mood: bool,
     open: BTreeMap<Session, Open>,
     plan: Plan,
 }
@@ -192,6 +196,7 @@ impl Planner {
             rows: BTreeMap::new(),
             next_key: 1,
             next_unpublished: 1,
+            mood: false,
             open: BTreeMap::new(),
             plan: Plan::default(),
         }
@@ -279,12 +284,13 @@ impl Planner {
             } => self.write(session, |p| {
                 let values: Vec<String> =
                     (0..*rows).map(|_| p.insert(session, *note_bytes)).collect();
+                let into = p.insert_into();
                 if *multi_row && !values.is_empty() {
-                    vec![format!("{} VALUES {}", insert_into(), values.join(", "))]
+                    vec![format!("{into} VALUES {}", values.join(", "))]
                 } else {
                     values
                         .into_iter()
-                        .map(|v| format!("{} VALUES {v}", insert_into()))
+                        .map(|v| format!("{into} VALUES {v}"))
                         .collect()
                 }
             }),
@@ -311,8 +317,9 @@ impl Planner {
             }),
             Step::AddColumn { session } => {
                 let sql = format!(
-                    "ALTER TABLE {ITEMS} ADD COLUMN IF NOT EXISTS extra text DEFAULT 'added'"
+                    "ALTER TABLE {ITEMS} ADD COLUMN IF NOT EXISTS mood {MOOD} DEFAULT 'calm'"
                 );
+                self.mood = true;
                 self.plan.schema.push(sql.clone());
                 self.write(session, |_| vec![sql])
             }
@@ -397,9 +404,12 @@ impl Planner {
         };
         let change = Change::new(ITEMS, Op::Insert, [("id", key.to_string())]).version(1);
         self.record(session, change, key, None);
-        format!(
-            "({key}, 1, {note}, '{mood}', {amount}, '{{\"key\": {key}, \"tags\": [\"trial\"]}}')"
-        )
+        let mood = if self.mood {
+            format!(", '{mood}'")
+        } else {
+            String::new()
+        };
+        format!("({key}, 1, {note}, {amount}, '{{\"key\": {key}, \"tags\": [\"trial\"]}}'{mood})")
     }
 
     /// An UPDATE of `key` to its next version, recorded.
@@ -411,9 +421,12 @@ impl Planner {
         let amount = format!("{}.{:02}", self.rng.below(100_000), self.rng.below(100));
         let change = Change::new(ITEMS, Op::Update, [("id", key.to_string())]).version(version);
         self.record(session, change, key, before);
-        format!(
-            "UPDATE {ITEMS} SET version = {version}, mood = '{mood}', amount = {amount} WHERE id = {key}"
-        )
+        let mood = if self.mood {
+            format!(", mood = '{mood}'")
+        } else {
+            String::new()
+        };
+        format!("UPDATE {ITEMS} SET version = {version}, amount = {amount}{mood} WHERE id = {key}")
     }
 
     /// Changes rolled back: into the ledger's aborted list, the rows as they were.
@@ -428,8 +441,12 @@ impl Planner {
     }
 }
 
-fn insert_into() -> String {
-    format!("INSERT INTO {ITEMS} (id, version, note, mood, amount, doc)")
+impl Planner {
+    /// The INSERT's head, with the columns the table has.
+    fn insert_into(&self) -> String {
+        let mood = if self.mood { ", mood" } else { "" };
+        format!("INSERT INTO {ITEMS} (id, version, note, amount, doc{mood})")
+    }
 }
 
 #[cfg(test)]

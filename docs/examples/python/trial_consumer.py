@@ -173,6 +173,11 @@ class Consumer:
         else:
             self.open.append((xid, line))
 
+    def receive(self, msg):
+        """One message of the stream (``msg.data_start``: the position the server gave
+        it)."""
+        self.message(msg.payload)
+
     def message(self, data):
         r = Reader(data)
         tag = r.take(1)
@@ -273,7 +278,7 @@ class Consumer:
         while True:
             msg = self.cur.read_message()
             if msg is not None:
-                self.message(msg.payload)
+                self.receive(msg)
                 continue
             # Nothing buffered: wait for the server (psycopg2 answers its keepalives).
             ready, _, _ = select.select([self.cur], [], [], 0.5)
