@@ -139,6 +139,10 @@ impl Report {
     }
 }
 
+/// The advisory lock a trial holds on its source's database while it runs (the bytes of
+/// "pgtrial").
+const TRIAL_LOCK: i64 = 0x7067_7472_6961_6c;
+
 /// How many times a consumer may exit on its own in one scenario before it is in a
 /// crash loop.
 const CRASH_LOOP: u32 = 5;
@@ -166,6 +170,22 @@ impl Trial {
                     sink.dbname
                 ));
             }
+        }
+        // One trial at a time on a source: each scenario drops and makes the same
+        // objects. The lock lives as long as this connection.
+        let mut guard = Sql::connect(&info)?;
+        let taken = guard.run(&format!("SELECT pg_try_advisory_lock({TRIAL_LOCK})"))?;
+        if taken
+            .first()
+            .and_then(|row| row.first().cloned().flatten())
+            .as_deref()
+            != Some("t")
+        {
+            return Err(format!(
+                "another trial is running on this source (it holds the advisory lock \
+                 {TRIAL_LOCK}): its scenarios and this one's would drop each other's \
+                 tables and slots; wait for it, or give another database"
+            ));
         }
         let mut reports = Vec::new();
         let total = self.scenarios.len();
