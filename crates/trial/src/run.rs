@@ -141,7 +141,7 @@ impl Report {
 
 /// The advisory lock a trial holds on its source's database while it runs (the bytes of
 /// "pgtrial").
-const TRIAL_LOCK: i64 = 0x7067_7472_6961_6c;
+const TRIAL_LOCK: i64 = 0x0070_6774_7269_616c;
 
 /// How many times a consumer may exit on its own in one scenario before it is in a
 /// crash loop.
@@ -241,6 +241,9 @@ impl Trial {
         let log = self
             .work_dir
             .join(format!("{number:02}-{}.log", scenario.name));
+        // What an earlier run in this directory left: the sink, the log, and the
+        // consumer's own state kept beside the sink (named after it: offsets, marks).
+        forget(&self.work_dir, &sink)?;
         std::fs::write(&sink, b"").map_err(|e| format!("{}: {e}", sink.display()))?;
         let _ = std::fs::remove_file(&log);
 
@@ -506,6 +509,31 @@ impl Trial {
             .iter()
             .any(|(s, f)| s == slot && matches!(f, Finding::NotAdvancedWhileIdle { .. }))
     }
+}
+
+/// Removes what is named after `sink` in `dir` (the sink itself, and files or
+/// directories a consumer keeps beside it: `NN-scenario.jsonl.offsets`, say).
+fn forget(dir: &std::path::Path, sink: &std::path::Path) -> Result<(), String> {
+    let Some(name) = sink.file_name().and_then(|n| n.to_str()) else {
+        return Ok(());
+    };
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with(name))
+        {
+            let removed = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            removed.map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// How long a consumer that confirmed the end has to make the sink hold all it
