@@ -406,6 +406,8 @@ export interface TrialOptions {
   upstream?: string;
   /** The PostgreSQL installation (its bin directory) of the throwaway cluster. */
   postgres?: string;
+  /** A database's connection string whose tables are the sink (a subscriber's), instead of a JSON-lines file. */
+  sinkDatabase?: string;
   /** Only these scenarios. */
   scenarios?: string[];
   /** More scenarios, from a JSON file. */

@@ -832,13 +832,14 @@ class TrialReport {
  * not run, with what the program said.
  */
 function runTrial(options) {
-  const { command, upstream, postgres, scenarios, scenarioFile, seed = 1, budget = 30, workDir, junit, binary, env } = options || {};
+  const { command, upstream, postgres, sinkDatabase, scenarios, scenarioFile, seed = 1, budget = 30, workDir, junit, binary, env } = options || {};
   if (!Array.isArray(command) || command.length === 0) {
     return Promise.reject(new PgoutputError('runTrial needs the consumer command, as an array of words'));
   }
   const args = ['trial', '--json', '-', '--seed', String(seed), '--budget', String(budget)];
   if (upstream !== undefined) args.push('--upstream', upstream);
   if (postgres !== undefined) args.push('--postgres', postgres);
+  if (sinkDatabase !== undefined) args.push('--sink-database', sinkDatabase);
   if (scenarios && scenarios.length) args.push('--scenario', scenarios.join(','));
   if (scenarioFile !== undefined) args.push('--scenarios', scenarioFile);
   if (workDir !== undefined) args.push('--work-dir', workDir);

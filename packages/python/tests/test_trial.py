@@ -46,3 +46,24 @@ def test_a_consumer_that_applies_what_is_sent_again_fails_with_the_duplicates(po
 def test_a_trial_that_cannot_run_says_why(postgres15):
     with pytest.raises(PgoutputError, match='no scenario "nope"'):
         trial([sys.executable, GUIDE], upstream=postgres15, scenarios=["nope"])
+
+
+def test_a_postgresql_subscriber_is_graded_by_its_tables(postgres15):
+    import psycopg2
+
+    conn = psycopg2.connect(postgres15)
+    conn.autocommit = True
+    cur = conn.cursor()
+    cur.execute("SELECT 1 FROM pg_database WHERE datname = 'pgoutput_trial_py_sink'")
+    if cur.fetchone() is None:
+        cur.execute("CREATE DATABASE pgoutput_trial_py_sink")
+    conn.close()
+    sink = postgres15.replace("dbname=postgres", "dbname=pgoutput_trial_py_sink")
+    subscriber = os.path.join(ROOT, "docs", "examples", "python", "trial_subscriber.py")
+    report = trial([sys.executable, subscriber], upstream=postgres15, sink_database=sink,
+                   scenarios=["baseline", "unchanged-toast"])
+    report.assert_passed(allow_warn=False)
+    assert "the tables of pgoutput_trial_py_sink" in report.scenario("baseline").raw["sink"]
+    # The guide's JSON-lines consumer writes nothing to those tables: every row is missing.
+    report = trial([sys.executable, GUIDE], upstream=postgres15, sink_database=sink, scenarios=["baseline"])
+    assert report.verdict == "fail" and set(report.scenario("baseline").kinds) == {"missing"}

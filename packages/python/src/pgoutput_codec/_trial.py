@@ -101,6 +101,7 @@ def trial(
     *,
     upstream: Optional[str] = None,
     postgres: Optional[str] = None,
+    sink_database: Optional[str] = None,
     scenarios: Optional[Sequence[str]] = None,
     scenario_file: Optional[str] = None,
     seed: int = 1,
@@ -114,7 +115,8 @@ def trial(
     """Runs ``pgoutput trial`` on ``command`` (a list of words, or a shell command line)
     and returns its report. ``upstream``: the source's connection string; without it a
     throwaway cluster is started from ``postgres`` (an installation's bin directory) or
-    the PostgreSQL on ``PATH``. ``scenarios``: names to run (all, by default);
+    the PostgreSQL on ``PATH``. ``sink_database``: a database's connection string whose
+    tables are the sink (a subscriber's), instead of a JSON-lines file. ``scenarios``: names to run (all, by default);
     ``scenario_file``: more scenarios, as JSON. ``timeout`` bounds the whole run.
 
     Raises ``PgoutputError`` when the trial could not run (no PostgreSQL, a bad
@@ -127,6 +129,8 @@ def trial(
         arguments += ["--upstream", upstream]
     if postgres is not None:
         arguments += ["--postgres", postgres]
+    if sink_database is not None:
+        arguments += ["--sink-database", sink_database]
     if scenarios:
         arguments += ["--scenario", ",".join(scenarios)]
     if scenario_file is not None:
