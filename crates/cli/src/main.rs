@@ -40,6 +40,7 @@ The judge (GET /findings, GET /facts; per slot, across all its connections):
     };
 }
 
+mod cluster;
 mod convert;
 mod input;
 mod proxy;
@@ -85,6 +86,9 @@ enum Command {
     /// Run a consumer through the catalogue of the field's replication failures against
     /// a real PostgreSQL, and grade what it applied: did it lose or duplicate anything?
     Trial(trial::TrialArgs),
+    /// Start a throwaway PostgreSQL cluster, print its connection string, and keep it
+    /// until stopped (Ctrl-C or SIGTERM), for a test setup without a PostgreSQL of its own.
+    Cluster(cluster::ClusterArgs),
 }
 
 /// The negotiated options the bytes depend on.
@@ -139,6 +143,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::serve(&args).map_err(Stop::from),
         Command::Proxy(args) => proxy::proxy(&args).map_err(Stop::from),
         Command::Trial(args) => trial::trial(&args).map_err(Stop::from),
+        Command::Cluster(args) => cluster::cluster(&args).map_err(Stop::from),
     };
     match result {
         Ok(code) => code,

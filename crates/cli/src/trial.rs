@@ -7,7 +7,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use pgoutput_harness::cluster::{Cluster, Installation};
 use pgoutput_trial::{catalogue, scenario, Progress, Scenario, Trial};
 
 /// Seconds a consumer has for a scenario, unless told.
@@ -127,7 +126,7 @@ pub fn trial(args: &TrialArgs) -> Result<ExitCode, String> {
     let (upstream, _cluster) = match &args.upstream {
         Some(upstream) => (upstream.clone(), None),
         None => {
-            let cluster = throwaway(args.postgres.as_deref())?;
+            let cluster = crate::cluster::throwaway(args.postgres.as_deref(), &[])?;
             (cluster.conninfo("postgres", None), Some(cluster))
         }
     };
@@ -206,19 +205,6 @@ pub fn trial(args: &TrialArgs) -> Result<ExitCode, String> {
         let _ = std::fs::remove_dir_all(&work_dir);
     }
     Ok(ExitCode::from(verdict.exit_code() as u8))
-}
-
-/// The throwaway cluster: logical replication, and transactions streamed past 64 kB.
-fn throwaway(postgres: Option<&std::path::Path>) -> Result<Cluster, String> {
-    let installation = Installation::find(postgres)
-        .map_err(|e| format!("{e}; or give the source with --upstream CONNINFO"))?;
-    eprintln!("starting a throwaway cluster: {}", installation.version());
-    let cluster = Cluster::init(&installation, &["logical_decoding_work_mem = 64kB"])
-        .map_err(|e| format!("making the throwaway cluster: {e}"))?;
-    cluster
-        .start()
-        .map_err(|e| format!("starting the throwaway cluster: {e}"))?;
-    Ok(cluster)
 }
 
 fn list(scenarios: &[Scenario]) {

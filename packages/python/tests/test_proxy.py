@@ -52,3 +52,27 @@ def test_the_upstream_password_is_in_no_argument_log_or_error(postgres15):
         assert secret not in str(error.value), error.value
         assert secret not in repr(proxy)
         assert secret not in proxy.log
+
+
+def test_without_an_upstream_the_fixture_starts_a_throwaway_cluster(pytester):
+    import importlib.metadata
+    import os
+    import textwrap
+
+    pytester.makepyfile(test_default=textwrap.dedent("""
+        import psycopg2
+
+        def test_upstream(pgoutput_upstream, pgoutput_proxy):
+            with psycopg2.connect(pgoutput_upstream) as conn, conn.cursor() as cur:
+                cur.execute("SHOW wal_level")
+                assert cur.fetchone()[0] == "logical"
+            with psycopg2.connect(pgoutput_proxy.dsn) as conn, conn.cursor() as cur:
+                cur.execute("SELECT 1")
+                assert cur.fetchone()[0] == 1
+    """))
+    # The plugin from the installed package's entry point, or from the source tree.
+    installed = any(e.value.startswith("pgoutput_codec") for e in importlib.metadata.entry_points(group="pytest11"))
+    plugin = [] if installed else ["-p", "pgoutput_codec.pytest_plugin"]
+    result = pytester.runpytest_subprocess(*plugin, "-p", "no:cacheprovider",
+                                           "--pgoutput-postgres", os.environ["PGOUTPUT_PG15_BIN"])
+    result.assert_outcomes(passed=1)

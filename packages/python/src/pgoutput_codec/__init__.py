@@ -9,6 +9,7 @@ failures, graded by what it applied)."""
 from importlib.metadata import PackageNotFoundError, version
 
 from ._binary import find_binary
+from ._cluster import Cluster
 from .errors import ControlError, FindingsError, PgoutputError, StartError, WaitTimeout
 from .lsn import lsn_to_int, lsn_to_text
 from .proxy import Proxy
@@ -21,6 +22,7 @@ except PackageNotFoundError:  # pragma: no cover - run from a source tree
     __version__ = "0+unknown"
 
 __all__ = [
+    "Cluster",
     "ControlError",
     "FindingsError",
     "PgoutputError",

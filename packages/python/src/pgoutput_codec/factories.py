@@ -33,7 +33,10 @@ OPTIONS = (
     ("server_version", "the server_version the test server announces (default: 18.6)"),
     ("wal_sender_timeout", "the test server's wal_sender_timeout (default: 60s)"),
     ("startup_timeout", "seconds to wait for a server or proxy to listen (default: 30)"),
-    ("upstream", "the PostgreSQL the proxy fixture stands in front of (a connection string)"),
+    ("upstream", "the PostgreSQL the proxy fixture stands in front of (a connection string; "
+                 "default: a throwaway cluster)"),
+    ("postgres", "the PostgreSQL installation (bin directory) of that throwaway cluster "
+                 "(default: the one on PATH)"),
 )
 
 

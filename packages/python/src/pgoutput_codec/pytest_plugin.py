@@ -6,12 +6,14 @@ Fixtures:
 - ``pgoutput_server``: a ``TestServer`` serving the demo, the probe armed;
 - ``pgoutput_proxy``: a ``Proxy`` in front of ``pgoutput_upstream``;
 - ``pgoutput_upstream``: the PostgreSQL the proxy stands in front of, from
-  ``--pgoutput-upstream`` or ``pgoutput_upstream`` in the ini file; override it in a
-  ``conftest.py`` to return the connection string of a PostgreSQL your setup starts.
+  ``--pgoutput-upstream`` or ``pgoutput_upstream`` in the ini file, else a throwaway
+  cluster for the session (``pgoutput cluster``, from ``--pgoutput-postgres DIR`` or the
+  PostgreSQL on ``PATH``); override it in a ``conftest.py`` to return the connection
+  string of a PostgreSQL your setup starts.
 
 Custom ones come from ``pgoutput_codec.factories``. Options: ``--pgoutput-exec``,
 ``--pgoutput-probe``, ``--pgoutput-server-version``, ``--pgoutput-wal-sender-timeout``,
-``--pgoutput-startup-timeout``, ``--pgoutput-upstream``, each also an ini key with
+``--pgoutput-startup-timeout``, ``--pgoutput-upstream``, ``--pgoutput-postgres``, each also an ini key with
 ``_`` (``pgoutput_probe = 0``). A failing test's report carries the log of every server
 and proxy its fixtures started.
 """
@@ -23,6 +25,8 @@ from typing import TYPE_CHECKING, Generator
 import pytest
 
 from . import factories
+from ._cluster import Cluster
+from .errors import StartError
 from .proxy import Proxy
 from .server import TestServer
 
@@ -59,14 +63,24 @@ def pgoutput_server(request: pytest.FixtureRequest) -> TestServer:
 
 @pytest.fixture(scope="session")
 def pgoutput_upstream(request: pytest.FixtureRequest) -> str:
-    """The connection string of the PostgreSQL ``pgoutput_proxy`` stands in front of."""
+    """The connection string of the PostgreSQL ``pgoutput_proxy`` stands in front of:
+    ``--pgoutput-upstream`` (or the ini's ``pgoutput_upstream``), else a throwaway cluster
+    for the session, from ``--pgoutput-postgres DIR`` or the PostgreSQL on ``PATH``."""
     upstream = factories.option(request.config, "upstream")
-    if not upstream:
+    if upstream:
+        return upstream
+    cluster = Cluster(factories.option(request.config, "postgres"),
+                      binary=factories.option(request.config, "exec"))
+    request.addfinalizer(cluster.stop)
+    try:
+        cluster.start()
+    except StartError as err:
         raise pytest.UsageError(
-            "the pgoutput_proxy fixture needs a PostgreSQL: pass --pgoutput-upstream DSN, set "
-            "pgoutput_upstream in the ini file, or override the pgoutput_upstream fixture"
-        )
-    return upstream
+            f"the pgoutput_proxy fixture needs a PostgreSQL and could not start one ({err}): pass "
+            "--pgoutput-upstream DSN or --pgoutput-postgres DIR, or override the pgoutput_upstream fixture"
+        ) from err
+    assert cluster.dsn is not None
+    return cluster.dsn
 
 
 @pytest.fixture
