@@ -425,6 +425,14 @@ fn record_trial(label: &str, server: &Server, bin: &Path, report: &mut Report) {
         &format!("{label}: pgoutput trial grades correct and buggy consumers"),
         guarded(|| trial::check(server, bin)),
     );
+    report.record(
+        &format!("{label}: pgoutput trial grades a pgjdbc consumer and its bug"),
+        guarded(|| trial::check_pgjdbc(server)),
+    );
+    report.record(
+        &format!("{label}: Debezium through pgoutput trial, its report card as documented"),
+        guarded(|| trial::check_debezium(server)),
+    );
 }
 
 fn record_proxy_checks(label: &str, server: &Server, bin: &Path, report: &mut Report) {

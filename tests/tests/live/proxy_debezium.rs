@@ -152,7 +152,7 @@ fn harness() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/live/debezium/run_debezium.py")
 }
 
-fn java_home() -> PathBuf {
+pub fn java_home() -> PathBuf {
     std::env::var_os("PGOUTPUT_JAVA_HOME")
         .map(PathBuf::from)
         .unwrap_or_else(|| JAVA_HOME.into())
@@ -160,7 +160,7 @@ fn java_home() -> PathBuf {
 
 /// What the check needs that the machine may lack: Java 17 and pydbzengine (with
 /// psycopg2) for `python3`. `None` when all is there.
-fn missing() -> Option<String> {
+pub fn missing() -> Option<String> {
     let libjvm = java_home().join("lib/server/libjvm.so");
     if !libjvm.is_file() {
         return Some(format!(
