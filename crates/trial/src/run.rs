@@ -270,8 +270,9 @@ impl Trial {
         let mut finished = ledger.end().is_none();
         let mut confirmed = None;
         let mut idle_end = None;
-        // The slot dropped: how often the consumer had exited then.
+        // The slot dropped or invalidated: how often the consumer had exited then.
         let mut dropped: Option<u32> = None;
+        let mut invalidated = false;
         let mut went_on = false;
         let mut then_done = false;
         let mut interrupted = false;
@@ -281,7 +282,7 @@ impl Trial {
                 break;
             }
             if let Some(exits) = dropped {
-                if !went_on && sql.slot_exists(&slot)? {
+                if !went_on && !invalidated && sql.slot_exists(&slot)? {
                     went_on = true;
                     problems.push(
                         "made its slot again after it was dropped, and went on: what was \
@@ -337,8 +338,15 @@ impl Trial {
                                 .kill_and_restart()
                                 .map_err(|e| format!("restarting the consumer: {e}"))?,
                             CueAction::Crash => proxy.crash(),
-                            CueAction::DropSlot => {
-                                sql.drop_slot(&slot)?;
+                            CueAction::DropSlot | CueAction::InvalidateSlot => {
+                                if cue.action == CueAction::DropSlot {
+                                    sql.drop_slot(&slot)?;
+                                } else {
+                                    // PostgreSQL ends the walsender of a slot it invalidates.
+                                    proxy.invalidate_slot(&slot);
+                                    sql.end_walsender(&slot)?;
+                                    invalidated = true;
+                                }
                                 dropped = Some(consumer.exits);
                                 // Committed while the slot is gone.
                                 then_done = true;
@@ -419,9 +427,17 @@ impl Trial {
         if interrupted {
             return Err(format!("interrupted in scenario {}", scenario.name));
         }
-        // Failed loudly once its slot was gone: what it missed since is not lost (it
-        // said so), and nothing it applied may be wrong.
-        let loud = dropped.is_some() && !went_on;
+        // Failed loudly once its slot was gone (it exited, and again when started
+        // again): what it missed since is not lost (it said so), and nothing it applied
+        // may be wrong. One that neither stopped nor went on is stalled: unknown.
+        let gone = if invalidated {
+            "invalidated"
+        } else {
+            "dropped"
+        };
+        let exits_since = dropped.map(|exits| consumer.exits - exits);
+        let loud = !went_on && exits_since.is_some_and(|n| n >= 2);
+        let stalled = !went_on && !loud && exits_since.is_some();
         let Held {
             anomalies,
             changes: sink_lines,
@@ -457,8 +473,13 @@ impl Trial {
         );
         if loud && verdict == Verdict::Pass {
             summary = format!(
-                "failed loudly once its slot was dropped (exited {} times since), and nothing it applied is wrong",
-                consumer.exits - dropped.unwrap_or_default()
+                "failed loudly once its slot was {gone} (exited {} times since), and nothing it applied is wrong",
+                exits_since.unwrap_or_default()
+            );
+        } else if stalled && verdict == Verdict::Unknown {
+            summary = format!(
+                "its slot was {gone}, and within the budget it neither stopped (it exited {} times since) nor went on: a consumer that tries again for ever is stalled, silently to all but its logs",
+                exits_since.unwrap_or_default()
             );
         }
         Ok(ScenarioReport {
@@ -673,11 +694,17 @@ impl Sql {
 
     /// Drops `slot`, ending the walsender streaming it first.
     fn drop_slot(&mut self, slot: &str) -> Result<(), String> {
+        self.end_walsender(slot)?;
+        self.drop_slot_when_free(slot)
+    }
+
+    /// Ends the walsender streaming `slot`, if one is.
+    fn end_walsender(&mut self, slot: &str) -> Result<(), String> {
         self.run(&format!(
             "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots \
              WHERE slot_name = '{slot}' AND active_pid IS NOT NULL"
         ))?;
-        self.drop_slot_when_free(slot)
+        Ok(())
     }
 
     fn slot_exists(&mut self, slot: &str) -> Result<bool, String> {

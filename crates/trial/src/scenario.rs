@@ -68,6 +68,10 @@ pub enum CueAction {
     /// that lost it or an operator's cleanup: the consumer must fail loudly (exit, or
     /// keep failing), not make a new slot and go on past what it never received.
     DropSlot,
+    /// The slot invalidated (as when it fell behind `max_slot_wal_keep_size`): its
+    /// walsender ended, and START_REPLICATION of it refused with 55000 from then on. The
+    /// consumer must fail loudly, as for a dropped slot.
+    InvalidateSlot,
 }
 
 /// Scenarios from JSON: an array of them.

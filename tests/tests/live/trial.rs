@@ -147,8 +147,9 @@ const VARIANTS: [Variant; 8] = [
         // which is a race on the upstream side; the judge's finding is not.
         verdicts: &["fail", "warn"],
         kinds: &["lost", "confirmed_unsent"],
-        // A loss in interleaved commits too; slot-dropped passes on its loud failure.
-        also: &["interleaved-commits", "slot-dropped"],
+        // A loss in interleaved commits too; a slot dropped or invalidated passes on its
+        // loud failure.
+        also: &["interleaved-commits", "slot-dropped", "slot-invalidated"],
         // The harm is latent wherever a transaction comes: the judge warns of it.
         elsewhere: "warn",
     },
