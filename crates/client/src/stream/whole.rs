@@ -647,4 +647,60 @@ mod tests {
         let handed = gather(&mut replication, frames);
         assert_eq!(handed[0].2, ["id=2,name=b"]);
     }
+
+    #[test]
+    fn a_row_knows_its_key_and_a_truncate_its_tables() {
+        let mut wal = Wal::new();
+        let PgOutputMessage::Relation(mut keyed) = relation(None, &["id", "name"]) else {
+            unreachable!()
+        };
+        keyed.columns = Seq::from(
+            keyed
+                .columns
+                .iter()
+                .enumerate()
+                .map(|(i, c)| RelationColumn {
+                    flags: u8::from(i == 0),
+                    ..c.clone()
+                })
+                .collect::<Vec<_>>(),
+        );
+        let truncate = PgOutputMessage::Truncate(pgoutput_codec::Truncate {
+            xid: None,
+            options: pgoutput_codec::TruncateOptions(0),
+            // 16390 has had no Relation message: it is left out.
+            relation_oids: Seq::from(vec![Oid(16385), Oid(16390)]),
+        });
+        let frames = vec![
+            wal.frame(0x100, &begin(730, 0x130)),
+            wal.frame(0, &PgOutputMessage::Relation(keyed)),
+            wal.frame(0x110, &insert(None, &["7", "a"])),
+            wal.frame(0x120, &truncate),
+            wal.frame(0x130, &commit(0x130)),
+        ];
+        let mut replication = replication();
+        let mut checked = 0;
+        for frame in frames {
+            let Some(mut transaction) = replication.gather(frame).unwrap() else {
+                continue;
+            };
+            while let Some(event) = transaction.next_event().unwrap() {
+                if let Some(row) = event.new_row() {
+                    let key: Vec<String> = row
+                        .key()
+                        .map(|c| format!("{}={}", c.name(), c.value::<String>().unwrap()))
+                        .collect();
+                    assert_eq!(key, ["id=7"]);
+                    assert_eq!(event.truncated().count(), 0);
+                    checked += 1;
+                }
+                if matches!(event.message, PgOutputMessage::Truncate(_)) {
+                    let tables: Vec<&str> = event.truncated().map(|r| r.name.as_str()).collect();
+                    assert_eq!(tables, ["t"]);
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 2);
+    }
 }
