@@ -147,9 +147,18 @@ const VARIANTS: [Variant; 8] = [
         // which is a race on the upstream side; the judge's finding is not.
         verdicts: &["fail", "warn"],
         kinds: &["lost", "confirmed_unsent"],
-        // A loss in interleaved commits too; a slot dropped or invalidated passes on its
+        // A loss wherever it reconnects (the early confirmation reached the server before
+        // the cut, the kill or the crash); a slot dropped or invalidated passes on its
         // loud failure.
-        also: &["interleaved-commits", "slot-dropped", "slot-invalidated"],
+        also: &[
+            "cut-mid-frame",
+            "terminated-walsender",
+            "interleaved-commits",
+            "crash-resends-confirmed",
+            "killed-after-acknowledging",
+            "slot-dropped",
+            "slot-invalidated",
+        ],
         // The harm is latent wherever a transaction comes: the judge warns of it.
         elsewhere: "warn",
     },
