@@ -338,6 +338,11 @@ impl Trial {
                                 .kill_and_restart()
                                 .map_err(|e| format!("restarting the consumer: {e}"))?,
                             CueAction::Crash => proxy.crash(),
+                            CueAction::HoldSlot => {
+                                let ms = cue.ms.unwrap_or(3000);
+                                proxy.hold_slot(&slot, Duration::from_millis(ms));
+                                sql.end_walsender(&slot)?;
+                            }
                             CueAction::DropSlot | CueAction::InvalidateSlot => {
                                 if cue.action == CueAction::DropSlot {
                                     sql.drop_slot(&slot)?;

@@ -53,6 +53,9 @@ pub struct Cue {
     pub confirmed: usize,
     #[serde(rename = "do")]
     pub action: CueAction,
+    /// How long `hold_slot` holds the slot (3000 unless told).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ms: Option<u64>,
 }
 
 /// What a cue does.
@@ -72,6 +75,11 @@ pub enum CueAction {
     /// walsender ended, and START_REPLICATION of it refused with 55000 from then on. The
     /// consumer must fail loudly, as for a dropped slot.
     InvalidateSlot,
+    /// The walsender ended, and the slot still held for `ms` after (55006 to
+    /// START_REPLICATION of it), as when PostgreSQL has not yet noticed that the lost
+    /// connection's walsender is gone: the consumer must try again until it is free,
+    /// without a crash loop and without losing anything.
+    HoldSlot,
 }
 
 /// Scenarios from JSON: an array of them.

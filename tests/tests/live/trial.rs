@@ -139,7 +139,7 @@ const RECONNECTING: &[&str] = &[
     "killed-after-acknowledging",
 ];
 
-const VARIANTS: [Variant; 8] = [
+const VARIANTS: [Variant; 9] = [
     Variant {
         bug: "confirms-at-begin",
         target: "cut-inside-transaction",
@@ -211,6 +211,16 @@ const VARIANTS: [Variant; 8] = [
         verdicts: &["fail"],
         // The resent transaction's changes from before the other's commit.
         kinds: &["partial", "lost"],
+        also: &[],
+        elsewhere: "pass",
+    },
+    Variant {
+        bug: "gives-up-on-held-slot",
+        target: "slot-held-on-reconnect",
+        verdicts: &["fail"],
+        kinds: &["crash"],
+        // A lost connection's walsender may still hold the slot for a moment: a few
+        // exits there, fewer than a crash loop.
         also: &[],
         elsewhere: "pass",
     },
@@ -338,7 +348,8 @@ pub fn check(server: &Server, bin: &Path) -> Result<String, String> {
 /// need it to fail loudly (its apply worker is not the process the trial starts).
 const SUBSCRIBER_SCENARIOS: &str = "baseline,cut-inside-transaction,cut-mid-frame,\
     terminated-walsender,interleaved-commits,crash-resends-confirmed,\
-    rolled-back-subtransactions,unexpected-message-kinds,unchanged-toast,idle-slot-advances";
+    rolled-back-subtransactions,unexpected-message-kinds,unchanged-toast,idle-slot-advances,\
+    slot-held-on-reconnect";
 
 /// A PostgreSQL subscriber (a database of this server, subscribed through the proxy by
 /// the guide's script) passes the scenarios that apply to it, graded by its tables; a
