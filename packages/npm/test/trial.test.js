@@ -1,19 +1,21 @@
 'use strict';
 // runTrial against the PostgreSQL 15 this file starts: the repository guide's psycopg2
 // consumer passes, a variant that applies what is sent again fails with the duplicates
-// named, and a trial that cannot run rejects with the reason.
+// named, a PostgreSQL subscriber is graded by its tables (sinkDatabase), and a trial that
+// cannot run rejects with the reason.
 
 const assert = require('node:assert/strict');
 const path = require('node:path');
 const { after, before, test } = require('node:test');
 const { PgoutputError, TrialFailed, runTrial } = require('pgoutput-codec');
-const { startPostgres15 } = require('./postgres.js');
+const { query, startPostgres15 } = require('./postgres.js');
 
 // The consumers are the repository's (test/run names its root; the tests run from a
 // project of their own).
 const repo = process.env.PGOUTPUT_REPO || path.join(__dirname, '..', '..', '..');
 const guide = path.join(repo, 'docs', 'examples', 'python', 'trial_consumer.py');
 const buggy = path.join(repo, 'tests', 'trial', 'buggy_consumer.py');
+const subscriber = path.join(repo, 'docs', 'examples', 'python', 'trial_subscriber.py');
 
 let postgres;
 before(async () => {
@@ -44,4 +46,17 @@ test('a consumer that applies what is sent again fails with the duplicates named
 test('a trial that cannot run rejects with the reason', async () => {
   await assert.rejects(runTrial({ command: ['python3', guide], upstream: postgres.dsn, scenarios: ['nope'] }),
     (error) => error instanceof PgoutputError && /no scenario "nope"/.test(error.message));
+});
+
+test('a PostgreSQL subscriber is graded by its tables', { timeout: 300000 }, async () => {
+  const { rows } = await query(postgres.clientConfig, "SELECT 1 FROM pg_database WHERE datname = 'pgoutput_trial_node_sink'");
+  if (rows.length === 0) await query(postgres.clientConfig, 'CREATE DATABASE pgoutput_trial_node_sink');
+  const sinkDatabase = postgres.dsn.replace('dbname=postgres', 'dbname=pgoutput_trial_node_sink');
+  const report = await runTrial({ command: ['python3', subscriber], upstream: postgres.dsn, sinkDatabase, scenarios: ['baseline'] });
+  report.assertPassed({ allowWarn: false });
+  assert.match(report.scenario('baseline').sink, /the tables of pgoutput_trial_node_sink/);
+  // The guide's JSON-lines consumer writes nothing there: every row is missing.
+  const missing = await runTrial({ command: ['python3', guide], upstream: postgres.dsn, sinkDatabase, scenarios: ['baseline'] });
+  assert.equal(missing.exitCode, 1);
+  assert.deepEqual([...new Set(missing.scenario('baseline').kinds)], ['missing']);
 });
