@@ -530,7 +530,7 @@ fn pgjdbc_jar() -> Result<PathBuf, String> {
         .ok_or_else(|| format!("no postgresql-*.jar in {}", libs.display()))
 }
 
-/// The guide's pgjdbc consumer (`docs/examples/java/TrialConsumer.java`, run from its
+/// The guide's pgjdbc consumer (`docs/examples/pgjdbc/TrialConsumer.java`, run from its
 /// source by Java 17) passes every scenario; with the bug of never confirming an idle
 /// keepalive's WAL end it warns in `idle-slot-advances`, naming the slot left behind, and
 /// passes the baseline.
@@ -545,7 +545,7 @@ pub fn check_pgjdbc(server: &Server) -> Result<String, String> {
     };
     let upstream = server.conninfo("postgres", None);
     let java = crate::proxy_debezium::java_home().join("bin/java");
-    let source = root().join("docs/examples/java/TrialConsumer.java");
+    let source = root().join("docs/examples/pgjdbc/TrialConsumer.java");
     let command = |bug: Option<&'static str>| -> Vec<String> {
         let mut words = vec![
             java.to_string_lossy().into_owned(),

