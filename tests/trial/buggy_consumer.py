@@ -108,8 +108,12 @@ class SkipsByChangeLsn(Unstreamed):
 
     def write(self, lines, end):
         super().write(lines, end)
-        with open(self.marks, "w") as f:
+        # Replaced whole, so that a kill leaves the old mark or the new one.
+        with open(self.marks + ".new", "w") as f:
             f.write(str(self.last_change))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(self.marks + ".new", self.marks)
 
 
 class GivesUpOnHeldSlot(Consumer):
