@@ -137,6 +137,7 @@ const RECONNECTING: &[&str] = &[
     "interleaved-commits",
     "crash-resends-confirmed",
     "killed-after-acknowledging",
+    "slot-held-on-reconnect",
 ];
 
 const VARIANTS: [Variant; 9] = [
@@ -156,6 +157,7 @@ const VARIANTS: [Variant; 9] = [
             "interleaved-commits",
             "crash-resends-confirmed",
             "killed-after-acknowledging",
+            "slot-held-on-reconnect",
             "slot-dropped",
             "slot-invalidated",
         ],
