@@ -116,16 +116,6 @@ class SkipsByChangeLsn(Unstreamed):
         os.replace(self.marks + ".new", self.marks)
 
 
-class GivesUpOnHeldSlot(Consumer):
-    """A slot still held (55006) by the walsender of the connection just lost is fatal:
-    started again at once, it fails again, as fast as it is started."""
-
-    def start(self):
-        conn = psycopg2.connect(self.dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection)
-        self.cur = conn.cursor()
-        self.cur.start_replication(slot_name=self.slot, decode=False, start_lsn=0, options=self.options())
-
-
 class RecreatesMissingSlot(Consumer):
     """xtdb#6076, estuary#1705: a slot that does not exist is made again, and streaming
     goes on from there (past everything committed while it was gone)."""
@@ -151,7 +141,6 @@ BUGS = {
     "applies-resent": AppliesResent,
     "skips-by-change-lsn": SkipsByChangeLsn,
     "recreates-missing-slot": RecreatesMissingSlot,
-    "gives-up-on-held-slot": GivesUpOnHeldSlot,
 }
 
 if __name__ == "__main__":

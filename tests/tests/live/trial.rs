@@ -140,7 +140,7 @@ const RECONNECTING: &[&str] = &[
     "slot-held-on-reconnect",
 ];
 
-const VARIANTS: [Variant; 9] = [
+const VARIANTS: [Variant; 8] = [
     Variant {
         bug: "confirms-at-begin",
         target: "cut-inside-transaction",
@@ -213,16 +213,6 @@ const VARIANTS: [Variant; 9] = [
         verdicts: &["fail"],
         // The resent transaction's changes from before the other's commit.
         kinds: &["partial", "lost"],
-        also: &[],
-        elsewhere: "pass",
-    },
-    Variant {
-        bug: "gives-up-on-held-slot",
-        target: "slot-held-on-reconnect",
-        verdicts: &["fail"],
-        kinds: &["crash"],
-        // A lost connection's walsender may still hold the slot for a moment: a few
-        // exits there, fewer than a crash loop.
         also: &[],
         elsewhere: "pass",
     },
