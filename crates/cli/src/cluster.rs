@@ -45,8 +45,7 @@ pub fn cluster(args: &ClusterArgs) -> Result<ExitCode, String> {
 /// A throwaway cluster started from `postgres` (or the installation found), with logical
 /// replication, transactions streamed past 64 kB, and `settings` after those.
 pub fn throwaway(postgres: Option<&Path>, settings: &[&str]) -> Result<Cluster, String> {
-    let installation = Installation::find(postgres)
-        .map_err(|e| format!("{e}; or give the source with --upstream CONNINFO"))?;
+    let installation = Installation::find(postgres).map_err(|e| e.to_string())?;
     eprintln!("starting a throwaway cluster: {}", installation.version());
     let mut conf = vec!["logical_decoding_work_mem = 64kB"];
     conf.extend_from_slice(settings);

@@ -126,7 +126,8 @@ pub fn trial(args: &TrialArgs) -> Result<ExitCode, String> {
     let (upstream, _cluster) = match &args.upstream {
         Some(upstream) => (upstream.clone(), None),
         None => {
-            let cluster = crate::cluster::throwaway(args.postgres.as_deref(), &[])?;
+            let cluster = crate::cluster::throwaway(args.postgres.as_deref(), &[])
+                .map_err(|e| format!("{e}; or give the source with --upstream CONNINFO"))?;
             (cluster.conninfo("postgres", None), Some(cluster))
         }
     };

@@ -192,15 +192,20 @@ pub fn missing() -> Option<String> {
     }
 }
 
+/// A check whose `what` cannot run here (`why`): a failure under
+/// `PGOUTPUT_REQUIRE_LIVE=1`, else a pass that says it did not run.
+pub fn unavailable(what: &str, why: &str) -> Result<String, String> {
+    if std::env::var("PGOUTPUT_REQUIRE_LIVE").is_ok_and(|v| v == "1") {
+        Err(format!("{what} cannot run: {why}"))
+    } else {
+        Ok(format!("did NOT run: {why}"))
+    }
+}
+
 /// Debezium through the proxy; see the module's comment.
 pub fn check(server: &Server) -> Result<String, String> {
     if let Some(why) = missing() {
-        let required = std::env::var("PGOUTPUT_REQUIRE_LIVE").is_ok_and(|v| v == "1");
-        return if required {
-            Err(format!("Debezium cannot run: {why}"))
-        } else {
-            Ok(format!("did NOT run: {why}"))
-        };
+        return unavailable("Debezium", &why);
     }
     let _cleanup = Cleanup(server);
     let seed_end = SEED.end();

@@ -456,12 +456,7 @@ fn documented_card(major: u32) -> Result<Vec<(String, String)>, String> {
 /// verdicts are the report card docs/trial.md shows.
 pub fn check_debezium(server: &Server) -> Result<String, String> {
     if let Some(why) = crate::proxy_debezium::missing() {
-        let required = std::env::var("PGOUTPUT_REQUIRE_LIVE").is_ok_and(|v| v == "1");
-        return if required {
-            Err(format!("Debezium cannot run: {why}"))
-        } else {
-            Ok(format!("skipped: {why}"))
-        };
+        return crate::proxy_debezium::unavailable("Debezium", &why);
     }
     let documented = documented_card(server.major())?;
     let upstream = server.conninfo("postgres", None);
@@ -532,10 +527,7 @@ pub fn check_pgjdbc(server: &Server) -> Result<String, String> {
     let setup = crate::proxy_debezium::missing().map_or_else(pgjdbc_jar, Err);
     let jar = match setup {
         Ok(jar) => jar,
-        Err(why) if std::env::var("PGOUTPUT_REQUIRE_LIVE").is_ok_and(|v| v == "1") => {
-            return Err(format!("the pgjdbc consumer cannot run: {why}"))
-        }
-        Err(why) => return Ok(format!("skipped: {why}")),
+        Err(why) => return crate::proxy_debezium::unavailable("the pgjdbc consumer", &why),
     };
     let upstream = server.conninfo("postgres", None);
     let java = crate::proxy_debezium::java_home().join("bin/java");
