@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use super::consumer::{
     batch, blocked_interval, create_slot_command, lost_or_failed, parse_wal_sender_timeout,
     slot_exists, AfterBatch, ConsumerConfig, Delivery, Fed, Finished, Handled, Handover, Notify,
-    Outcome, Reconnecting, BATCH, FINISH_WAIT, TICK,
+    Outcome, Quiet, Reconnecting, Silence, BATCH, FINISH_WAIT, TICK,
 };
 use super::stream::{Event, Feedback, WholeTransaction};
 use super::{ClientError, ConnInfo, Connection, CopyEvent};
@@ -365,6 +365,9 @@ impl Pump {
             let Ok(resume) = self.resumes.recv() else {
                 return;
             };
+            // The lost connection is closed first: a walsender still serving it (one
+            // gone silent) lets go of the slot once its socket closes.
+            drop(conn);
             match self.reconnect(info, delay, resume) {
                 Some(Ok((new, timeout))) => {
                     conn = new;
@@ -425,9 +428,24 @@ impl Pump {
         let blocked_interval = blocked_interval(interval, server_timeout);
         let mut last_status = Instant::now();
         let mut waiting: Option<Delivery> = None;
+        let mut silence = Silence::new(self.config.receive_timeout, Instant::now());
         loop {
             if self.stop.load(Ordering::SeqCst) {
                 return Outcome::Stop;
+            }
+            // Not reading (back-pressure) is not the server's silence.
+            if waiting.is_some() {
+                silence.heard(Instant::now());
+            }
+            match silence.check(Instant::now()) {
+                Quiet::Fine => {}
+                Quiet::Ask => {
+                    if let Err(err) = conn.send_copy_data(&self.feedback.status_update(true)) {
+                        return lost_or_failed(err);
+                    }
+                    last_status = Instant::now();
+                }
+                Quiet::Dead(err) => return Outcome::Lost(err),
             }
             let due = if waiting.is_some() {
                 blocked_interval
@@ -462,6 +480,7 @@ impl Pump {
             let wait = TICK.min(interval.saturating_sub(last_status.elapsed()));
             match conn.recv_copy_data(wait.max(Duration::from_millis(1))) {
                 Ok(CopyEvent::Data(frame)) => {
+                    silence.heard(Instant::now());
                     let (frames, after) = batch(frame, || conn.buffered_copy_data());
                     if let Some(reply) = self.handover.read(&self.feedback, &frames) {
                         if let Err(err) = conn.send_copy_data(&reply) {

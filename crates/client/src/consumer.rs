@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
@@ -28,6 +28,7 @@ pub struct ConsumerConfig {
     pub(crate) reconnect: Option<Duration>,
     pub(crate) notify: Option<Notify>,
     pub(crate) create_slot: bool,
+    pub(crate) receive_timeout: Option<Duration>,
 }
 
 /// What a consumer tells its owner about reconnecting (to log it).
@@ -85,7 +86,21 @@ impl ConsumerConfig {
             reconnect: None,
             notify: None,
             create_slot: false,
+            receive_timeout: Some(Duration::from_secs(60)),
         }
+    }
+
+    /// How long the server may send nothing before the connection is taken for dead
+    /// ([`ClientError::Silent`], which passes: with [`Self::reconnect`], a new
+    /// connection resumes the stream). At half of it a status update asks for a reply,
+    /// which a walsender sends at once, so a live but quiet server is never taken for
+    /// dead. As PostgreSQL's walreceiver with `wal_receiver_timeout`, 60 s by default;
+    /// `None` waits for ever (a half-open connection, one whose peer vanished without a
+    /// word, then stalls the consumer for good).
+    #[must_use]
+    pub fn receive_timeout(mut self, timeout: Option<Duration>) -> ConsumerConfig {
+        self.receive_timeout = timeout.map(|t| t.max(Duration::from_millis(10)));
+        self
     }
 
     /// Create the slot (pgoutput, two-phase when the options ask for two-phase) before
@@ -406,6 +421,64 @@ pub(crate) enum Outcome {
     Failed(ClientError),
 }
 
+/// How long the server has been silent, against the receive timeout: what the I/O side
+/// does about it next.
+#[derive(Debug)]
+pub(crate) struct Silence {
+    timeout: Option<Duration>,
+    heard: Instant,
+    asked: bool,
+}
+
+/// What a silence calls for now.
+#[derive(Debug)]
+pub(crate) enum Quiet {
+    /// Nothing yet.
+    Fine,
+    /// Half the timeout gone: a status update asking for a reply.
+    Ask,
+    /// The whole of it: the connection is dead.
+    Dead(ClientError),
+}
+
+impl Silence {
+    pub(crate) fn new(timeout: Option<Duration>, now: Instant) -> Silence {
+        Silence {
+            timeout,
+            heard: now,
+            asked: false,
+        }
+    }
+
+    /// The server sent something (or the I/O side was not listening: back-pressure).
+    pub(crate) fn heard(&mut self, now: Instant) {
+        self.heard = now;
+        self.asked = false;
+    }
+
+    /// What is due now; `Ask` once per silence.
+    pub(crate) fn check(&mut self, now: Instant) -> Quiet {
+        let Some(timeout) = self.timeout else {
+            return Quiet::Fine;
+        };
+        let quiet = now.saturating_duration_since(self.heard);
+        if quiet >= timeout {
+            Quiet::Dead(ClientError::Silent(timeout))
+        } else if !self.asked && quiet >= timeout / 2 {
+            self.asked = true;
+            Quiet::Ask
+        } else {
+            Quiet::Fine
+        }
+    }
+
+    /// When [`Self::check`] next has something to say.
+    pub(crate) fn next(&self) -> Option<Instant> {
+        let timeout = self.timeout?;
+        Some(self.heard + if self.asked { timeout } else { timeout / 2 })
+    }
+}
+
 /// How long a read waits before the thread looks at its clock and the stop flag.
 pub(crate) const TICK: Duration = Duration::from_millis(100);
 
@@ -590,6 +663,31 @@ pub(crate) fn lost_or_failed(err: ClientError) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn silence_asks_for_a_reply_at_half_the_timeout_and_gives_up_at_all_of_it() {
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let mut silence = Silence::new(Some(Duration::from_secs(10)), t0);
+        assert_eq!(silence.next(), Some(at(5000)));
+        assert!(matches!(silence.check(at(4999)), Quiet::Fine));
+        assert!(matches!(silence.check(at(5000)), Quiet::Ask));
+        // Asked once per silence.
+        assert!(matches!(silence.check(at(6000)), Quiet::Fine));
+        assert_eq!(silence.next(), Some(at(10_000)));
+        assert!(matches!(
+            silence.check(at(10_000)),
+            Quiet::Dead(ClientError::Silent(d)) if d == Duration::from_secs(10)
+        ));
+        // Something came: a new silence, asked again at its half.
+        silence.heard(at(9000));
+        assert_eq!(silence.next(), Some(at(14_000)));
+        assert!(matches!(silence.check(at(14_000)), Quiet::Ask));
+        // None waits for ever.
+        let mut never = Silence::new(None, t0);
+        assert_eq!(never.next(), None);
+        assert!(matches!(never.check(at(u64::from(u32::MAX))), Quiet::Fine));
+    }
     use pgoutput_codec::{encode, Ctx, PgTimestamp, PrimaryKeepalive, ProtocolVersion};
 
     fn keepalive(wal_end: u64, reply_requested: bool) -> Bytes {

@@ -57,6 +57,10 @@ pub enum ClientError {
     Protocol(String),
     /// The server closed the connection.
     Closed,
+    /// The server sent nothing for this long, not even an answer to a status update
+    /// asking for one (the consumer's receive timeout): the connection is taken for
+    /// dead, as PostgreSQL's walreceiver takes it after `wal_receiver_timeout`.
+    Silent(std::time::Duration),
     /// A CopyData frame of the stream does not decode.
     Decode {
         /// The XLogData position of the frame, when the envelope decoded.
@@ -70,14 +74,17 @@ pub enum ClientError {
 
 impl ClientError {
     /// Whether the failure is the kind that passes, worth reconnecting after: the
-    /// connection or the server went away; the server is starting or shutting down
+    /// connection or the server went away, or fell silent; the server is starting or shutting down
     /// (SQLSTATE class 57), has a connection exception (08) or too many connections (53);
     /// or the slot is still held by a walsender that has not noticed its client is gone
     /// (55006). Configuration, authentication and protocol errors do not pass.
     #[must_use]
     pub fn is_transient(&self) -> bool {
         match self {
-            ClientError::Closed | ClientError::Io(_) | ClientError::Connect { .. } => true,
+            ClientError::Closed
+            | ClientError::Silent(_)
+            | ClientError::Io(_)
+            | ClientError::Connect { .. } => true,
             ClientError::Server(err) => {
                 err.code.starts_with("57")
                     || err.code.starts_with("08")
@@ -108,6 +115,10 @@ impl fmt::Display for ClientError {
             ClientError::Server(err) => write!(f, "server error: {err}"),
             ClientError::Protocol(text) => write!(f, "protocol violation: {text}"),
             ClientError::Closed => f.write_str("the server closed the connection"),
+            ClientError::Silent(after) => write!(
+                f,
+                "the server sent nothing for {after:?}, not even an answer to a status update asking for one: the connection is taken for dead"
+            ),
             ClientError::Decode {
                 lsn: Some(lsn),
                 source,

@@ -45,7 +45,7 @@ use rustls_pki_types::ServerName;
 use super::consumer::{
     batch, blocked_interval, create_slot_command, lost_or_failed, parse_wal_sender_timeout,
     slot_exists, AfterBatch, ConsumerConfig, Delivery, Fed, Finished, Handled, Handover, Notify,
-    Outcome, Reconnecting, BATCH, FINISH_WAIT, TICK,
+    Outcome, Quiet, Reconnecting, Silence, BATCH, FINISH_WAIT, TICK,
 };
 use super::login::{Login, Step};
 use super::stream::{Event, Feedback, WholeTransaction};
@@ -646,6 +646,9 @@ impl Pump {
             let Some(resume) = self.resumes.recv().await else {
                 return;
             };
+            // The lost connection is closed first: a walsender still serving it (one
+            // gone silent) lets go of the slot once its socket closes.
+            drop(conn);
             match self.reconnect(delay, resume).await {
                 Some(Ok((new, timeout))) => {
                     conn = new;
@@ -707,11 +710,28 @@ impl Pump {
         let blocked = blocked_interval(interval, server_timeout);
         let mut next_status = Instant::now() + interval;
         let mut waiting: Option<Delivery> = None;
+        let mut silence = Silence::new(self.config.receive_timeout, std::time::Instant::now());
         loop {
             if self.stop.is_set() {
                 return Outcome::Stop;
             }
+            // Not reading (back-pressure) is not the server's silence.
+            if waiting.is_some() {
+                silence.heard(std::time::Instant::now());
+            }
+            let quiet_until = silence.next().map(Instant::from_std);
             ::tokio::select! {
+                () = sleep_until(quiet_until.unwrap_or(next_status)), if quiet_until.is_some() => {
+                    match silence.check(std::time::Instant::now()) {
+                        Quiet::Fine => {}
+                        Quiet::Ask => {
+                            if let Err(err) = conn.send_copy_data(&self.feedback.status_update(true)).await {
+                                return lost_or_failed(err);
+                            }
+                        }
+                        Quiet::Dead(err) => return Outcome::Lost(err),
+                    }
+                }
                 () = self.stop.wake.notified() => {}
                 () = self.stop.report.notified() => {
                     if self.feedback.take_report() {
@@ -737,6 +757,7 @@ impl Pump {
                 },
                 copy = conn.recv_copy_data(), if waiting.is_none() => match copy {
                     Ok(CopyEvent::Data(frame)) => {
+                        silence.heard(std::time::Instant::now());
                         let (frames, after) = batch(frame, || buffered_copy_event(&mut conn.input));
                         if let Some(reply) = self.handover.read(&self.feedback, &frames) {
                             if let Err(err) = conn.send_copy_data(&reply).await {

@@ -281,3 +281,68 @@ async fn a_consumer_closed_while_it_waits_to_resume_closes() {
         .await
         .expect("the close returns");
 }
+
+/// A walsender gone silent for good, its socket open: the I/O task asks for a reply at
+/// half the receive timeout, gives the connection up at the whole of it, and resumes on
+/// a new one with every transaction once.
+#[tokio::test(flavor = "current_thread")]
+async fn a_silent_connection_is_given_up_at_the_receive_timeout() {
+    let (t, script) = super::two_row_transactions(4);
+    let server = TestServer::builder()
+        .publication(Publication::new("p").table(t))
+        .script(script)
+        .fault(
+            Fault::new(
+                Trigger::Change {
+                    transaction: 2,
+                    after: 1,
+                },
+                Action::Stall { ms: None },
+            )
+            .times(1),
+        )
+        .start()
+        .unwrap();
+    let notes = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&notes);
+    let config = ConsumerConfig::new("silent", StreamOptions::new(ProtocolVersion::V1, &["p"]))
+        .create_slot(true)
+        .auto_confirm(true)
+        .receive_timeout(Some(Duration::from_millis(300)))
+        .reconnect(Duration::from_millis(50))
+        .on_reconnect(move |note| {
+            if let Reconnecting::Lost {
+                error: Some(err), ..
+            } = note
+            {
+                log.lock().unwrap().push(err.to_string());
+            }
+        });
+    let mut consumer = Consumer::connect(&info(&server), config).await.unwrap();
+    let mut open: Vec<String> = Vec::new();
+    let mut committed: Vec<Vec<String>> = Vec::new();
+    while committed.len() < 4 {
+        let event = consumer
+            .next_within(Duration::from_secs(20))
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("stalled: {committed:?}, {:?}", notes.lock().unwrap()));
+        if event.resumed() {
+            open.clear();
+        }
+        if let Some(row) = event.new_row() {
+            open.push(row.value::<String>("id").unwrap());
+        }
+        if event.confirmable_lsn().is_some() {
+            committed.push(std::mem::take(&mut open));
+        }
+    }
+    let expected: Vec<Vec<String>> = (0..4)
+        .map(|i| vec![format!("{i}0"), format!("{i}1")])
+        .collect();
+    assert_eq!(committed, expected);
+    let notes = notes.lock().unwrap().clone();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(notes[0].contains("sent nothing for 300ms"), "{notes:?}");
+    consumer.close().await;
+}

@@ -460,3 +460,100 @@ fn a_caught_up_consumer_busy_elsewhere_answers_an_idle_reply_request_with_the_wa
     assert_eq!(server.findings(), []);
     consumer.close();
 }
+
+/// A walsender that falls silent for good, its socket left open (a half-open
+/// connection): the consumer asks for a reply at half its receive timeout, gives the
+/// connection up at the whole of it, and resumes on a new one with nothing lost or
+/// repeated. A server that answers the asking is never given up on.
+#[test]
+fn a_silent_connection_is_given_up_at_the_receive_timeout_and_a_quiet_one_is_not() {
+    let (t, script) = super::two_row_transactions(4);
+    let server = TestServer::builder()
+        .publication(Publication::new("p").table(t))
+        .script(script)
+        .fault(
+            Fault::new(
+                Trigger::Change {
+                    transaction: 2,
+                    after: 1,
+                },
+                Action::Stall { ms: None },
+            )
+            .slot("silent")
+            .times(1),
+        )
+        .start()
+        .unwrap();
+    let notes = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&notes);
+    let options = pgoutput_client::StreamOptions::new(ProtocolVersion::V1, &["p"]);
+    let config = ConsumerConfig::new("silent", options.clone())
+        .auto_confirm(true)
+        .receive_timeout(Some(Duration::from_millis(300)))
+        .reconnect(Duration::from_millis(50))
+        .on_reconnect(move |note| {
+            if let Reconnecting::Lost {
+                error: Some(err), ..
+            } = note
+            {
+                log.lock().unwrap().push(err.to_string());
+            }
+        });
+    let mut consumer = consume(&server, "silent", config);
+    let mut open: Vec<String> = Vec::new();
+    let mut committed: Vec<Vec<String>> = Vec::new();
+    while committed.len() < 4 {
+        let event = consumer
+            .next_within(Duration::from_secs(20))
+            .unwrap()
+            .unwrap_or_else(|| panic!("stalled: {committed:?}, {:?}", notes.lock().unwrap()));
+        if event.resumed() {
+            open.clear();
+        }
+        if let Some(row) = event.new_row() {
+            open.push(row.value::<String>("id").unwrap());
+        }
+        if event.confirmable_lsn().is_some() {
+            committed.push(std::mem::take(&mut open));
+        }
+    }
+    let expected: Vec<Vec<String>> = (0..4)
+        .map(|i| vec![format!("{i}0"), format!("{i}1")])
+        .collect();
+    assert_eq!(committed, expected);
+    let notes = notes.lock().unwrap().clone();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(notes[0].contains("sent nothing for 300ms"), "{notes:?}");
+    consumer.close();
+
+    // Quiet but alive: nothing to send, and each asking answered at once. Three askings
+    // on one connection are three silences it outlived.
+    let config = ConsumerConfig::new("quiet", options)
+        .receive_timeout(Some(Duration::from_millis(200)))
+        .reconnect(Duration::from_millis(50));
+    let consumer = consume(&server, "quiet", config);
+    let asked = |client: &pgoutput_harness::server::ClientInfo| {
+        client
+            .status_updates
+            .iter()
+            .filter(|u| u.update.reply_requested)
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let quiet: Vec<_> = server
+            .clients()
+            .into_iter()
+            .filter(|c| c.commands.iter().any(|q| q.contains("\"quiet\"")))
+            .collect();
+        assert!(quiet.len() <= 2, "given up on: {quiet:?}");
+        // The first is the one that made the slot; the second streams.
+        if quiet.last().is_some_and(|c| asked(c) >= 3) {
+            assert!(quiet.last().unwrap().connected);
+            break;
+        }
+        assert!(Instant::now() < deadline, "{quiet:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    consumer.close();
+}

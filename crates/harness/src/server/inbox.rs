@@ -46,6 +46,8 @@ struct Queue {
     woken: bool,
     /// The connection is over: the reader stops.
     closed: bool,
+    /// The reader read the client's end (queued or not yet, behind a full queue).
+    client_left: bool,
 }
 
 /// The messages one connection has received and not yet handled.
@@ -76,6 +78,13 @@ impl Inbox {
         drop(queue);
         self.ready.notify_one();
         true
+    }
+
+    /// Whether the client has gone (closed its socket, or broke the protocol), whatever
+    /// is still queued before its end: a stalled connection, which reads nothing, ends
+    /// on it as PostgreSQL's walsender does when its socket closes.
+    pub(crate) fn client_left(&self) -> bool {
+        self.lock().client_left
     }
 
     /// Wakes the connection's wait (new WAL, shutdown).
@@ -152,6 +161,9 @@ pub(crate) fn read_into(inbox: &Inbox, mut input: impl Read) {
             }
         };
         let end = matches!(item, Incoming::End(_));
+        if end {
+            inbox.lock().client_left = true;
+        }
         if !inbox.push(item) || end {
             return;
         }

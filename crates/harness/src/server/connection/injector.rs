@@ -147,13 +147,17 @@ impl<W: Write> Connection<'_, W> {
     }
 
     /// Neither writes nor reads (the reader stops once the inbox is full), for `duration`
-    /// or until the server stops or crashes.
+    /// or until the server stops or crashes, or the client leaves (the connection, and
+    /// its hold on the slot, end with it, as the proxy's stall ends with its client).
     fn stall(&mut self, duration: Option<Duration>) -> Result<(), Failure> {
         let until = duration.map(|d| Instant::now() + d);
         let epoch = self.shared.lock().epoch();
         loop {
             if self.shared.stopping() {
                 return Err(Closed::Shutdown.into());
+            }
+            if self.inbox.client_left() {
+                return Err(Closed::ByClient.into());
             }
             if self.shared.lock().epoch() != epoch {
                 return Err(Closed::Silently("crashed while stalled".into()).into());
