@@ -32,7 +32,11 @@ fn main() -> Result<(), Box<dyn Error>> {
     let options = StreamOptions::new(ProtocolVersion::V1, &[publication.as_str()]);
     let config = ConsumerConfig::new(&var("PGOUTPUT_TRIAL_SLOT")?, options)
         .reconnect(Duration::from_millis(100))
-        .status_interval(Duration::from_secs(1));
+        .status_interval(Duration::from_secs(1))
+        // A connection silent for 5 s (a reply asked for at 2.5 s) is given up: the
+        // default is wal_receiver_timeout's 60 s, which the trial's silent-stall
+        // scenario also waits out.
+        .receive_timeout(Some(Duration::from_secs(5)));
     let mut consumer = Consumer::connect(&info, config)?;
     while let Some(mut transaction) = consumer.next_transaction()? {
         let Some(end) = transaction.end_lsn() else {

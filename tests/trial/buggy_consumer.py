@@ -16,7 +16,7 @@ import psycopg2  # noqa: E402
 import psycopg2.errors  # noqa: E402
 import psycopg2.extras  # noqa: E402
 
-from trial_consumer import Consumer, Reader  # noqa: E402
+from trial_consumer import Consumer, Reader, Silent  # noqa: E402
 
 
 class Unstreamed(Consumer):
@@ -146,6 +146,6 @@ BUGS = {
 if __name__ == "__main__":
     try:
         BUGS[sys.argv[1]]().run()
-    except psycopg2.Error as err:
+    except (psycopg2.Error, Silent) as err:
         print("buggy consumer: %s" % err, file=sys.stderr)
         sys.exit(1)

@@ -263,7 +263,10 @@ impl Trial {
         let mut problems = Vec::new();
         let mut consumer = Supervised::start(&self.consumer, assignment, &log)
             .map_err(|e| format!("the consumer command: {e}"))?;
-        let deadline = started + self.budget;
+        let budget = scenario
+            .budget_ms
+            .map_or(self.budget, |ms| self.budget.max(Duration::from_millis(ms)));
+        let deadline = started + budget;
         let mut cues: Vec<_> = scenario.cues.iter().collect();
         cues.sort_by_key(|cue| cue.confirmed);
         let mut cues = cues.into_iter().peekable();
@@ -383,6 +386,23 @@ impl Trial {
             if idle_end.is_some() && self.idle_finding(&proxy, &slot) {
                 break;
             }
+        }
+        // Still on a connection a rule stalled for good (nothing either way, its socket
+        // open) when the budget ran out: it has no timeout of its own, and would sit
+        // there for ever, as on a half-open connection.
+        if !finished
+            && !interrupted
+            && proxy
+                .connection_records()
+                .iter()
+                .any(|c| c.slot.as_deref() == Some(slot.as_str()) && c.ended.is_none() && c.stalled)
+        {
+            problems.push(format!(
+                "still on the connection that fell silent when the budget of {} s ran out: \
+                 it never gave it up (PostgreSQL's walreceiver asks for a reply at half of \
+                 wal_receiver_timeout, 60 s by default, and gives up at all of it)",
+                budget.as_secs()
+            ));
         }
         if finished {
             settle(|| {

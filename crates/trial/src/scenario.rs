@@ -43,6 +43,11 @@ pub struct Scenario {
     /// Committed once the consumer has confirmed the workload's end.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub then: Vec<Step>,
+    /// The least budget a correct consumer needs here, when it is more than the trial's:
+    /// a silence is noticed after the consumer's own timeout (PostgreSQL's
+    /// `wal_receiver_timeout` is 60 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_ms: Option<u64>,
 }
 
 /// An action once the consumer has confirmed the end of the workload's `transaction`-th

@@ -15,6 +15,10 @@ them durable, and only then confirms the transaction's end. What makes it exact:
 - the confirmed position is a transaction's end, never a change's position or one more;
 - while no transaction is open and everything is applied, the WAL end a keepalive
   reports is confirmed, so the slot advances while only unpublished tables change;
+- a connection that falls silent (nothing, not even a keepalive) is asked for a reply
+  after half of ``RECEIVE_TIMEOUT`` seconds and given up after all of it, as
+  PostgreSQL's walreceiver does with ``wal_receiver_timeout``: a half-open connection
+  does not stall it for good;
 - a connection lost is left to the caller: it exits non-zero, and the trial (or
   systemd, or Kubernetes) starts it again; a slot still held by the walsender that
   served the lost connection (55006) is tried again for a while.
@@ -90,6 +94,11 @@ class Reader:
 
 
 UNCHANGED = object()
+
+# Seconds of silence after which the connection is taken for dead (PostgreSQL's
+# walreceiver waits wal_receiver_timeout, 60 s by default; a server asked for a reply
+# answers at once, so a quiet one is never taken for dead).
+RECEIVE_TIMEOUT = 5.0
 
 
 class Consumer:
@@ -275,6 +284,7 @@ class Consumer:
 
     def run(self):
         self.start()
+        heard, asked = time.monotonic(), False
         while True:
             msg = self.cur.read_message()
             if msg is not None:
@@ -282,13 +292,25 @@ class Consumer:
                 continue
             # Nothing buffered: wait for the server (psycopg2 answers its keepalives).
             ready, _, _ = select.select([self.cur], [], [], 0.5)
-            if not ready:
-                self.idle()
+            if ready:
+                heard, asked = time.monotonic(), False
+                continue
+            self.idle()
+            quiet = time.monotonic() - heard
+            if quiet >= RECEIVE_TIMEOUT:
+                raise Silent("the server sent nothing for %.0f s: the connection is taken for dead" % quiet)
+            if quiet >= RECEIVE_TIMEOUT / 2 and not asked:
+                self.cur.send_feedback(reply=True)
+                asked = True
+
+
+class Silent(Exception):
+    pass
 
 
 if __name__ == "__main__":
     try:
         Consumer().run()
-    except psycopg2.Error as err:
+    except (psycopg2.Error, Silent) as err:
         print("trial consumer: %s" % err, file=sys.stderr)
         sys.exit(1)

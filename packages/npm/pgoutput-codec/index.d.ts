@@ -295,7 +295,10 @@ export interface ProxyConnection {
   undecodable_frames?: number;
   status_updates?: number;
   flush_lsn?: LsnText | null;
-  connected?: boolean;
+  /** Seconds since the Unix epoch when it connected. */
+  connected?: number;
+  /** A `stall` rule holds it now: nothing goes either way, its sockets left open. */
+  stalled?: boolean;
   /** How it ended: "the client left", "a rule reset it", "a crash cut it", … */
   ended?: string | null;
   [field: string]: unknown;

@@ -46,6 +46,8 @@ pub struct ConnectionInfo {
     pub flush_lsn: Lsn,
     /// Seconds since the Unix epoch when it connected.
     pub connected: u64,
+    /// A `stall` rule holds it now: nothing goes either way, its sockets left open.
+    pub stalled: bool,
     /// How it ended (`None` while it is open).
     pub ended: Option<String>,
 }
@@ -78,6 +80,11 @@ impl Record {
 
     pub(super) fn frame(&self) {
         self.frames.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A `stall` rule holds the connection, or lets it go.
+    pub(super) fn stalled(&self, stalled: bool) {
+        self.lock().stalled = stalled;
     }
 
     pub(super) fn undecodable(&self) {
@@ -137,6 +144,7 @@ impl Records {
                 connected: SystemTime::now()
                     .duration_since(SystemTime::UNIX_EPOCH)
                     .map_or(0, |d| d.as_secs()),
+                stalled: false,
                 ended: None,
             }),
             frames: AtomicU64::new(0),

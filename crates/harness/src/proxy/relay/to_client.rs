@@ -626,10 +626,12 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
             }
             Effect::Pause(how_long) => {
                 let _ = self.stall.send(true);
+                self.who.record.stalled(true);
                 match how_long {
                     Some(how_long) => tokio::time::sleep(how_long).await,
                     None => std::future::pending().await,
                 }
+                self.who.record.stalled(false);
                 let _ = self.stall.send(false);
                 Ok(())
             }
