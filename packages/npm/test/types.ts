@@ -1,6 +1,6 @@
 // The TypeScript types (index.d.ts) as a TypeScript test suite uses them: compiled with
 // --strict by test/run (tsc --noEmit), never run.
-import { startServer, startProxy, runTrial, startCluster, embeddedPostgres, Cluster, FindingsError, ControlError, WaitTimeout, TrialFailed, TrialReport, lsnToBigInt, lsnToText, TestServer } from 'pgoutput-codec';
+import { startServer, startProxy, runTrial, startCluster, Cluster, FindingsError, ControlError, WaitTimeout, TrialFailed, TrialReport, lsnToBigInt, lsnToText, TestServer } from 'pgoutput-codec';
 
 async function main(): Promise<void> {
   const server: TestServer = await startServer({ script: [{ type: 'begin' }, { type: 'commit' }], publication: 'p', probe: 1,
@@ -27,8 +27,6 @@ async function main(): Promise<void> {
   const cluster: Cluster = await startCluster({ settings: ['max_wal_senders = 7'], startupTimeoutMs: 1000 });
   cluster.dsn.toUpperCase();
   await cluster.stop();
-  const bin: string | null = await embeddedPostgres();
-  void bin;
   void dsn;
   void worst;
 }

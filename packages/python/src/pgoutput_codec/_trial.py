@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from ._binary import find_binary
-from ._cluster import postgres_to_use
 from .errors import PgoutputError
 
 #: The verdicts, best first.
@@ -129,7 +128,6 @@ def trial(
     arguments = [find_binary(binary), "trial", "--json", "-", "--seed", str(seed), "--budget", str(budget)]
     if upstream is not None:
         arguments += ["--upstream", upstream]
-    postgres = postgres if upstream is not None else postgres_to_use(postgres)
     if postgres is not None:
         arguments += ["--postgres", postgres]
     if sink_database is not None:
