@@ -37,7 +37,15 @@ fn main() -> Result<(), Box<dyn Error>> {
         // default is wal_receiver_timeout's 60 s, which the trial's silent-stall
         // scenario also waits out.
         .receive_timeout(Some(Duration::from_secs(5)));
-    let mut consumer = Consumer::connect(&info, config)?;
+    // As a service does: a server not up yet (or a proxy between scenarios of a trial
+    // attached to this consumer) is tried again until it is.
+    let mut consumer = loop {
+        match Consumer::connect(&info, config.clone()) {
+            Ok(consumer) => break consumer,
+            Err(err) if err.is_transient() => std::thread::sleep(Duration::from_millis(100)),
+            Err(err) => return Err(err.into()),
+        }
+    };
     while let Some(mut transaction) = consumer.next_transaction()? {
         let Some(end) = transaction.end_lsn() else {
             continue;

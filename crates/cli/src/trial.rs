@@ -58,11 +58,27 @@ pub struct TrialArgs {
     /// Also write the report as JUnit XML to FILE.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    /// A consumer already running, instead of a command: the trial's proxy listens at
+    /// ADDR for every scenario, the consumer streams `--slot` and appends to `--sink`,
+    /// and reconnects on its own when its connection is cut between scenarios. The
+    /// scenarios that kill or start the consumer are skipped, and the report says so.
+    #[arg(long, value_name = "ADDR", conflicts_with = "command")]
+    pub attach: Option<std::net::SocketAddr>,
+    /// With --attach: the slot the consumer streams (made afresh for each scenario).
+    #[arg(long, value_name = "NAME", requires = "attach", default_value = ATTACHED_SLOT)]
+    pub slot: String,
+    /// With --attach: the JSON-lines file the consumer appends to (emptied in place
+    /// before each scenario; default: attached.jsonl in the work directory).
+    #[arg(long, value_name = "FILE", requires = "attach")]
+    pub sink: Option<PathBuf>,
     /// The consumer under test: the command (after `--`) the trial starts for each
     /// scenario, and again when it exits.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }
+
+/// The slot an attached consumer streams, unless told.
+const ATTACHED_SLOT: &str = "pgoutput_trial_attached";
 
 const TRIAL_HELP: &str = r#"The consumer is told where to connect in its environment:
   PGOUTPUT_TRIAL_DSN           a libpq connection string through the trial's proxy
@@ -114,11 +130,18 @@ pub fn trial(args: &TrialArgs) -> Result<ExitCode, String> {
         list(&scenarios);
         return Ok(ExitCode::SUCCESS);
     }
-    if args.command.is_empty() {
+    if args.command.is_empty() && args.attach.is_none() {
         return Err(
-            "no consumer to try: give its command after `--` (pgoutput trial -- python3 consumer.py)"
+            "no consumer to try: give its command after `--` (pgoutput trial -- python3 consumer.py), \
+             or --attach ADDR for one already running"
                 .into(),
         );
+    }
+    if args.attach.is_some() && !args.slot.starts_with("pgoutput_trial_") {
+        return Err(format!(
+            "--slot {:?}: the trial makes and drops only slots named pgoutput_trial_…",
+            args.slot
+        ));
     }
     // Ctrl-C or SIGTERM: the scenario under way is cleaned up, and the cluster stopped.
     let interrupt = crate::stop_signal()?;
@@ -138,12 +161,23 @@ pub fn trial(args: &TrialArgs) -> Result<ExitCode, String> {
             true,
         ),
     };
-    let command = args
-        .command
-        .iter()
-        .map(|word| shell_quote(word))
-        .collect::<Vec<_>>()
-        .join(" ");
+    let attach = args.attach.map(|listen| pgoutput_trial::Attached {
+        listen,
+        slot: args.slot.clone(),
+        sink: args
+            .sink
+            .clone()
+            .unwrap_or_else(|| work_dir.join("attached.jsonl")),
+    });
+    let command = match &attach {
+        Some(a) => format!("the consumer attached at {}", a.listen),
+        None => args
+            .command
+            .iter()
+            .map(|word| shell_quote(word))
+            .collect::<Vec<_>>()
+            .join(" "),
+    };
     let mut source = match (&args.upstream, &args.postgres) {
         (Some(upstream), _) => format!(" --upstream {}", shell_quote(upstream)),
         (None, Some(dir)) => format!(" --postgres {}", shell_quote(&dir.to_string_lossy())),
@@ -158,6 +192,15 @@ pub fn trial(args: &TrialArgs) -> Result<ExitCode, String> {
     if args.budget != DEFAULT_BUDGET {
         source += &format!(" --budget {}", args.budget);
     }
+    let tail = match &attach {
+        Some(a) => format!(
+            " --attach {} --slot {} --sink {}",
+            a.listen,
+            shell_quote(&a.slot),
+            shell_quote(&a.sink.to_string_lossy())
+        ),
+        None => format!(" -- {command}"),
+    };
     let trial = Trial {
         upstream,
         consumer: command.clone(),
@@ -167,11 +210,38 @@ pub fn trial(args: &TrialArgs) -> Result<ExitCode, String> {
         sink_database: args.sink_database.clone(),
         work_dir: work_dir.clone(),
         replay: format!(
-            "pgoutput trial{source} --seed {} --scenario {{scenario}} -- {command}",
+            "pgoutput trial{source} --seed {} --scenario {{scenario}}{tail}",
             args.seed
         ),
         interrupt,
+        attach: attach.clone(),
     };
+    if let Some(a) = &attach {
+        std::fs::create_dir_all(&work_dir).map_err(|e| format!("{}: {e}", work_dir.display()))?;
+        let info = pgoutput_client::ConnInfo::parse(Some(&trial.upstream), |_| None)
+            .map_err(|e| e.to_string())?;
+        eprintln!(
+            "attach the consumer: it connects to {} (user {}, database {}), streams slot {} of \
+             publication {} and appends to {}; as variables:",
+            a.listen,
+            info.user,
+            info.dbname,
+            a.slot,
+            pgoutput_trial::schema::PUBLICATION,
+            a.sink.display()
+        );
+        eprintln!(
+            "  PGOUTPUT_TRIAL_DSN='host={} port={} user={} dbname={} sslmode=disable' \
+             PGOUTPUT_TRIAL_SLOT={} PGOUTPUT_TRIAL_PUBLICATION={} PGOUTPUT_TRIAL_SINK={}",
+            a.listen.ip(),
+            a.listen.port(),
+            info.user,
+            info.dbname,
+            a.slot,
+            pgoutput_trial::schema::PUBLICATION,
+            shell_quote(&a.sink.to_string_lossy())
+        );
+    }
     let to_stdout = args.json.as_deref() == Some("-");
     let report = trial.run(|progress| {
         // Progress on standard error: standard output is the report.
@@ -186,6 +256,7 @@ pub fn trial(args: &TrialArgs) -> Result<ExitCode, String> {
                 report.verdict.name(),
                 report.elapsed_ms as f64 / 1000.0
             ),
+            Progress::Skipped(skipped) => eprintln!("skipped {}: {}", skipped.name, skipped.why),
         }
     })?;
     let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;

@@ -62,7 +62,7 @@ pub use grade::{grade, grade_state, Anomaly};
 pub use ledger::{Ledger, Transaction};
 /// What each of the judge's findings costs, which a warn states.
 pub use pgoutput_harness::judge::Harm;
-pub use run::{Judged, Process, Progress, Report, ScenarioReport, Trial};
+pub use run::{Attached, Judged, Process, Progress, Report, ScenarioReport, Skipped, Trial};
 pub use scenario::{catalogue, Cue, CueAction, Scenario};
 pub use sink::Applied;
 pub use verdict::Verdict;

@@ -32,15 +32,26 @@ impl Report {
         for s in self.scenarios.iter().filter(|s| s.verdict != Verdict::Pass) {
             let _ = write!(out, "\n{}", evidence(s));
         }
+        if !self.skipped.is_empty() {
+            out.push('\n');
+        }
+        for s in &self.skipped {
+            let _ = writeln!(out, "{} (skipped): {}", s.name, s.why);
+        }
         let count = |v: Verdict| self.scenarios.iter().filter(|s| s.verdict == v).count();
         let _ = writeln!(
             out,
-            "\n{} scenarios: {} pass, {} warn, {} fail, {} unknown (seed {})",
+            "\n{} scenarios: {} pass, {} warn, {} fail, {} unknown{} (seed {})",
             self.scenarios.len(),
             count(Verdict::Pass),
             count(Verdict::Warn),
             count(Verdict::Fail),
             count(Verdict::Unknown),
+            if self.skipped.is_empty() {
+                String::new()
+            } else {
+                format!("; {} skipped", self.skipped.len())
+            },
             self.seed
         );
         out
@@ -60,10 +71,11 @@ impl Report {
         let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
         let _ = writeln!(
             out,
-            "<testsuites><testsuite name=\"pgoutput trial\" tests=\"{}\" failures=\"{}\" errors=\"{}\" time=\"{seconds:.3}\">",
-            self.scenarios.len(),
+            "<testsuites><testsuite name=\"pgoutput trial\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{seconds:.3}\">",
+            self.scenarios.len() + self.skipped.len(),
             count(Verdict::Fail),
-            count(Verdict::Unknown)
+            count(Verdict::Unknown),
+            self.skipped.len()
         );
         for s in &self.scenarios {
             let _ = write!(
@@ -95,6 +107,14 @@ impl Report {
                 }
             }
             out.push_str("</testcase>\n");
+        }
+        for s in &self.skipped {
+            let _ = writeln!(
+                out,
+                "  <testcase classname=\"pgoutput.trial\" name=\"{}\" time=\"0.000\"><skipped message=\"{}\"/></testcase>",
+                xml(&s.name),
+                xml(&s.why)
+            );
         }
         out.push_str("</testsuite></testsuites>\n");
         out

@@ -3,6 +3,7 @@
 //! scenario's faults, its cues acted on as it confirms, and what it applied graded.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -48,6 +49,32 @@ pub struct Trial {
     /// Set (by a signal handler) to stop: the scenario under way is cleaned up (the
     /// consumer stopped, the proxy and the slots gone) and the run ends with an error.
     pub interrupt: Arc<AtomicBool>,
+    /// A consumer already running, which the trial cannot start: it is attached to
+    /// instead, and the scenarios that need to kill or start it are skipped.
+    pub attach: Option<Attached>,
+}
+
+/// Where an attached consumer connects, what it streams and where it writes: the same
+/// for every scenario. Between scenarios its connection is cut and the address closed
+/// for a moment, so it must connect again on its own (as it would after a server
+/// restart); the trial empties its sink in place before each scenario, so it must
+/// append to it (`O_APPEND`).
+#[derive(Debug, Clone)]
+pub struct Attached {
+    /// The proxy's address.
+    pub listen: SocketAddr,
+    /// The slot, made afresh for each scenario; its name starts `pgoutput_trial_`.
+    pub slot: String,
+    /// The JSON-lines sink (with `sink_database`, the consumer writes there instead).
+    pub sink: PathBuf,
+}
+
+/// A scenario not run, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Skipped {
+    pub name: String,
+    pub class: String,
+    pub why: String,
 }
 
 /// What a trial reports as it goes.
@@ -61,6 +88,8 @@ pub enum Progress<'a> {
     },
     /// It ended.
     Finished(&'a ScenarioReport),
+    /// It was not run.
+    Skipped(&'a Skipped),
 }
 
 /// A finding of the judge with the harm it does.
@@ -125,6 +154,9 @@ pub struct Report {
     pub seed: u64,
     pub consumer: String,
     pub scenarios: Vec<ScenarioReport>,
+    /// The scenarios not run: those that kill or start a consumer the trial attached to.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<Skipped>,
 }
 
 impl Report {
@@ -188,8 +220,19 @@ impl Trial {
             ));
         }
         let mut reports = Vec::new();
+        let mut skipped = Vec::new();
         let total = self.scenarios.len();
         for (i, scenario) in self.scenarios.iter().enumerate() {
+            if let (Some(_), Some(why)) = (&self.attach, scenario.needs_its_process()) {
+                let skip = Skipped {
+                    name: scenario.name.clone(),
+                    class: scenario.class.clone(),
+                    why: format!("the consumer is attached, not started by the trial: {why}"),
+                };
+                progress(Progress::Skipped(&skip));
+                skipped.push(skip);
+                continue;
+            }
             progress(Progress::Started {
                 number: i + 1,
                 total,
@@ -203,6 +246,7 @@ impl Trial {
             seed: self.seed,
             consumer: self.consumer.clone(),
             scenarios: reports,
+            skipped,
         })
     }
 
@@ -213,7 +257,10 @@ impl Trial {
         scenario: &Scenario,
     ) -> Result<ScenarioReport, String> {
         let started = Instant::now();
-        let slot = schema::consumer_slot(number);
+        let slot = self
+            .attach
+            .as_ref()
+            .map_or_else(|| schema::consumer_slot(number), |a| a.slot.clone());
         let mut sql = Sql::connect(info)?;
         sql.prepare()?;
         let mut tables = match &self.sink_database {
@@ -235,17 +282,29 @@ impl Trial {
         workload
             .commit(&scenario.workload, &mut sql, &mut ledger, tables.as_mut())
             .map_err(|e| format!("{}: workload: {e}", scenario.name))?;
-        let sink = self
-            .work_dir
-            .join(format!("{number:02}-{}.jsonl", scenario.name));
         let log = self
             .work_dir
             .join(format!("{number:02}-{}.log", scenario.name));
-        // What an earlier run in this directory left: the sink, the log, and the
-        // consumer's own state kept beside the sink (named after it: offsets, marks).
-        forget(&self.work_dir, &sink)?;
-        std::fs::write(&sink, b"").map_err(|e| format!("{}: {e}", sink.display()))?;
-        let _ = std::fs::remove_file(&log);
+        let sink = match &self.attach {
+            // Emptied in place: the consumer has it open.
+            Some(attached) => {
+                std::fs::File::create(&attached.sink)
+                    .map_err(|e| format!("{}: {e}", attached.sink.display()))?;
+                attached.sink.clone()
+            }
+            None => {
+                let sink = self
+                    .work_dir
+                    .join(format!("{number:02}-{}.jsonl", scenario.name));
+                // What an earlier run in this directory left: the sink, the log, and the
+                // consumer's own state kept beside the sink (named after it: offsets,
+                // marks).
+                forget(&self.work_dir, &sink)?;
+                std::fs::write(&sink, b"").map_err(|e| format!("{}: {e}", sink.display()))?;
+                let _ = std::fs::remove_file(&log);
+                sink
+            }
+        };
 
         let proxy = self.proxy(scenario, &slot)?;
         let assignment = Assignment {
@@ -261,8 +320,11 @@ impl Trial {
             scenario: scenario.name.clone(),
         };
         let mut problems = Vec::new();
-        let mut consumer = Supervised::start(&self.consumer, assignment, &log)
-            .map_err(|e| format!("the consumer command: {e}"))?;
+        let mut consumer = match &self.attach {
+            Some(_) => Supervised::attached(),
+            None => Supervised::start(&self.consumer, assignment, &log)
+                .map_err(|e| format!("the consumer command: {e}"))?,
+        };
         let budget = scenario
             .budget_ms
             .map_or(self.budget, |ms| self.budget.max(Duration::from_millis(ms)));
@@ -536,6 +598,9 @@ impl Trial {
         let mut builder = Proxy::builder(&self.upstream)
             .map_err(|e| e.to_string())?
             .probe(Probe::every(1));
+        if let Some(attached) = &self.attach {
+            builder = builder.listen(attached.listen);
+        }
         for fault in &scenario.faults {
             let mut fault = fault.clone();
             fault.slot.get_or_insert_with(|| slot.to_owned());

@@ -87,6 +87,22 @@ pub enum CueAction {
     HoldSlot,
 }
 
+impl Scenario {
+    /// Why the scenario needs a consumer the trial starts, when it does: it kills and
+    /// starts the consumer, or a correct one passes by exiting.
+    #[must_use]
+    pub fn needs_its_process(&self) -> Option<&'static str> {
+        let cues = || self.cues.iter().map(|cue| cue.action);
+        if cues().any(|a| a == CueAction::KillConsumer) {
+            Some("it kills the consumer and starts it again")
+        } else if cues().any(|a| matches!(a, CueAction::DropSlot | CueAction::InvalidateSlot)) {
+            Some("a correct consumer passes it by exiting, and again when started again")
+        } else {
+            None
+        }
+    }
+}
+
 /// Scenarios from JSON: an array of them.
 ///
 /// # Errors

@@ -104,7 +104,39 @@ impl Supervised {
         Ok(supervised)
     }
 
+    /// A consumer the trial did not start (one already running, attached to): nothing to
+    /// restart or stop; it cannot be killed.
+    #[must_use]
+    pub fn attached() -> Supervised {
+        Supervised {
+            command: String::new(),
+            assignment: Assignment {
+                host: String::new(),
+                port: 0,
+                user: String::new(),
+                password: None,
+                dbname: String::new(),
+                slot: String::new(),
+                publication: String::new(),
+                sink: std::path::PathBuf::new(),
+                sink_database: None,
+                scenario: String::new(),
+            },
+            log: std::path::PathBuf::new(),
+            child: None,
+            starts: 0,
+            exits: 0,
+            last_exit: None,
+        }
+    }
+
     fn spawn(&mut self) -> std::io::Result<()> {
+        if self.command.is_empty() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "an attached consumer cannot be started",
+            ));
+        }
         let out = File::options().create(true).append(true).open(&self.log)?;
         let err = out.try_clone()?;
         let a = &self.assignment;

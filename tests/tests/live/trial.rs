@@ -330,13 +330,113 @@ pub fn check(server: &Server, bin: &Path) -> Result<String, String> {
             &["python3", &guide.to_string_lossy()],
         )?,
     )?;
+    let attached = attached(&upstream, &rust)?;
     for variant in &VARIANTS {
         check_variant(&upstream, variant)?;
     }
     let subscriber = subscriber(server, &upstream)?;
     Ok(format!(
-        "the crate's consumer passed {rust_passed} scenarios (throwaway cluster), the guide's psycopg2 consumer {python_passed}; {} variants with one bug each showed it where it shows, through the whole catalogue, and nowhere else; {subscriber}",
+        "the crate's consumer passed {rust_passed} scenarios (throwaway cluster), the guide's psycopg2 consumer {python_passed}; {attached}; {} variants with one bug each showed it where it shows, through the whole catalogue, and nowhere else; {subscriber}",
         VARIANTS.len()
+    ))
+}
+
+/// The scenarios a trial cannot run on a consumer it did not start.
+const NEED_THEIR_PROCESS: [&str; 3] = [
+    "killed-after-acknowledging",
+    "slot-dropped",
+    "slot-invalidated",
+];
+
+/// The crate's consumer started first, on its own, and the trial attached to it
+/// (`--attach`): it passes every scenario but those that kill or start it, which are
+/// skipped, each with why.
+fn attached(upstream: &str, consumer: &Path) -> Result<String, String> {
+    let work = std::env::temp_dir().join(format!("pgoutput-trial-attach-{}", std::process::id()));
+    std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
+    let sink = work.join("sink.jsonl");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| e.to_string())?
+        .port();
+    let info =
+        pgoutput_client::ConnInfo::parse(Some(upstream), |_| None).map_err(|e| e.to_string())?;
+    let slot = "pgoutput_trial_attached";
+    // Running before the trial listens: it connects again until it can.
+    let mut running = Command::new(consumer)
+        .env(
+            "PGOUTPUT_TRIAL_DSN",
+            format!(
+                "host=127.0.0.1 port={port} user={} dbname={} sslmode=disable",
+                info.user, info.dbname
+            ),
+        )
+        .env("PGOUTPUT_TRIAL_SLOT", slot)
+        .env("PGOUTPUT_TRIAL_PUBLICATION", "pgoutput_trial")
+        .env("PGOUTPUT_TRIAL_SINK", &sink)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("{}: {e}", consumer.display()))?;
+    let child = Command::new(binary()?)
+        .args(["trial", "--upstream", upstream, "--json", "-", "--work-dir"])
+        .arg(&work)
+        .args([
+            "--attach",
+            &format!("127.0.0.1:{port}"),
+            "--slot",
+            slot,
+            "--sink",
+        ])
+        .arg(&sink)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string());
+    let output = child.and_then(|child| crate::tail::wait(child, Duration::from_secs(900)));
+    let _ = running.kill();
+    let _ = running.wait();
+    let _ = std::fs::remove_dir_all(&work);
+    let output = output?;
+    let report: Value = serde_json::from_slice(&output.stdout).map_err(|e| {
+        format!(
+            "trial --attach: no JSON report ({e}); it said:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })?;
+    let skipped: Vec<(String, String)> = report["skipped"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap_or_default().to_owned(),
+                s["why"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    let names: Vec<&str> = skipped.iter().map(|(name, _)| name.as_str()).collect();
+    if names != NEED_THEIR_PROCESS || skipped.iter().any(|(_, why)| !why.contains("attached")) {
+        return Err(format!(
+            "trial --attach skipped {skipped:?}, expected {NEED_THEIR_PROCESS:?}, each saying why"
+        ));
+    }
+    let ran = verdicts(&report).len();
+    let passed = all_pass(
+        "the crate's consumer, attached",
+        (report, output.status.code().unwrap_or(-1)),
+    )?;
+    if ran + names.len() < 15 {
+        return Err(format!(
+            "trial --attach ran {ran} scenarios and skipped {}",
+            names.len()
+        ));
+    }
+    Ok(format!(
+        "attached to (--attach) it passed {passed} and skipped the {} that kill or start it",
+        names.len()
     ))
 }
 
