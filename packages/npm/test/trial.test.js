@@ -1,10 +1,15 @@
 'use strict';
 // runTrial against the PostgreSQL 15 this file starts: the repository guide's psycopg2
 // consumer passes, a variant that applies what is sent again fails with the duplicates
-// named, a PostgreSQL subscriber is graded by its tables (sinkDatabase), and a trial that
-// cannot run rejects with the reason.
+// named, a PostgreSQL subscriber is graded by its tables (sinkDatabase), a consumer
+// already running is attached to (attach), and a trial that cannot run rejects with the
+// reason.
 
 const assert = require('node:assert/strict');
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const net = require('node:net');
+const os = require('node:os');
 const path = require('node:path');
 const { after, before, test } = require('node:test');
 const { PgoutputError, TrialFailed, runTrial } = require('pgoutput-codec');
@@ -59,4 +64,57 @@ test('a PostgreSQL subscriber is graded by its tables', { timeout: 300000 }, asy
   const missing = await runTrial({ command: ['python3', guide], upstream: postgres.dsn, sinkDatabase, scenarios: ['baseline'] });
   assert.equal(missing.exitCode, 1);
   assert.deepEqual([...new Set(missing.scenario('baseline').kinds)], ['missing']);
+});
+
+test('a consumer already running is attached to', { timeout: 300000 }, async () => {
+  // The guide's consumer under a supervisor of its own (started again whenever it exits,
+  // as systemd's Restart=always does), started before the trial.
+  const port = await new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port: free } = server.address();
+      server.close(() => resolve(free));
+    });
+  });
+  const sink = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'pgoutput-node-attach-')), 'sink.jsonl');
+  const env = {
+    ...process.env,
+    PGOUTPUT_TRIAL_DSN: `host=127.0.0.1 port=${port} user=${postgres.clientConfig.user} dbname=postgres sslmode=disable`,
+    PGOUTPUT_TRIAL_SLOT: 'pgoutput_trial_node',
+    PGOUTPUT_TRIAL_PUBLICATION: 'pgoutput_trial',
+    PGOUTPUT_TRIAL_SINK: sink,
+  };
+  let stopped = false;
+  let child = null;
+  const supervise = () => {
+    if (stopped) return;
+    child = spawn('python3', [guide], { env, stdio: 'ignore' });
+    child.once('exit', () => setTimeout(supervise, 100));
+  };
+  supervise();
+  let report;
+  try {
+    report = await runTrial({
+      attach: `127.0.0.1:${port}`,
+      slot: 'pgoutput_trial_node',
+      sink,
+      upstream: postgres.dsn,
+      scenarios: ['baseline', 'killed-after-acknowledging', 'cut-inside-transaction'],
+    });
+  } finally {
+    stopped = true;
+    const last = child;
+    if (last.exitCode === null && last.signalCode === null) {
+      await new Promise((resolve) => {
+        last.once('exit', resolve);
+        last.kill('SIGKILL');
+      });
+    }
+  }
+  report.assertPassed({ allowWarn: false });
+  assert.deepEqual(report.scenarios.map((s) => s.name), ['baseline', 'cut-inside-transaction']);
+  assert.deepEqual(Object.keys(report.skipped), ['killed-after-acknowledging']);
+  assert.match(report.skipped['killed-after-acknowledging'], /attached/);
+  await assert.rejects(runTrial({ command: ['python3', guide], attach: `127.0.0.1:${port}` }), /not both/);
 });

@@ -23,6 +23,7 @@ async function main(): Promise<void> {
   const report: TrialReport = await runTrial({ command: ['python3', 'consumer.py'], upstream: dsn, scenarios: ['baseline'], seed: 7 });
   const worst: 'pass' | 'warn' | 'unknown' | 'fail' = report.verdict;
   report.scenario('baseline').kinds.forEach((k) => k.toUpperCase());
+  Object.values((await runTrial({ attach: '127.0.0.1:54999', slot: 'pgoutput_trial_attached', sink: '/tmp/sink.jsonl' })).skipped).forEach((why) => why.toUpperCase());
   try { report.assertPassed({ allowWarn: false }); } catch (e) { if (e instanceof TrialFailed) e.report.exitCode.toFixed(); }
   const cluster: Cluster = await startCluster({ settings: ['max_wal_senders = 7'], startupTimeoutMs: 1000 });
   cluster.dsn.toUpperCase();

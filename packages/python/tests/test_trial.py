@@ -67,3 +67,55 @@ def test_a_postgresql_subscriber_is_graded_by_its_tables(postgres15):
     # The guide's JSON-lines consumer writes nothing to those tables: every row is missing.
     report = trial([sys.executable, GUIDE], upstream=postgres15, sink_database=sink, scenarios=["baseline"])
     assert report.verdict == "fail" and set(report.scenario("baseline").kinds) == {"missing"}
+
+
+def test_a_consumer_already_running_is_attached_to(postgres15, tmp_path):
+    """The guide's consumer under a supervisor of its own (started again whenever it
+    exits, as systemd's Restart=always does), started before the trial: attached to, it
+    passes, and the scenario that kills it is skipped, with why."""
+    import socket
+    import subprocess
+    import threading
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    user = dict(word.split("=", 1) for word in postgres15.split())["user"]
+    sink = str(tmp_path / "sink.jsonl")
+    env = dict(os.environ,
+               PGOUTPUT_TRIAL_DSN=f"host=127.0.0.1 port={port} user={user} dbname=postgres sslmode=disable",
+               PGOUTPUT_TRIAL_SLOT="pgoutput_trial_py", PGOUTPUT_TRIAL_PUBLICATION="pgoutput_trial",
+               PGOUTPUT_TRIAL_SINK=sink)
+    stop = threading.Event()
+    lock = threading.Lock()
+    running = []
+
+    def supervise():
+        while True:
+            with lock:
+                if stop.is_set():
+                    return
+                child = subprocess.Popen([sys.executable, GUIDE], env=env, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL)
+                running[:] = [child]
+            child.wait()
+            stop.wait(0.1)
+
+    supervisor = threading.Thread(target=supervise)
+    supervisor.start()
+    try:
+        report = trial(None, attach=f"127.0.0.1:{port}", slot="pgoutput_trial_py", sink=sink,
+                       upstream=postgres15,
+                       scenarios=["baseline", "killed-after-acknowledging", "cut-inside-transaction"])
+    finally:
+        with lock:
+            stop.set()
+            for child in running:
+                child.kill()
+        supervisor.join()
+    report.assert_passed(allow_warn=False)
+    assert [s.name for s in report.scenarios] == ["baseline", "cut-inside-transaction"]
+    assert list(report.skipped) == ["killed-after-acknowledging"]
+    assert "attached" in report.skipped["killed-after-acknowledging"]
+    with pytest.raises(ValueError, match="not both"):
+        trial([sys.executable, GUIDE], attach=f"127.0.0.1:{port}", upstream=postgres15)

