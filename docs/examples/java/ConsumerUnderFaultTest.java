@@ -62,7 +62,15 @@ class ConsumerUnderFaultTest {
             assertEquals(List.of(List.of(1, 2), List.of(3, 4), List.of(5, 6), List.of(7, 8)), consumer.applied);
             assertEquals(1, consumer.reconnects);
             String end = LogSequenceNumber.valueOf(consumer.lastEnd).asString();
-            assertEquals(end, server.waitForFlush("java", end, Duration.ofSeconds(30)));
+            String confirmed;
+            try {
+                confirmed = server.waitForFlush("java", end, Duration.ofSeconds(30));
+            } catch (java.io.IOException notConfirmed) {
+                // What the server heard, to tell a lost status update from one never sent.
+                throw new AssertionError(notConfirmed.getMessage() + "\nclients: " + server.get("/clients")
+                        + "\nlog:\n" + server.log(), notConfirmed);
+            }
+            assertEquals(end, confirmed);
             assertTrue(server.get("/faults").contains("\"fired\":1"), server.get("/faults"));
             // The judge's account: nothing wrong, and the stream ended once by the fault.
             assertEquals("[]", server.get("/findings"), server.log());
@@ -136,6 +144,11 @@ class ConsumerUnderFaultTest {
                             default -> { }
                         }
                     }
+                    // CopyDone, and the server's answer awaited: the last status update is
+                    // read before the connection closes. Closed at once, the connection can
+                    // meet the server writing a keepalive before it has read that update,
+                    // and a walsender whose write fails ends without it.
+                    stream.close();
                 } catch (SQLException lost) {
                     // The connection is gone mid-transaction: what was not committed comes again.
                     reconnects++;
