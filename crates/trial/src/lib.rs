@@ -53,6 +53,7 @@ mod run;
 pub mod scenario;
 pub mod schema;
 pub mod sink;
+mod source;
 pub mod supervise;
 mod verdict;
 pub mod workload;

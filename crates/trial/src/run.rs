@@ -16,10 +16,10 @@ use crate::ledger::Ledger;
 use crate::scenario::{CueAction, Scenario};
 use crate::schema;
 use crate::sink::Database;
+use crate::source::{Source, Workload};
 use crate::supervise::{Assignment, Supervised};
 use crate::verdict::Verdict;
-use crate::workload::{self, Session};
-use pgoutput_client::{ConnInfo, Connection};
+use pgoutput_client::ConnInfo;
 use pgoutput_codec::Lsn;
 use pgoutput_harness::judge::{Finding, Harm, Probe};
 use pgoutput_harness::proxy::Proxy;
@@ -205,7 +205,7 @@ impl Trial {
         }
         // One trial at a time on a source: each scenario drops and makes the same
         // objects. The lock lives as long as this connection.
-        let mut guard = Sql::connect(&info)?;
+        let mut guard = Source::connect(&info)?;
         let taken = guard.run(&format!("SELECT pg_try_advisory_lock({TRIAL_LOCK})"))?;
         if taken
             .first()
@@ -261,8 +261,8 @@ impl Trial {
             .attach
             .as_ref()
             .map_or_else(|| schema::consumer_slot(number), |a| a.slot.clone());
-        let mut sql = Sql::connect(info)?;
-        sql.prepare()?;
+        let mut source = Source::connect(info)?;
+        source.prepare()?;
         let mut tables = match &self.sink_database {
             Some(conninfo) => {
                 let mut tables = Database::connect(conninfo)?;
@@ -271,7 +271,7 @@ impl Trial {
             }
             None => None,
         };
-        sql.run(&format!(
+        source.run(&format!(
             "SELECT pg_create_logical_replication_slot('{}', 'pgoutput'); \
              SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput')",
             schema::REFERENCE_SLOT
@@ -280,7 +280,12 @@ impl Trial {
         let mut workload = Workload::new(info, seed);
         let mut ledger = Ledger::default();
         workload
-            .commit(&scenario.workload, &mut sql, &mut ledger, tables.as_mut())
+            .commit(
+                &scenario.workload,
+                &mut source,
+                &mut ledger,
+                tables.as_mut(),
+            )
             .map_err(|e| format!("{}: workload: {e}", scenario.name))?;
         let log = self
             .work_dir
@@ -347,7 +352,7 @@ impl Trial {
                 break;
             }
             if let Some(exits) = dropped {
-                if !went_on && !invalidated && sql.slot_exists(&slot)? {
+                if !went_on && !invalidated && source.slot_exists(&slot)? {
                     went_on = true;
                     problems.push(
                         "made its slot again after it was dropped, and went on: what was \
@@ -406,22 +411,27 @@ impl Trial {
                             CueAction::HoldSlot => {
                                 let ms = cue.ms.unwrap_or(3000);
                                 proxy.hold_slot(&slot, Duration::from_millis(ms));
-                                sql.end_walsender(&slot)?;
+                                source.end_walsender(&slot)?;
                             }
                             CueAction::DropSlot | CueAction::InvalidateSlot => {
                                 if cue.action == CueAction::DropSlot {
-                                    sql.drop_slot(&slot)?;
+                                    source.drop_slot(&slot)?;
                                 } else {
                                     // PostgreSQL ends the walsender of a slot it invalidates.
                                     proxy.invalidate_slot(&slot);
-                                    sql.end_walsender(&slot)?;
+                                    source.end_walsender(&slot)?;
                                     invalidated = true;
                                 }
                                 dropped = Some(consumer.exits);
                                 // Committed while the slot is gone.
                                 then_done = true;
                                 workload
-                                    .commit(&scenario.then, &mut sql, &mut ledger, tables.as_mut())
+                                    .commit(
+                                        &scenario.then,
+                                        &mut source,
+                                        &mut ledger,
+                                        tables.as_mut(),
+                                    )
                                     .map_err(|e| format!("{}: then: {e}", scenario.name))?;
                             }
                         }
@@ -436,7 +446,7 @@ impl Trial {
                         then_done = true;
                         idle_end = Some(
                             workload
-                                .commit(&scenario.then, &mut sql, &mut ledger, tables.as_mut())
+                                .commit(&scenario.then, &mut source, &mut ledger, tables.as_mut())
                                 .map_err(|e| format!("{}: then: {e}", scenario.name))?,
                         );
                     } else {
@@ -510,7 +520,7 @@ impl Trial {
             })
             .collect();
         proxy.stop();
-        sql.drop_slots()?;
+        source.drop_slots()?;
         if interrupted {
             return Err(format!("interrupted in scenario {}", scenario.name));
         }
@@ -743,154 +753,5 @@ fn summary(
                 .unwrap_or_default();
             format!("{}: {first}", counts.join(", "))
         }
-    }
-}
-
-/// The trial's SQL connection to the source (a replication connection's SQL, as the
-/// client speaks it).
-struct Sql(Connection);
-
-impl Sql {
-    fn connect(info: &ConnInfo) -> Result<Sql, String> {
-        Connection::connect(info)
-            .map(Sql)
-            .map_err(|e| format!("connecting to the source: {e}"))
-    }
-
-    fn run(&mut self, sql: &str) -> Result<Vec<Vec<Option<String>>>, String> {
-        self.0
-            .simple_query(sql)
-            .map_err(|e| format!("on the source: {e} (running {sql:?})"))
-    }
-
-    /// The trial's objects made afresh, and no slot of an earlier run left.
-    fn prepare(&mut self) -> Result<(), String> {
-        self.drop_slots()?;
-        self.run(&schema::drop_sql())?;
-        self.run(&schema::create_sql())?;
-        Ok(())
-    }
-
-    fn drop_slots(&mut self) -> Result<(), String> {
-        let slots = self.run(schema::leftover_slots_sql())?;
-        for slot in slots
-            .into_iter()
-            .filter_map(|row| row.into_iter().next().flatten())
-        {
-            self.drop_slot(&slot)?;
-        }
-        Ok(())
-    }
-
-    /// Drops `slot`, ending the walsender streaming it first.
-    fn drop_slot(&mut self, slot: &str) -> Result<(), String> {
-        self.end_walsender(slot)?;
-        self.drop_slot_when_free(slot)
-    }
-
-    /// Ends the walsender streaming `slot`, if one is.
-    fn end_walsender(&mut self, slot: &str) -> Result<(), String> {
-        self.run(&format!(
-            "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots \
-             WHERE slot_name = '{slot}' AND active_pid IS NOT NULL"
-        ))?;
-        Ok(())
-    }
-
-    fn slot_exists(&mut self, slot: &str) -> Result<bool, String> {
-        let rows = self.run(&format!(
-            "SELECT 1 FROM pg_replication_slots WHERE slot_name = '{slot}'"
-        ))?;
-        Ok(!rows.is_empty())
-    }
-
-    /// Drops `slot`, waiting for the walsender that held it to exit (a terminated
-    /// backend releases its slot as it exits).
-    fn drop_slot_when_free(&mut self, slot: &str) -> Result<(), String> {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            match self.run(&format!("SELECT pg_drop_replication_slot('{slot}')")) {
-                Ok(_) => return Ok(()),
-                Err(err) if err.contains("55006") && Instant::now() < deadline => {
-                    // Held by an exiting backend: wait for it to go.
-                    self.run("SELECT pg_sleep(0.05)")?;
-                }
-                Err(err) => return Err(err),
-            }
-        }
-    }
-
-    fn current_lsn(&mut self) -> Result<Lsn, String> {
-        let rows = self.run("SELECT pg_current_wal_insert_lsn()")?;
-        rows.first()
-            .and_then(|row| row.first().cloned().flatten())
-            .and_then(|text| text.parse().ok())
-            .ok_or_else(|| "pg_current_wal_insert_lsn() gave no position".to_owned())
-    }
-}
-
-/// A scenario's workload on the source: the planner (whose rows a later batch of steps
-/// goes on from) and its sessions, each its own connection, opened as first used.
-struct Workload<'a> {
-    info: &'a ConnInfo,
-    planner: workload::Planner,
-    open: BTreeMap<Session, Connection>,
-}
-
-impl<'a> Workload<'a> {
-    fn new(info: &'a ConnInfo, seed: u64) -> Workload<'a> {
-        Workload {
-            info,
-            planner: workload::Planner::new(seed),
-            open: BTreeMap::new(),
-        }
-    }
-
-    /// `steps` committed on the source and what they committed read into `ledger` from
-    /// the reference slot (what they rolled back from the plan): the WAL end after them.
-    /// A sink of tables, `tables`, has the steps' schema changes made first.
-    fn commit(
-        &mut self,
-        steps: &[workload::Step],
-        sql: &mut Sql,
-        ledger: &mut Ledger,
-        tables: Option<&mut Database>,
-    ) -> Result<Lsn, String> {
-        let plan = self.planner.plan(steps)?;
-        if let Some(tables) = tables {
-            for change in &plan.schema {
-                tables.run(change)?;
-            }
-        }
-        self.run(&plan.statements)?;
-        let end = sql.current_lsn()?;
-        let more = crate::reference::read(
-            self.info,
-            schema::REFERENCE_SLOT,
-            end,
-            Duration::from_secs(60),
-        )?;
-        ledger.transactions.extend(more.transactions);
-        ledger.aborted.extend(plan.aborted);
-        Ok(end)
-    }
-
-    fn run(&mut self, statements: &[workload::Statement]) -> Result<(), String> {
-        for statement in statements {
-            let conn = match self.open.entry(statement.session.clone()) {
-                std::collections::btree_map::Entry::Occupied(entry) => entry.into_mut(),
-                std::collections::btree_map::Entry::Vacant(entry) => entry.insert(
-                    Connection::connect(self.info)
-                        .map_err(|e| format!("connecting to the source: {e}"))?,
-                ),
-            };
-            conn.simple_query(&statement.sql).map_err(|e| {
-                format!(
-                    "the workload on the source: {e} (running {:?})",
-                    statement.sql
-                )
-            })?;
-        }
-        Ok(())
     }
 }
