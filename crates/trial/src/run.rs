@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::grade::{grade, grade_state, Anomaly};
 use crate::ledger::Ledger;
-use crate::scenario::{CueAction, Scenario};
+use crate::scenario::{Cue, CueAction, Scenario};
 use crate::schema;
 use crate::sink::Database;
 use crate::source::{Source, Workload};
@@ -250,12 +250,27 @@ impl Trial {
         })
     }
 
+    /// One scenario: made ready, driven, judged.
     fn scenario(
         &self,
         info: &ConnInfo,
         number: usize,
         scenario: &Scenario,
     ) -> Result<ScenarioReport, String> {
+        let mut stage = self.stage(info, number, scenario)?;
+        let course = stage.drive()?;
+        stage.conclude(course)
+    }
+
+    /// The scenario made ready: the source's (and a sink's) tables afresh, the slots,
+    /// the workload committed and read into the ledger, the sink emptied, the proxy
+    /// armed, the consumer started.
+    fn stage<'t>(
+        &'t self,
+        info: &'t ConnInfo,
+        number: usize,
+        scenario: &'t Scenario,
+    ) -> Result<Stage<'t>, String> {
         let started = Instant::now();
         let slot = self
             .attach
@@ -310,65 +325,138 @@ impl Trial {
                 sink
             }
         };
-
         let proxy = self.proxy(scenario, &slot)?;
-        let assignment = Assignment {
-            host: proxy.addr().ip().to_string(),
-            port: proxy.addr().port(),
-            user: info.user.clone(),
-            password: info.password.clone(),
-            dbname: info.dbname.clone(),
-            slot: slot.clone(),
-            publication: schema::PUBLICATION.into(),
-            sink: sink.clone(),
-            sink_database: self.sink_database.clone(),
-            scenario: scenario.name.clone(),
-        };
-        let mut problems = Vec::new();
-        let mut consumer = match &self.attach {
+        let consumer = match &self.attach {
             Some(_) => Supervised::attached(),
-            None => Supervised::start(&self.consumer, assignment, &log)
-                .map_err(|e| format!("the consumer command: {e}"))?,
+            None => {
+                let assignment = Assignment {
+                    host: proxy.addr().ip().to_string(),
+                    port: proxy.addr().port(),
+                    user: info.user.clone(),
+                    password: info.password.clone(),
+                    dbname: info.dbname.clone(),
+                    slot: slot.clone(),
+                    publication: schema::PUBLICATION.into(),
+                    sink: sink.clone(),
+                    sink_database: self.sink_database.clone(),
+                    scenario: scenario.name.clone(),
+                };
+                Supervised::start(&self.consumer, assignment, &log)
+                    .map_err(|e| format!("the consumer command: {e}"))?
+            }
         };
         let budget = scenario
             .budget_ms
             .map_or(self.budget, |ms| self.budget.max(Duration::from_millis(ms)));
-        let deadline = started + budget;
-        let mut cues: Vec<_> = scenario.cues.iter().collect();
+        let mut cues: Vec<&Cue> = scenario.cues.iter().collect();
         cues.sort_by_key(|cue| cue.confirmed);
-        let mut cues = cues.into_iter().peekable();
-        let mut finished = ledger.end().is_none();
-        let mut confirmed = None;
-        let mut idle_end = None;
-        // The slot dropped or invalidated: how often the consumer had exited then.
-        let mut dropped: Option<u32> = None;
-        let mut invalidated = false;
-        let mut went_on = false;
-        let mut then_done = false;
-        let mut interrupted = false;
+        Ok(Stage {
+            trial: self,
+            scenario,
+            started,
+            budget,
+            slot,
+            sink,
+            source,
+            tables,
+            workload,
+            ledger,
+            proxy,
+            consumer,
+            cues,
+        })
+    }
+
+    fn proxy(&self, scenario: &Scenario, slot: &str) -> Result<Proxy, String> {
+        let mut builder = Proxy::builder(&self.upstream)
+            .map_err(|e| e.to_string())?
+            .probe(Probe::every(1));
+        if let Some(attached) = &self.attach {
+            builder = builder.listen(attached.listen);
+        }
+        for fault in &scenario.faults {
+            let mut fault = fault.clone();
+            fault.slot.get_or_insert_with(|| slot.to_owned());
+            builder = builder.fault(fault);
+        }
+        if let Some(ms) = scenario.checkpoint_interval_ms {
+            builder = builder.checkpoint_interval(Duration::from_millis(ms));
+        }
+        builder.start().map_err(|e| format!("the proxy: {e}"))
+    }
+}
+
+/// A scenario under way: what it runs on (the source, a sink of tables, the proxy, the
+/// consumer), its ledger, and the cues still to come.
+struct Stage<'t> {
+    trial: &'t Trial,
+    scenario: &'t Scenario,
+    started: Instant,
+    budget: Duration,
+    slot: String,
+    sink: PathBuf,
+    source: Source,
+    tables: Option<Database>,
+    workload: Workload<'t>,
+    ledger: Ledger,
+    proxy: Proxy,
+    consumer: Supervised,
+    /// In the order they come, the first next.
+    cues: Vec<&'t Cue>,
+}
+
+/// What came of driving a scenario.
+#[derive(Debug, Default)]
+struct Course {
+    /// The consumer confirmed the end of what was committed.
+    finished: bool,
+    /// Where it last confirmed.
+    confirmed: Option<Lsn>,
+    /// Where the WAL stood after the `then` steps, when there are (the idle end).
+    idle_end: Option<Lsn>,
+    /// The slot dropped or invalidated: how often the consumer had exited then.
+    dropped: Option<u32>,
+    invalidated: bool,
+    /// It made its slot again after it was gone, and went on.
+    went_on: bool,
+    then_done: bool,
+    interrupted: bool,
+    problems: Vec<String>,
+}
+
+impl Stage<'_> {
+    /// Waits on what the consumer confirms, acting on each cue as its transaction is
+    /// confirmed, until the end is confirmed (and the idle end after `then`), the budget
+    /// runs out, the consumer fails loudly once its slot is gone, or it crash-loops.
+    fn drive(&mut self) -> Result<Course, String> {
+        let deadline = self.started + self.budget;
+        let mut course = Course {
+            finished: self.ledger.end().is_none(),
+            ..Course::default()
+        };
         loop {
-            if self.interrupt.load(Ordering::SeqCst) {
-                interrupted = true;
+            if self.trial.interrupt.load(Ordering::SeqCst) {
+                course.interrupted = true;
                 break;
             }
-            if let Some(exits) = dropped {
-                if !went_on && !invalidated && source.slot_exists(&slot)? {
-                    went_on = true;
-                    problems.push(
+            if let Some(exits) = course.dropped {
+                if !course.went_on && !course.invalidated && self.source.slot_exists(&self.slot)? {
+                    course.went_on = true;
+                    course.problems.push(
                         "made its slot again after it was dropped, and went on: what was \
                          committed meanwhile was never sent to it"
                             .to_owned(),
                     );
                 }
                 // Failed loudly: it exited, and again when started again.
-                if !went_on && consumer.exits >= exits + 2 {
+                if !course.went_on && self.consumer.exits >= exits + 2 {
                     break;
                 }
-            } else if consumer.exits > CRASH_LOOP {
-                problems.push(format!(
+            } else if self.consumer.exits > CRASH_LOOP {
+                course.problems.push(format!(
                     "crash loop: the consumer exited {} times ({})",
-                    consumer.exits,
-                    consumer
+                    self.consumer.exits,
+                    self.consumer
                         .last_exit
                         .map_or_else(String::new, |status| status.to_string())
                 ));
@@ -377,121 +465,163 @@ impl Trial {
             if Instant::now() >= deadline {
                 break;
             }
-            consumer
+            self.consumer
                 .restart_if_exited()
                 .map_err(|e| format!("restarting the consumer: {e}"))?;
             // The next thing to wait for: a cue's transaction, the end, the idle end.
-            let (target, cue) = match cues.peek() {
+            let (target, cue) = match self.cues.first() {
                 Some(cue) => {
                     let at = match cue.confirmed {
                         0 => Lsn(1),
-                        k => ledger
+                        k => self
+                            .ledger
                             .transactions
                             .get(k - 1)
                             .map_or(Lsn(u64::MAX), |t| t.end_lsn),
                     };
                     (at, true)
                 }
-                None if !finished => (ledger.end().unwrap_or_default(), false),
-                None => match idle_end {
+                None if !course.finished => (self.ledger.end().unwrap_or_default(), false),
+                None => match course.idle_end {
                     Some(idle_end) => (idle_end, false),
                     None => break,
                 },
             };
-            match proxy.wait_for_confirmed_flush(&slot, target, Duration::from_millis(100)) {
+            match self.proxy.wait_for_confirmed_flush(
+                &self.slot,
+                target,
+                Duration::from_millis(100),
+            ) {
                 Ok(at) => {
-                    confirmed = Some(at);
+                    course.confirmed = Some(at);
                     if cue {
-                        let cue = cues.next().expect("peeked");
-                        match cue.action {
-                            CueAction::KillConsumer => consumer
-                                .kill_and_restart()
-                                .map_err(|e| format!("restarting the consumer: {e}"))?,
-                            CueAction::Crash => proxy.crash(),
-                            CueAction::HoldSlot => {
-                                let ms = cue.ms.unwrap_or(3000);
-                                proxy.hold_slot(&slot, Duration::from_millis(ms));
-                                source.end_walsender(&slot)?;
-                            }
-                            CueAction::DropSlot | CueAction::InvalidateSlot => {
-                                if cue.action == CueAction::DropSlot {
-                                    source.drop_slot(&slot)?;
-                                } else {
-                                    // PostgreSQL ends the walsender of a slot it invalidates.
-                                    proxy.invalidate_slot(&slot);
-                                    source.end_walsender(&slot)?;
-                                    invalidated = true;
-                                }
-                                dropped = Some(consumer.exits);
-                                // Committed while the slot is gone.
-                                then_done = true;
-                                workload
-                                    .commit(
-                                        &scenario.then,
-                                        &mut source,
-                                        &mut ledger,
-                                        tables.as_mut(),
-                                    )
-                                    .map_err(|e| format!("{}: then: {e}", scenario.name))?;
-                            }
-                        }
-                    } else if dropped.is_some() && !went_on {
+                        let cue = self.cues.remove(0);
+                        self.cue(cue, &mut course)?;
+                    } else if course.dropped.is_some() && !course.went_on {
                         // Confirmed before the drop: what counts is how it fails now.
                         std::thread::sleep(Duration::from_millis(20));
-                    } else if !finished {
-                        finished = true;
-                        if scenario.then.is_empty() || then_done {
+                    } else if !course.finished {
+                        course.finished = true;
+                        if self.scenario.then.is_empty() || course.then_done {
                             break;
                         }
-                        then_done = true;
-                        idle_end = Some(
-                            workload
-                                .commit(&scenario.then, &mut source, &mut ledger, tables.as_mut())
-                                .map_err(|e| format!("{}: then: {e}", scenario.name))?,
-                        );
+                        course.then_done = true;
+                        course.idle_end = Some(self.then()?);
                     } else {
                         break;
                     }
                 }
-                Err(timeout) => confirmed = timeout.confirmed_flush_lsn.or(confirmed),
+                Err(timeout) => {
+                    course.confirmed = timeout.confirmed_flush_lsn.or(course.confirmed);
+                }
             }
-            if idle_end.is_some() && self.idle_finding(&proxy, &slot) {
+            if course.idle_end.is_some() && self.idle_finding() {
                 break;
             }
         }
         // Still on a connection a rule stalled for good (nothing either way, its socket
         // open) when the budget ran out: it has no timeout of its own, and would sit
         // there for ever, as on a half-open connection.
-        if !finished
-            && !interrupted
-            && proxy
-                .connection_records()
-                .iter()
-                .any(|c| c.slot.as_deref() == Some(slot.as_str()) && c.ended.is_none() && c.stalled)
-        {
-            problems.push(format!(
+        if !course.finished && !course.interrupted && self.on_a_stalled_connection() {
+            course.problems.push(format!(
                 "still on the connection that fell silent when the budget of {} s ran out: \
                  it never gave it up (PostgreSQL's walreceiver asks for a reply at half of \
                  wal_receiver_timeout, 60 s by default, and gives up at all of it)",
-                budget.as_secs()
+                self.budget.as_secs()
             ));
         }
+        Ok(course)
+    }
+
+    /// Does what `cue` asks, its transaction confirmed.
+    fn cue(&mut self, cue: &Cue, course: &mut Course) -> Result<(), String> {
+        match cue.action {
+            CueAction::KillConsumer => self
+                .consumer
+                .kill_and_restart()
+                .map_err(|e| format!("restarting the consumer: {e}"))?,
+            CueAction::Crash => self.proxy.crash(),
+            CueAction::HoldSlot => {
+                let ms = cue.ms.unwrap_or(3000);
+                self.proxy.hold_slot(&self.slot, Duration::from_millis(ms));
+                self.source.end_walsender(&self.slot)?;
+            }
+            CueAction::DropSlot | CueAction::InvalidateSlot => {
+                if cue.action == CueAction::DropSlot {
+                    self.source.drop_slot(&self.slot)?;
+                } else {
+                    // PostgreSQL ends the walsender of a slot it invalidates.
+                    self.proxy.invalidate_slot(&self.slot);
+                    self.source.end_walsender(&self.slot)?;
+                    course.invalidated = true;
+                }
+                course.dropped = Some(self.consumer.exits);
+                // Committed while the slot is gone.
+                course.then_done = true;
+                self.then()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The `then` steps committed: the WAL end after them.
+    fn then(&mut self) -> Result<Lsn, String> {
+        self.workload
+            .commit(
+                &self.scenario.then,
+                &mut self.source,
+                &mut self.ledger,
+                self.tables.as_mut(),
+            )
+            .map_err(|e| format!("{}: then: {e}", self.scenario.name))
+    }
+
+    /// Whether the judge says the slot was left behind while idle (it says so once it
+    /// has waited as long as it waits).
+    fn idle_finding(&self) -> bool {
+        self.proxy
+            .findings()
+            .iter()
+            .any(|(s, f)| *s == self.slot && matches!(f, Finding::NotAdvancedWhileIdle { .. }))
+    }
+
+    /// Whether the consumer is on a connection of its slot that a `stall` rule holds.
+    fn on_a_stalled_connection(&self) -> bool {
+        self.proxy.connection_records().iter().any(|c| {
+            c.slot.as_deref() == Some(self.slot.as_str()) && c.ended.is_none() && c.stalled
+        })
+    }
+
+    /// The scenario ended: the sink given its moment to hold what was confirmed, the
+    /// consumer stopped, the proxy's account read and it stopped, the slots dropped; what
+    /// the sink holds graded, with the judge's findings, into the report.
+    fn conclude(mut self, course: Course) -> Result<ScenarioReport, String> {
+        let Course {
+            finished,
+            confirmed,
+            dropped,
+            invalidated,
+            went_on,
+            interrupted,
+            mut problems,
+            ..
+        } = course;
         if finished {
             settle(|| {
-                held(tables.as_mut(), &sink, &ledger, true)
+                held(self.tables.as_mut(), &self.sink, &self.ledger, true)
                     .is_ok_and(|held| !held.anomalies.iter().any(Anomaly::is_missing))
             });
         }
-        consumer.stop(Duration::from_secs(10));
-        if let Some(tables) = tables.as_mut() {
+        self.consumer.stop(Duration::from_secs(10));
+        if let Some(tables) = self.tables.as_mut() {
             // A subscription its consumer was killed before it dropped.
             tables.drop_subscriptions()?;
         }
-        drop(workload);
+        self.workload.close();
         // A scenario none of whose faults fired did not happen: it says nothing either
         // way. (Its faults are alternatives: the forms one point of a stream takes, a
         // Commit or a Stream Commit, as the consumer asked for streaming or not.)
-        let faults = proxy.faults();
+        let faults = self.proxy.faults();
         let mut unmet: Vec<String> = Vec::new();
         if !faults.is_empty() && faults.iter().all(|(_, fired)| *fired == 0) {
             let rules: Vec<String> = faults
@@ -503,24 +633,26 @@ impl Trial {
                 rules.join(", ")
             ));
         }
-        unmet.extend(cues.map(|cue| {
+        unmet.extend(self.cues.iter().map(|cue| {
             format!(
                 "the cue {:?} at transaction {} was never reached",
                 cue.action, cue.confirmed
             )
         }));
-        let findings: Vec<Judged> = proxy
+        let findings: Vec<Judged> = self
+            .proxy
             .findings()
             .into_iter()
-            .filter(|(s, _)| *s == slot)
+            .filter(|(s, _)| *s == self.slot)
             .map(|(_, finding)| Judged {
                 harm: finding.harm(),
                 means: finding.harm().describe(),
                 finding,
             })
             .collect();
-        proxy.stop();
-        source.drop_slots()?;
+        self.proxy.stop();
+        self.source.drop_slots()?;
+        let scenario = self.scenario;
         if interrupted {
             return Err(format!("interrupted in scenario {}", scenario.name));
         }
@@ -532,17 +664,21 @@ impl Trial {
         } else {
             "dropped"
         };
+        let consumer = &self.consumer;
         let exits_since = dropped.map(|exits| consumer.exits - exits);
         let loud = !went_on && exits_since.is_some_and(|n| n >= 2);
         let stalled = !went_on && !loud && exits_since.is_some();
+        let ledger = &self.ledger;
         let Held {
             anomalies,
             changes: sink_lines,
             torn: torn_line,
-        } = held(tables.as_mut(), &sink, &ledger, finished && !loud).unwrap_or_else(|err| {
-            problems.push(err);
-            Held::default()
-        });
+        } = held(self.tables.as_mut(), &self.sink, ledger, finished && !loud).unwrap_or_else(
+            |err| {
+                problems.push(err);
+                Held::default()
+            },
+        );
         let only: Vec<Finding> = findings.iter().map(|j| j.finding.clone()).collect();
         let mut verdict = if loud && anomalies.is_empty() {
             Verdict::Pass
@@ -565,9 +701,7 @@ impl Trial {
                 consumer.log_tail(20)
             },
         };
-        let mut summary = summary(
-            verdict, &anomalies, &findings, &problems, &ledger, confirmed,
-        );
+        let mut summary = summary(verdict, &anomalies, &findings, &problems, ledger, confirmed);
         if loud && verdict == Verdict::Pass {
             summary = format!(
                 "failed loudly once its slot was {gone} (exited {} times since), and nothing it applied is wrong",
@@ -595,40 +729,14 @@ impl Trial {
             finished,
             sink_lines,
             torn_line,
-            sink: tables
+            sink: self
+                .tables
                 .as_ref()
-                .map_or_else(|| sink.display().to_string(), |t| t.name().to_owned()),
+                .map_or_else(|| self.sink.display().to_string(), |t| t.name().to_owned()),
             consumer: process,
-            elapsed_ms: started.elapsed().as_millis(),
-            replay: self.replay.replace("{scenario}", &scenario.name),
+            elapsed_ms: self.started.elapsed().as_millis(),
+            replay: self.trial.replay.replace("{scenario}", &scenario.name),
         })
-    }
-
-    fn proxy(&self, scenario: &Scenario, slot: &str) -> Result<Proxy, String> {
-        let mut builder = Proxy::builder(&self.upstream)
-            .map_err(|e| e.to_string())?
-            .probe(Probe::every(1));
-        if let Some(attached) = &self.attach {
-            builder = builder.listen(attached.listen);
-        }
-        for fault in &scenario.faults {
-            let mut fault = fault.clone();
-            fault.slot.get_or_insert_with(|| slot.to_owned());
-            builder = builder.fault(fault);
-        }
-        if let Some(ms) = scenario.checkpoint_interval_ms {
-            builder = builder.checkpoint_interval(Duration::from_millis(ms));
-        }
-        builder.start().map_err(|e| format!("the proxy: {e}"))
-    }
-
-    /// Whether the judge says the slot was left behind while idle (it says so once it
-    /// has waited as long as it waits).
-    fn idle_finding(&self, proxy: &Proxy, slot: &str) -> bool {
-        proxy
-            .findings()
-            .iter()
-            .any(|(s, f)| s == slot && matches!(f, Finding::NotAdvancedWhileIdle { .. }))
     }
 }
 

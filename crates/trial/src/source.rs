@@ -112,6 +112,11 @@ impl<'a> Workload<'a> {
         }
     }
 
+    /// Closes the sessions' connections (a later `commit` opens them again).
+    pub(crate) fn close(&mut self) {
+        self.open.clear();
+    }
+
     /// `steps` committed on the source and what they committed read into `ledger` from
     /// the reference slot (what they rolled back from the plan): the WAL end after them.
     /// A sink of tables, `tables`, has the steps' schema changes made first.
