@@ -170,29 +170,17 @@ async fn a_resume_after_a_dropped_connection_loses_and_repeats_nothing() {
             }
         });
     let mut consumer = Consumer::connect(&info(&server), config).await.unwrap();
-    let (mut open, mut committed, mut resumed) = (Vec::new(), Vec::new(), 0);
-    while committed.len() < 6 {
+    let mut committed = super::Committed::default();
+    while committed.done.len() < 6 {
         let event = consumer
             .next_within(Duration::from_secs(10))
             .await
             .unwrap()
             .expect("an event");
-        if event.resumed() {
-            resumed += 1;
-            open.clear();
-        }
-        if let Some(row) = event.new_row() {
-            open.push(row.value::<String>("id").unwrap());
-        }
-        if event.confirmable_lsn().is_some() {
-            committed.push(std::mem::take(&mut open));
-        }
+        committed.see(&event);
     }
-    let expected: Vec<Vec<String>> = (0..6)
-        .map(|i| vec![format!("{i}0"), format!("{i}1")])
-        .collect();
-    assert_eq!(committed, expected);
-    assert_eq!(resumed, 2);
+    assert_eq!(committed.done, super::Committed::expected(6));
+    assert_eq!(committed.resumed, 2);
     // The shutdown ends the stream; the consumer reconnects after the end, nothing more.
     let deadline = Instant::now() + Duration::from_secs(15);
     while notes.lock().unwrap().len() < 3 {
@@ -287,22 +275,14 @@ async fn a_consumer_closed_while_it_waits_to_resume_closes() {
 /// a new one with every transaction once.
 #[tokio::test(flavor = "current_thread")]
 async fn a_silent_connection_is_given_up_at_the_receive_timeout() {
-    let (t, script) = super::two_row_transactions(4);
-    let server = TestServer::builder()
-        .publication(Publication::new("p").table(t))
-        .script(script)
-        .fault(
-            Fault::new(
-                Trigger::Change {
-                    transaction: 2,
-                    after: 1,
-                },
-                Action::Stall { ms: None },
-            )
-            .times(1),
-        )
-        .start()
-        .unwrap();
+    let stall = Fault::new(
+        Trigger::Change {
+            transaction: 2,
+            after: 1,
+        },
+        Action::Stall { ms: None },
+    );
+    let server = super::two_row_server(4, [stall]);
     let notes = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::clone(&notes);
     let config = ConsumerConfig::new("silent", StreamOptions::new(ProtocolVersion::V1, &["p"]))
@@ -319,28 +299,16 @@ async fn a_silent_connection_is_given_up_at_the_receive_timeout() {
             }
         });
     let mut consumer = Consumer::connect(&info(&server), config).await.unwrap();
-    let mut open: Vec<String> = Vec::new();
-    let mut committed: Vec<Vec<String>> = Vec::new();
-    while committed.len() < 4 {
+    let mut committed = super::Committed::default();
+    while committed.done.len() < 4 {
         let event = consumer
             .next_within(Duration::from_secs(20))
             .await
             .unwrap()
             .unwrap_or_else(|| panic!("stalled: {committed:?}, {:?}", notes.lock().unwrap()));
-        if event.resumed() {
-            open.clear();
-        }
-        if let Some(row) = event.new_row() {
-            open.push(row.value::<String>("id").unwrap());
-        }
-        if event.confirmable_lsn().is_some() {
-            committed.push(std::mem::take(&mut open));
-        }
+        committed.see(&event);
     }
-    let expected: Vec<Vec<String>> = (0..4)
-        .map(|i| vec![format!("{i}0"), format!("{i}1")])
-        .collect();
-    assert_eq!(committed, expected);
+    assert_eq!(committed.done, super::Committed::expected(4));
     let notes = notes.lock().unwrap().clone();
     assert_eq!(notes.len(), 1, "{notes:?}");
     assert!(notes[0].contains("sent nothing for 300ms"), "{notes:?}");

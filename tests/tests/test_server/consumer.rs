@@ -268,11 +268,9 @@ fn a_resume_after_a_dropped_connection_loses_and_repeats_nothing() {
             })
         });
     let mut consumer = consume(&server, "resume", config);
-    let mut open: Vec<String> = Vec::new();
-    let mut committed: Vec<Vec<String>> = Vec::new();
-    let mut resumed = 0;
+    let mut committed = super::Committed::default();
     let deadline = Instant::now() + Duration::from_secs(30);
-    while committed.len() < 6 {
+    while committed.done.len() < 6 {
         assert!(
             Instant::now() < deadline,
             "got {committed:?}, notes {:?}",
@@ -281,22 +279,10 @@ fn a_resume_after_a_dropped_connection_loses_and_repeats_nothing() {
         let Some(event) = consumer.next_within(Duration::from_millis(200)).unwrap() else {
             continue;
         };
-        if event.resumed() {
-            resumed += 1;
-            open.clear();
-        }
-        if let Some(row) = event.new_row() {
-            open.push(row.value::<String>("id").unwrap());
-        }
-        if event.confirmable_lsn().is_some() {
-            committed.push(std::mem::take(&mut open));
-        }
+        committed.see(&event);
     }
-    let expected: Vec<Vec<String>> = (0..6)
-        .map(|i| vec![format!("{i}0"), format!("{i}1")])
-        .collect();
-    assert_eq!(committed, expected);
-    assert_eq!(resumed, 2, "{:?}", notes.lock().unwrap());
+    assert_eq!(committed.done, super::Committed::expected(6));
+    assert_eq!(committed.resumed, 2, "{:?}", notes.lock().unwrap());
     // The shutdown once everything is confirmed ends the stream; the consumer reconnects
     // after the end, and nothing comes twice.
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -338,22 +324,14 @@ fn a_resume_after_a_dropped_connection_loses_and_repeats_nothing() {
 /// ends the stream where pg_recvlogical --endpos would.
 #[test]
 fn without_reconnecting_a_loss_is_an_error_and_an_end_position_ends_it() {
-    let (t, script) = super::two_row_transactions(3);
-    let server = TestServer::builder()
-        .publication(Publication::new("p").table(t))
-        .script(script)
-        .fault(
-            Fault::new(
-                Trigger::Change {
-                    transaction: 3,
-                    after: 1,
-                },
-                Action::Close,
-            )
-            .slot("lost"),
-        )
-        .start()
-        .unwrap();
+    let close = Fault::new(
+        Trigger::Change {
+            transaction: 3,
+            after: 1,
+        },
+        Action::Close,
+    );
+    let server = super::two_row_server(3, [close.slot("lost")]);
     let options = pgoutput_client::StreamOptions::new(ProtocolVersion::V1, &["p"]);
     let mut consumer = consume(
         &server,
@@ -467,23 +445,14 @@ fn a_caught_up_consumer_busy_elsewhere_answers_an_idle_reply_request_with_the_wa
 /// repeated. A server that answers the asking is never given up on.
 #[test]
 fn a_silent_connection_is_given_up_at_the_receive_timeout_and_a_quiet_one_is_not() {
-    let (t, script) = super::two_row_transactions(4);
-    let server = TestServer::builder()
-        .publication(Publication::new("p").table(t))
-        .script(script)
-        .fault(
-            Fault::new(
-                Trigger::Change {
-                    transaction: 2,
-                    after: 1,
-                },
-                Action::Stall { ms: None },
-            )
-            .slot("silent")
-            .times(1),
-        )
-        .start()
-        .unwrap();
+    let stall = Fault::new(
+        Trigger::Change {
+            transaction: 2,
+            after: 1,
+        },
+        Action::Stall { ms: None },
+    );
+    let server = super::two_row_server(4, [stall.slot("silent")]);
     let notes = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::clone(&notes);
     let options = pgoutput_client::StreamOptions::new(ProtocolVersion::V1, &["p"]);
@@ -500,27 +469,15 @@ fn a_silent_connection_is_given_up_at_the_receive_timeout_and_a_quiet_one_is_not
             }
         });
     let mut consumer = consume(&server, "silent", config);
-    let mut open: Vec<String> = Vec::new();
-    let mut committed: Vec<Vec<String>> = Vec::new();
-    while committed.len() < 4 {
+    let mut committed = super::Committed::default();
+    while committed.done.len() < 4 {
         let event = consumer
             .next_within(Duration::from_secs(20))
             .unwrap()
             .unwrap_or_else(|| panic!("stalled: {committed:?}, {:?}", notes.lock().unwrap()));
-        if event.resumed() {
-            open.clear();
-        }
-        if let Some(row) = event.new_row() {
-            open.push(row.value::<String>("id").unwrap());
-        }
-        if event.confirmable_lsn().is_some() {
-            committed.push(std::mem::take(&mut open));
-        }
+        committed.see(&event);
     }
-    let expected: Vec<Vec<String>> = (0..4)
-        .map(|i| vec![format!("{i}0"), format!("{i}1")])
-        .collect();
-    assert_eq!(committed, expected);
+    assert_eq!(committed.done, super::Committed::expected(4));
     let notes = notes.lock().unwrap().clone();
     assert_eq!(notes.len(), 1, "{notes:?}");
     assert!(notes[0].contains("sent nothing for 300ms"), "{notes:?}");

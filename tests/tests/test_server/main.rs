@@ -128,6 +128,55 @@ pub fn two_row_transactions(n: usize) -> (Table, Script) {
     (t, script)
 }
 
+/// A server of `n` [`two_row_transactions`] in publication `p`, with `faults` armed.
+pub fn two_row_server(
+    n: usize,
+    faults: impl IntoIterator<Item = pgoutput_harness::faults::Fault>,
+) -> pgoutput_harness::server::TestServer {
+    let (t, script) = two_row_transactions(n);
+    let mut builder = pgoutput_harness::server::TestServer::builder()
+        .publication(Publication::new("p").table(t))
+        .script(script);
+    for fault in faults {
+        builder = builder.fault(fault);
+    }
+    builder.start().unwrap()
+}
+
+/// The transactions of [`two_row_transactions`] as a consumer hands them out: each
+/// one's ids, from its events; a transaction sent again from its start after a resume
+/// begins again.
+#[derive(Debug, Default)]
+pub struct Committed {
+    open: Vec<String>,
+    /// Each whole transaction's ids, in order.
+    pub done: Vec<Vec<String>>,
+    /// How many events said the stream resumed.
+    pub resumed: usize,
+}
+
+impl Committed {
+    pub fn see(&mut self, event: &pgoutput_client::Event<'_>) {
+        if event.resumed() {
+            self.resumed += 1;
+            self.open.clear();
+        }
+        if let Some(row) = event.new_row() {
+            self.open.push(row.value::<String>("id").unwrap());
+        }
+        if event.confirmable_lsn().is_some() {
+            self.done.push(std::mem::take(&mut self.open));
+        }
+    }
+
+    /// What `n` of [`two_row_transactions`] are, each once.
+    pub fn expected(n: usize) -> Vec<Vec<String>> {
+        (0..n)
+            .map(|i| vec![format!("{i}0"), format!("{i}1")])
+            .collect()
+    }
+}
+
 /// A server of [`script`] with a slot per option set in reach (more than PostgreSQL's
 /// default of 10).
 pub fn every_kind_server() -> pgoutput_harness::server::TestServer {
@@ -143,20 +192,16 @@ pub fn every_kind_server() -> pgoutput_harness::server::TestServer {
 /// the `transaction`-th, after its first change.
 pub fn cut_inside(transaction: u64) -> pgoutput_harness::server::TestServer {
     use pgoutput_harness::faults::{Action, Fault, Trigger};
-    use pgoutput_harness::server::TestServer;
-    let (t, script) = two_row_transactions(200);
-    TestServer::builder()
-        .publication(Publication::new("p").table(t))
-        .script(script)
-        .fault(Fault::new(
+    two_row_server(
+        200,
+        [Fault::new(
             Trigger::Change {
                 transaction,
                 after: 1,
             },
             Action::Close,
-        ))
-        .start()
-        .unwrap()
+        )],
+    )
 }
 
 /// Every protocol version with every streaming mode it allows, text and binary (and
