@@ -139,6 +139,7 @@ const RECONNECTING: &[&str] = &[
     "killed-after-acknowledging",
     "slot-held-on-reconnect",
     "silent-stall",
+    "walsender-shutdown",
 ];
 
 const VARIANTS: [Variant; 8] = [
@@ -160,6 +161,7 @@ const VARIANTS: [Variant; 8] = [
             "killed-after-acknowledging",
             "slot-held-on-reconnect",
             "silent-stall",
+            "walsender-shutdown",
             "slot-dropped",
             "slot-invalidated",
         ],
@@ -428,7 +430,7 @@ fn attached(upstream: &str, consumer: &Path) -> Result<String, String> {
         "the crate's consumer, attached",
         (report, output.status.code().unwrap_or(-1)),
     )?;
-    if ran + names.len() < 15 {
+    if ran + names.len() < 16 {
         return Err(format!(
             "trial --attach ran {ran} scenarios and skipped {}",
             names.len()
@@ -445,7 +447,7 @@ fn attached(upstream: &str, consumer: &Path) -> Result<String, String> {
 const SUBSCRIBER_SCENARIOS: &str = "baseline,cut-inside-transaction,cut-mid-frame,\
     terminated-walsender,interleaved-commits,crash-resends-confirmed,\
     rolled-back-subtransactions,unexpected-message-kinds,unchanged-toast,idle-slot-advances,\
-    slot-held-on-reconnect,silent-stall";
+    slot-held-on-reconnect,silent-stall,walsender-shutdown";
 
 /// A PostgreSQL subscriber (a database of this server, subscribed through the proxy by
 /// the guide's script) passes the scenarios that apply to it, graded by its tables; a
