@@ -3,8 +3,8 @@
 //! `pgoutput_trial`, and nothing else on the server is touched.
 
 /// The published table: a key, the version every update raises, a text that a workload
-/// can make TOASTed, numeric and jsonb; and an enum column (`mood`, a Type message
-/// before its first row) once a workload adds it.
+/// can make TOASTed, numeric and jsonb; and an enum column (`mood`) and a domain column
+/// (`code`), each a Type message before its first row, once a workload adds them.
 pub const ITEMS: &str = "pgoutput_trial_items";
 
 /// A table outside the publication: its writes move the WAL end and send nothing.
@@ -16,6 +16,10 @@ pub const PUBLICATION: &str = "pgoutput_trial";
 /// The enum type of [`ITEMS`]'s `mood` (made with the tables, the column added by a
 /// workload's `add_column`).
 pub const MOOD: &str = "pgoutput_trial_mood";
+
+/// The domain type of [`ITEMS`]'s `code` (a text that is not empty), made with the
+/// tables, the column added with `mood`.
+pub const CODE: &str = "pgoutput_trial_code";
 
 /// The slot the trial reads the source's own account from (the ledger), made before the
 /// consumer's so that it sees everything the consumer can.
@@ -39,7 +43,10 @@ pub fn drop_sql() -> String {
 /// Drops the tables and their type (on the source, or a sink of tables).
 #[must_use]
 pub fn drop_tables_sql() -> String {
-    format!("DROP TABLE IF EXISTS {ITEMS}, {UNPUBLISHED}; DROP TYPE IF EXISTS {MOOD}")
+    format!(
+        "DROP TABLE IF EXISTS {ITEMS}, {UNPUBLISHED}; DROP TYPE IF EXISTS {MOOD}; \
+         DROP DOMAIN IF EXISTS {CODE}"
+    )
 }
 
 /// Makes the tables and the publication, from nothing.
@@ -57,6 +64,7 @@ pub fn create_sql() -> String {
 pub fn tables_sql() -> String {
     format!(
         "CREATE TYPE {MOOD} AS ENUM ('calm', 'busy', 'stuck'); \
+         CREATE DOMAIN {CODE} AS text CHECK (VALUE <> ''); \
          CREATE TABLE {ITEMS} (id bigint PRIMARY KEY, version bigint NOT NULL, note text, \
              amount numeric(12, 2), doc jsonb); \
          ALTER TABLE {ITEMS} ALTER COLUMN note SET STORAGE EXTERNAL; \

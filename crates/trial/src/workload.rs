@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::change::{Change, Op};
-use crate::schema::{ITEMS, MOOD, UNPUBLISHED};
+use crate::schema::{CODE, ITEMS, MOOD, UNPUBLISHED};
 use pgoutput_client::quote_literal;
 
 /// One step of a workload. Outside a `begin` … `commit` on its session, a step that
@@ -30,7 +30,7 @@ pub enum Step {
         session: Session,
     },
     /// Updates the oldest rows no other open transaction holds: a new version, a new
-    /// amount (and mood, once added); the note unchanged (an unchanged TOASTed value, when it is one).
+    /// amount (and mood and code, once added); the note unchanged (an unchanged TOASTed value, when it is one).
     Update {
         rows: usize,
         #[serde(default)]
@@ -47,8 +47,9 @@ pub enum Step {
         #[serde(default)]
         session: Session,
     },
-    /// `ALTER TABLE … ADD COLUMN` on the published table: the enum column `mood`, which
-    /// the changes after it carry (a Type message, and the table's Relation again). Only
+    /// `ALTER TABLE … ADD COLUMN` on the published table: the enum column `mood` and the
+    /// domain column `code`, which the changes after it carry (a Type message each, and
+    /// the table's Relation again). Only
     /// the scenarios that add it send a Type: a consumer that cannot take one fails there,
     /// not everywhere.
     AddColumn {
@@ -172,8 +173,9 @@ pub struct Planner {
     rows: BTreeMap<i64, u64>,
     next_key: i64,
     next_unpublished: i64,
-    /// Whether the table has its `mood` column (an [`Step::AddColumn`] added it).
-    mood: bool,
+    /// Whether the table has its `mood` and `code` columns (an [`Step::AddColumn`]
+    /// added them).
+    added: bool,
     open: BTreeMap<Session, Open>,
     plan: Plan,
 }
@@ -196,7 +198,7 @@ impl Planner {
             rows: BTreeMap::new(),
             next_key: 1,
             next_unpublished: 1,
-            mood: false,
+            added: false,
             open: BTreeMap::new(),
             plan: Plan::default(),
         }
@@ -317,9 +319,10 @@ impl Planner {
             }),
             Step::AddColumn { session } => {
                 let sql = format!(
-                    "ALTER TABLE {ITEMS} ADD COLUMN IF NOT EXISTS mood {MOOD} DEFAULT 'calm'"
+                    "ALTER TABLE {ITEMS} ADD COLUMN IF NOT EXISTS mood {MOOD} DEFAULT 'calm', \
+                     ADD COLUMN IF NOT EXISTS code {CODE} DEFAULT 'new'"
                 );
-                self.mood = true;
+                self.added = true;
                 self.plan.schema.push(sql.clone());
                 self.write(session, |_| vec![sql])
             }
@@ -404,12 +407,12 @@ impl Planner {
         };
         let change = Change::new(ITEMS, Op::Insert, [("id", key.to_string())]).version(1);
         self.record(session, change, key, None);
-        let mood = if self.mood {
-            format!(", '{mood}'")
+        let added = if self.added {
+            format!(", '{mood}', '{mood}-{key}'")
         } else {
             String::new()
         };
-        format!("({key}, 1, {note}, {amount}, '{{\"key\": {key}, \"tags\": [\"trial\"]}}'{mood})")
+        format!("({key}, 1, {note}, {amount}, '{{\"key\": {key}, \"tags\": [\"trial\"]}}'{added})")
     }
 
     /// An UPDATE of `key` to its next version, recorded.
@@ -421,12 +424,12 @@ impl Planner {
         let amount = format!("{}.{:02}", self.rng.below(100_000), self.rng.below(100));
         let change = Change::new(ITEMS, Op::Update, [("id", key.to_string())]).version(version);
         self.record(session, change, key, before);
-        let mood = if self.mood {
-            format!(", mood = '{mood}'")
+        let added = if self.added {
+            format!(", mood = '{mood}', code = '{mood}-{key}-{version}'")
         } else {
             String::new()
         };
-        format!("UPDATE {ITEMS} SET version = {version}, amount = {amount}{mood} WHERE id = {key}")
+        format!("UPDATE {ITEMS} SET version = {version}, amount = {amount}{added} WHERE id = {key}")
     }
 
     /// Changes rolled back: into the ledger's aborted list, the rows as they were.
@@ -444,8 +447,8 @@ impl Planner {
 impl Planner {
     /// The INSERT's head, with the columns the table has.
     fn insert_into(&self) -> String {
-        let mood = if self.mood { ", mood" } else { "" };
-        format!("INSERT INTO {ITEMS} (id, version, note, amount, doc{mood})")
+        let added = if self.added { ", mood, code" } else { "" };
+        format!("INSERT INTO {ITEMS} (id, version, note, amount, doc{added})")
     }
 }
 
