@@ -421,6 +421,8 @@ struct Course {
     went_on: bool,
     then_done: bool,
     interrupted: bool,
+    /// A `stall` rule held its connection (and the slot's hold after it is armed).
+    stalled: bool,
     problems: Vec<String>,
 }
 
@@ -517,6 +519,13 @@ impl Stage<'_> {
             }
             if course.idle_end.is_some() && self.idle_finding() {
                 break;
+            }
+            if let Some(ms) = self.scenario.hold_after_stall_ms {
+                if !course.stalled && self.on_a_stalled_connection() {
+                    course.stalled = true;
+                    // Held from when the stalled connection ends.
+                    self.proxy.hold_slot(&self.slot, Duration::from_millis(ms));
+                }
             }
         }
         // Still on a connection a rule stalled for good (nothing either way, its socket

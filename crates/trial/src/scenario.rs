@@ -48,6 +48,12 @@ pub struct Scenario {
     /// `wal_receiver_timeout` is 60 s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget_ms: Option<u64>,
+    /// Once a `stall` rule holds the consumer's connection, the slot stays held (55006 to
+    /// START_REPLICATION) this long after that connection ends: a server whose
+    /// `wal_sender_timeout` has not yet ended the walsender of the half-open connection
+    /// when the consumer gives it up. None: the slot is free as soon as it leaves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold_after_stall_ms: Option<u64>,
 }
 
 /// An action once the consumer has confirmed the end of the workload's `transaction`-th

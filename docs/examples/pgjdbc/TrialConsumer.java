@@ -19,7 +19,7 @@
 // that (the argument `never-confirms-idle`, the bug of supabase/etl#429 and epgsql#306)
 // the slot keeps the server's WAL for as long as the published tables are quiet.
 //
-// It fails the trial's silent-stall scenario, as any consumer on pgjdbc's stream does:
+// It fails the trial's silent-stall scenarios, as any consumer on pgjdbc's stream does:
 // readPending gives null for a keepalive as for nothing, and a socket timeout is taken
 // for a cue to send a status update, so a silent server cannot be told from a quiet one.
 
