@@ -230,13 +230,18 @@ pub fn trial(args: &TrialArgs) -> Result<ExitCode, String> {
             pgoutput_trial::schema::PUBLICATION,
             a.sink.display()
         );
+        // The password, when there is one, is the consumer's own to give.
+        let told = pgoutput_trial::supervise::Assignment {
+            host: a.listen.ip().to_string(),
+            port: a.listen.port(),
+            user: info.user.clone(),
+            dbname: info.dbname.clone(),
+            ..Default::default()
+        };
         eprintln!(
-            "  PGOUTPUT_TRIAL_DSN='host={} port={} user={} dbname={} sslmode=disable' \
-             PGOUTPUT_TRIAL_SLOT={} PGOUTPUT_TRIAL_PUBLICATION={} PGOUTPUT_TRIAL_SINK={}",
-            a.listen.ip(),
-            a.listen.port(),
-            info.user,
-            info.dbname,
+            "  PGOUTPUT_TRIAL_DSN={} PGOUTPUT_TRIAL_SLOT={} PGOUTPUT_TRIAL_PUBLICATION={} \
+             PGOUTPUT_TRIAL_SINK={}",
+            shell_quote(&told.dsn()),
             a.slot,
             pgoutput_trial::schema::PUBLICATION,
             shell_quote(&a.sink.to_string_lossy())

@@ -434,10 +434,11 @@ impl Pump {
                 return Outcome::Stop;
             }
             // Not reading (back-pressure) is not the server's silence.
+            let now = Instant::now();
             if waiting.is_some() {
-                silence.heard(Instant::now());
+                silence.heard(now);
             }
-            match silence.check(Instant::now()) {
+            match silence.check(now) {
                 Quiet::Fine => {}
                 Quiet::Ask => {
                     if let Err(err) = conn.send_copy_data(&self.feedback.status_update(true)) {

@@ -721,6 +721,7 @@ impl Pump {
             }
             let quiet_until = silence.next().map(Instant::from_std);
             ::tokio::select! {
+                // (The deadline is only awaited when there is one.)
                 () = sleep_until(quiet_until.unwrap_or(next_status)), if quiet_until.is_some() => {
                     match silence.check(std::time::Instant::now()) {
                         Quiet::Fine => {}

@@ -90,9 +90,10 @@ impl Installation {
             })
             .collect();
         debian.sort();
+        // Looked at only when the machine has none of its own.
         let registries = std::env::current_exe()
-            .map(|exe| beside(&exe))
-            .unwrap_or_default();
+            .into_iter()
+            .flat_map(|exe| beside(&exe));
         on_path
             .into_iter()
             .chain(debian.into_iter().rev().map(|(_, bin)| bin))

@@ -33,7 +33,7 @@ pub mod env {
 }
 
 /// Where the consumer connects and what it is told.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Assignment {
     pub host: String,
     pub port: u16,
@@ -109,19 +109,9 @@ impl Supervised {
     #[must_use]
     pub fn attached() -> Supervised {
         Supervised {
+            // No command: nothing to start.
             command: String::new(),
-            assignment: Assignment {
-                host: String::new(),
-                port: 0,
-                user: String::new(),
-                password: None,
-                dbname: String::new(),
-                slot: String::new(),
-                publication: String::new(),
-                sink: std::path::PathBuf::new(),
-                sink_database: None,
-                scenario: String::new(),
-            },
+            assignment: Assignment::default(),
             log: std::path::PathBuf::new(),
             child: None,
             starts: 0,

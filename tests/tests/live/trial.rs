@@ -38,8 +38,8 @@ fn example_consumer() -> Result<PathBuf, String> {
     })
 }
 
-/// Runs `pgoutput trial` with `args` and the consumer `command`: its JSON report and exit
-/// status.
+/// Runs `pgoutput trial` with `args` and the consumer `command` (none: `args` attach to
+/// one already running): its JSON report and exit status.
 fn trial(args: &[&str], command: &[&str]) -> Result<(Value, i32), String> {
     let work = std::env::temp_dir().join(format!(
         "pgoutput-trial-test-{}-{}",
@@ -58,7 +58,7 @@ fn trial(args: &[&str], command: &[&str]) -> Result<(Value, i32), String> {
         .args(args)
         .args(["--json", "-", "--work-dir"])
         .arg(&work)
-        .arg("--")
+        .args(if command.is_empty() { None } else { Some("--") })
         .args(command)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -383,33 +383,25 @@ fn attached(upstream: &str, consumer: &Path) -> Result<String, String> {
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| format!("{}: {e}", consumer.display()))?;
-    let child = Command::new(binary()?)
-        .args(["trial", "--upstream", upstream, "--json", "-", "--work-dir"])
-        .arg(&work)
-        .args([
+    let address = format!("127.0.0.1:{port}");
+    let sink_path = sink.to_string_lossy().into_owned();
+    let outcome = trial(
+        &[
+            "--upstream",
+            upstream,
             "--attach",
-            &format!("127.0.0.1:{port}"),
+            &address,
             "--slot",
             slot,
             "--sink",
-        ])
-        .arg(&sink)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| e.to_string());
-    let output = child.and_then(|child| crate::tail::wait(child, Duration::from_secs(900)));
+            &sink_path,
+        ],
+        &[],
+    );
     let _ = running.kill();
     let _ = running.wait();
     let _ = std::fs::remove_dir_all(&work);
-    let output = output?;
-    let report: Value = serde_json::from_slice(&output.stdout).map_err(|e| {
-        format!(
-            "trial --attach: no JSON report ({e}); it said:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    })?;
+    let (report, code) = outcome?;
     let skipped: Vec<(String, String)> = report["skipped"]
         .as_array()
         .into_iter()
@@ -428,10 +420,7 @@ fn attached(upstream: &str, consumer: &Path) -> Result<String, String> {
         ));
     }
     let ran = verdicts(&report).len();
-    let passed = all_pass(
-        "the crate's consumer, attached",
-        (report, output.status.code().unwrap_or(-1)),
-    )?;
+    let passed = all_pass("the crate's consumer, attached", (report, code))?;
     if ran + names.len() < 17 {
         return Err(format!(
             "trial --attach ran {ran} scenarios and skipped {}",
