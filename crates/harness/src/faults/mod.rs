@@ -21,6 +21,7 @@
 
 mod action;
 mod clock;
+mod course;
 mod frame;
 mod stream;
 mod trigger;
@@ -35,8 +36,7 @@ use pgoutput_codec::Lsn;
 
 pub use action::Action;
 pub(crate) use action::{client_has_all, Context, Effect, End, OnConnect, Pace};
-#[cfg(feature = "proxy")]
-pub(crate) use frame::Fired;
+pub(crate) use course::{Course, Step};
 pub(crate) use frame::{Facts, Point, Tracker};
 pub(crate) use stream::StreamFaults;
 pub use trigger::{MessageKind, Trigger};

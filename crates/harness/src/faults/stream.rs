@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use super::clock::Clock;
 use super::frame::Fired;
-use super::{Action, Facts, Pace, Plan, Point, Rules, Scope, Tracker, Trigger};
+use super::{Action, Effect, Facts, Pace, Plan, Point, Rules, Scope, Tracker, Trigger};
 use pgoutput_codec::Ctx;
 
 #[derive(Debug)]
@@ -62,5 +62,17 @@ impl StreamFaults {
     /// The `time` rules of `plan` whose moment has come by `now`, claimed.
     pub(crate) fn due(&mut self, plan: &Plan, now: Instant) -> Vec<(Trigger, Action)> {
         self.clock.due(plan, &mut self.rules, &self.scope, now)
+    }
+
+    /// What `action`, firing now on this stream of a server of `major`, asks of the
+    /// side: what is the stream's own to keep (a `slow` action's pace) it keeps here.
+    pub(crate) fn fire(&mut self, action: &Action, major: u32) -> Effect {
+        let slot = self.scope.slot.as_deref().unwrap_or_default();
+        let effect = action.effect(&self.tracker.context(slot, major));
+        if let Effect::Pace(pace) = effect {
+            // For the rest of the stream, on either side.
+            self.pace = Some(pace);
+        }
+        effect
     }
 }

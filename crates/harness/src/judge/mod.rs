@@ -23,7 +23,7 @@ pub use finding::{Finding, Harm};
 pub use probe::Probe;
 pub(crate) use probe::{Hold, HoldStep, IdleAsks, ProbeSwitch, Replies};
 
-use pgoutput_codec::Lsn;
+use pgoutput_codec::{Lsn, Tagged};
 
 /// How many facts and findings a slot keeps (the oldest go first), and how many
 /// transaction spans it remembers for [`Finding::StuckInsideTransaction`].
@@ -59,6 +59,25 @@ pub(crate) struct Frame {
     pub decided_at: Option<Lsn>,
     /// The end of the transaction it ends.
     pub end: Option<Lsn>,
+}
+
+impl Frame {
+    /// The frame of `message` (a message, or its outline) at `position`, which `opens`
+    /// a transaction or not.
+    pub(crate) fn new<T: Tagged + ?Sized>(position: Lsn, opens: bool, message: &T) -> Frame {
+        Frame {
+            position,
+            opens,
+            decided_at: message.decision_lsn(),
+            end: message.transaction_end_lsn(),
+        }
+    }
+
+    /// Whether the judge learns anything from it beyond its position: it opens, decides
+    /// or ends a transaction.
+    pub(crate) fn tells(&self) -> bool {
+        self.opens || self.decided_at.is_some() || self.end.is_some()
+    }
 }
 
 /// A transaction a slot's client was sent whole: its first position, where its commit

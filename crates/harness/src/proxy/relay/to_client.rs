@@ -13,13 +13,13 @@ use tokio::sync::{mpsc, watch};
 
 use super::{envelope, make_room, whole_message, End, Framed, Link, Who, READ_AT_LEAST};
 use crate::faults::{
-    client_has_all, Action, Context, Effect, End as Ends, Facts, Fired, Point, Scope, StreamFaults,
+    client_has_all, Action, Context, Course, Effect, End as Ends, Scope, Step, StreamFaults,
     Trigger,
 };
 use crate::judge::{Ending, Frame, Hold, HoldStep, IdleAsks, Probe};
 use crate::proxy::Shared;
 use pgoutput_codec::{
-    decode, encode, Decoder, Lsn, PgTimestamp, PrimaryKeepalive, ServerMessage, Tagged, XLogData,
+    decode, encode, Decoder, Lsn, PgTimestamp, PrimaryKeepalive, ServerMessage, XLogData,
 };
 use pgoutput_wire::backend;
 
@@ -161,8 +161,12 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
             "connection {}: fault: {action:?} at {trigger:?}",
             self.who.attempt
         ));
+        let effect = match &mut self.session {
+            Some(session) => session.faults.fire(&action, self.major),
+            None => action.effect(&Context::none(self.major)),
+        };
         let at = self.written;
-        self.act(&action, at, 0).await
+        self.carry_out(effect, at, 0).await
     }
 
     /// When the next `time` rule of this stream is due.
@@ -513,19 +517,12 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                 let facts = match decoder.outline(data) {
                     Ok(message) => {
                         let facts = session.faults.tracker.frame(wal_start, &message);
-                        let end = message.transaction_end_lsn();
-                        if let Some(end) = end {
+                        let frame = Frame::new(wal_end, facts.place.opens, &message);
+                        if let Some(end) = frame.end {
                             self.sent = self.sent.max(end);
                         }
-                        let decided_at = message.decision_lsn();
-                        if facts.place.opens || decided_at.is_some() || end.is_some() {
+                        if frame.tells() {
                             if let Some(slot) = &session.faults.scope.slot {
-                                let frame = Frame {
-                                    position: wal_end,
-                                    opens: facts.place.opens,
-                                    decided_at,
-                                    end,
-                                };
                                 self.shared.slots.frame(slot, self.who.attempt, frame);
                             }
                         }
@@ -541,35 +538,36 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                     }
                 };
                 let probe = self.shared.probe.get();
-                let pacing = session.faults.pace.is_some();
-                if !self.shared.faults.armed() && !pacing && probe.is_none() {
+                let plan = &self.shared.faults;
+                let Some(mut course) =
+                    Course::new(&mut session.faults, plan, probe, facts, len, self.major)
+                else {
                     // Nothing to ask (two atomic loads): the frame goes as it came.
-                    if self.shutting_down.is_none() {
-                        return Ok(());
-                    }
                     return self.finish_shutdown(at + len).await;
-                }
-                let asks = self.may_fire(&facts);
-                for point in [Point::Before, Point::Within, Point::After] {
-                    if point == Point::Within {
-                        self.pace(at, len).await?;
-                    }
-                    if !asks {
-                        continue;
-                    }
-                    // Asked without awaiting: the frame's three points cost no future when
-                    // nothing fires (the common case while a rule is armed).
-                    let fired = self.fired_at(point, &facts, len);
-                    if !fired.is_empty() {
-                        self.carry_out(fired, at, len).await?;
-                        // An ERROR a rule sent ends the stream (and the session) here.
-                        if self.session.is_none() {
-                            return Ok(());
+                };
+                while let Some(step) = self.next_step(&mut course) {
+                    match step {
+                        Step::Act {
+                            upto,
+                            trigger,
+                            action,
+                            effect,
+                        } => {
+                            self.write_upto(at + upto).await?;
+                            self.shared.log(format!(
+                                "connection {}: fault: {action:?} at {trigger:?}",
+                                self.who.attempt
+                            ));
+                            self.carry_out(effect, at, len).await?;
                         }
+                        Step::Wait(wait) => {
+                            self.write_upto(at).await?;
+                            tokio::time::sleep(wait).await;
+                        }
+                        // The frame is in the buffer: it goes with what follows.
+                        Step::Frame => {}
+                        Step::Hold(probe) => self.probe_hold(probe, at + len).await?,
                     }
-                }
-                if let Some(probe) = probe.filter(|p| p.holds(&facts.place)) {
-                    self.probe_hold(probe, at + len).await?;
                 }
                 self.finish_shutdown(at + len).await
             }
@@ -577,46 +575,16 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
         }
     }
 
-    /// Whether a rule may fire at some point of the frame with `facts`.
-    fn may_fire(&mut self, facts: &Facts) -> bool {
-        self.session
-            .as_mut()
-            .is_some_and(|session| session.faults.may_fire(&self.shared.faults, facts))
+    /// The next step of a frame's course; none once an ERROR a rule sent has ended the
+    /// stream (and the session) here.
+    fn next_step(&mut self, course: &mut Course) -> Option<Step> {
+        let session = self.session.as_mut()?;
+        course.next(&mut session.faults, &self.shared.faults)
     }
 
-    /// The rules that fire at `point` of a frame of `len` bytes, claimed.
-    fn fired_at(&mut self, point: Point, facts: &Facts, len: usize) -> Vec<Fired> {
-        let Some(session) = self.session.as_mut() else {
-            return Vec::new();
-        };
-        session
-            .faults
-            .at_frame(&self.shared.faults, point, facts, len)
-    }
-
-    /// Does what the rules that fired at a frame ask, each once the frame's bytes it
-    /// names have gone.
-    async fn carry_out(&mut self, fired: Vec<Fired>, at: usize, len: usize) -> Result<(), End> {
-        for fired in fired {
-            self.write_upto(at + fired.upto).await?;
-            self.shared.log(format!(
-                "connection {}: fault: {:?} at {:?}",
-                self.who.attempt, fired.action, fired.trigger
-            ));
-            self.act(&fired.action, at, len).await?;
-        }
-        Ok(())
-    }
-
-    /// Does what `action` asks of this connection; an action that ends it returns how.
-    async fn act(&mut self, action: &Action, at: usize, len: usize) -> Result<(), End> {
-        let effect = match &self.session {
-            Some(s) => {
-                let slot = s.faults.scope.slot.as_deref().unwrap_or_default();
-                action.effect(&s.faults.tracker.context(slot, self.major))
-            }
-            None => action.effect(&Context::none(self.major)),
-        };
+    /// Does what an action asks of this connection (its `effect`), at the frame of `len`
+    /// bytes at `at` of the buffer; an action that ends it returns how.
+    async fn carry_out(&mut self, effect: Effect, at: usize, len: usize) -> Result<(), End> {
         match effect {
             Effect::End(Ends::Fin) => Err(End::Closed),
             Effect::End(Ends::Rst) => Err(End::Reset),
@@ -667,13 +635,8 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
             }
             Effect::RequestReply => self.keepalive(true).await,
             Effect::Send(bytes) => self.write_own(self.written, &bytes).await,
-            Effect::Pace(pace) => {
-                // For the rest of this stream, as on the test server.
-                if let Some(session) = &mut self.session {
-                    session.faults.pace = Some(pace);
-                }
-                Ok(())
-            }
+            // The stream's faults keep it.
+            Effect::Pace(_) => Ok(()),
             Effect::Shutdown => {
                 self.shutting_down = Some(Shutdown::Finishing);
                 self.finish_shutdown(at + len).await
@@ -684,11 +647,14 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
     /// A shutdown that was finishing the transaction under way starts waiting once no
     /// transaction is open (the frame ending at `end` is the last that goes).
     async fn finish_shutdown(&mut self, end: usize) -> Result<(), End> {
+        if self.shutting_down != Some(Shutdown::Finishing) {
+            return Ok(());
+        }
         let idle = self
             .session
             .as_ref()
             .is_none_or(|s| s.faults.tracker.idle());
-        if self.shutting_down != Some(Shutdown::Finishing) || !idle {
+        if !idle {
             return Ok(());
         }
         self.shutting_down = Some(Shutdown::Waiting);
@@ -698,18 +664,6 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
             self.who.attempt, self.sent
         ));
         self.shutdown_step().await
-    }
-
-    /// Paces the frame at `at` for a `slow` action: what came before it goes, then the
-    /// wait.
-    async fn pace(&mut self, at: usize, len: usize) -> Result<(), End> {
-        let pace = self.session.as_mut().and_then(|s| s.faults.pace.as_mut());
-        let Some(wait) = pace.and_then(|pace| pace.before(len)) else {
-            return Ok(());
-        };
-        self.write_upto(at).await?;
-        tokio::time::sleep(wait).await;
-        Ok(())
     }
 }
 

@@ -8,56 +8,69 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Closed, Connection, Failure};
-use crate::faults::{Action, Context, Effect, End, Facts, OnConnect, Point};
-use crate::faults::{Scope, Trigger};
+use crate::faults::{Action, Course, Effect, End, OnConnect, Scope, Step, Trigger};
 use crate::server::state::Shared;
 use pgoutput_wire::backend;
 
 /// How often a stall looks at the server's stop (and a crash).
 const STALL_TICK: Duration = Duration::from_millis(50);
 
-/// A CopyData frame's bytes before its XLogData's payload: 'd', the Int32 length, then
-/// 'w', dataStart, walEnd and sendTime.
-const FRAME_HEADER: usize = 1 + 4 + 1 + 8 + 8 + 8;
-
 impl<W: Write> Connection<'_, W> {
-    /// The rules at `point` of a frame of `payload_len` bytes of XLogData payload whose
-    /// bytes start at `frame_start` in the output: what was buffered before is written
-    /// first (and the frame too once it is whole, or its first bytes for a mid-frame
-    /// rule), then each action is done.
-    pub(super) fn frame_faults(
+    /// Walks a frame's course (see [`Course`]): what is buffered goes before each rule's action (and the frame's bytes
+    /// the rule names), `push` puts the frame in the output when its bytes are due, a
+    /// `slow` action's wait keeps reading the client, the probe's hold waits for its
+    /// answers.
+    pub(super) fn frame_course(
         &mut self,
-        point: Point,
-        facts: &Facts,
-        frame_start: usize,
-        payload_len: usize,
+        mut course: Course,
+        push: impl FnOnce(&mut Self),
     ) -> Result<(), Failure> {
-        let len = FRAME_HEADER + payload_len;
-        // Frames go only while streaming.
-        let Some(walsnd) = &mut self.walsnd else {
-            return Ok(());
-        };
-        let fired = walsnd
-            .faults
-            .at_frame(&self.shared.faults, point, facts, len);
-        // What of the output has gone since the first rule.
-        let mut written = 0;
-        for fired in fired {
-            let upto = frame_start + fired.upto;
-            self.flush_upto((upto - written).min(self.out.len()))?;
-            written = upto;
-            self.fault(&fired.trigger, &fired.action)?;
+        let mut push = Some(push);
+        // Where the frame's bytes not written yet start in the output, and how many of
+        // them have been written, once it is there.
+        let mut frame: Option<(usize, usize)> = None;
+        let mut held = None;
+        loop {
+            let plan = &self.shared.faults;
+            let Some(step) = course.next(&mut self.walsnd().faults, plan) else {
+                break;
+            };
+            match step {
+                Step::Act {
+                    upto,
+                    trigger,
+                    action,
+                    effect,
+                } => {
+                    let n = match &mut frame {
+                        None => self.out.len(),
+                        Some((at, gone)) => {
+                            let n = *at + upto.saturating_sub(*gone);
+                            (*at, *gone) = (0, (*gone).max(upto));
+                            n
+                        }
+                    };
+                    self.flush_upto(n.min(self.out.len()))?;
+                    self.fault(&trigger, &action, effect)?;
+                }
+                Step::Wait(wait) => {
+                    self.flush()?;
+                    self.wait_replying(wait)?;
+                }
+                Step::Frame => {
+                    frame = Some((self.out.len(), 0));
+                    if let Some(push) = push.take() {
+                        push(self);
+                    }
+                }
+                Step::Hold(probe) => held = Some(probe),
+            }
         }
-        Ok(())
-    }
-
-    /// Whether a rule may fire at some point of the frame with `facts` (see
-    /// `Plan::may_fire_at_frame`).
-    pub(super) fn frame_may_fire(&mut self, facts: &Facts) -> bool {
-        let plan = &self.shared.faults;
-        self.walsnd
-            .as_mut()
-            .is_some_and(|w| w.faults.may_fire(plan, facts))
+        self.due_faults()?;
+        match held {
+            Some(probe) => self.probe_hold(probe),
+            None => Ok(()),
+        }
     }
 
     /// The `time` rules whose moment has come, and the `flush` rules the client's last
@@ -70,7 +83,9 @@ impl<W: Write> Connection<'_, W> {
         due.extend(walsnd.faults.due(&self.shared.faults, Instant::now()));
         for (trigger, action) in due {
             self.flush()?;
-            self.fault(&trigger, &action)?;
+            let major = self.shared.config.major;
+            let effect = self.walsnd().faults.fire(&action, major);
+            self.fault(&trigger, &action, effect)?;
         }
         Ok(())
     }
@@ -89,23 +104,15 @@ impl<W: Write> Connection<'_, W> {
             .unwrap_or_default()
     }
 
-    /// Does what `action`, fired at `trigger`, asks of this connection. Actions that
-    /// end it return the failure.
-    fn fault(&mut self, trigger: &Trigger, action: &Action) -> Result<(), Failure> {
+    /// Does what `action`, fired at `trigger`, asks of this connection (its `effect`).
+    /// Actions that end it return the failure.
+    fn fault(&mut self, trigger: &Trigger, action: &Action, effect: Effect) -> Result<(), Failure> {
         self.shared.log(format!(
             "client {}: fault: {action:?} at {trigger:?}",
             self.id
         ));
-        let major = self.shared.config.major;
-        let effect = match &self.walsnd {
-            Some(w) => {
-                let slot = w.faults.scope.slot.as_deref().unwrap_or_default();
-                action.effect(&w.faults.tracker.context(slot, major))
-            }
-            None => action.effect(&Context::none(major)),
-        };
-        if let (Some(how), Some(walsnd)) = (effect.ending(), &mut self.walsnd) {
-            walsnd.ending.get_or_insert(how);
+        if let Some(how) = effect.ending() {
+            self.walsnd().ending.get_or_insert(how);
         }
         match effect {
             Effect::End(End::Fin) => {
@@ -139,10 +146,8 @@ impl<W: Write> Connection<'_, W> {
                 self.out.extend_from_slice(&bytes);
                 Ok(())
             }
-            Effect::Pace(pace) => {
-                self.walsnd().faults.pace = Some(pace);
-                Ok(())
-            }
+            // The stream's faults keep it.
+            Effect::Pace(_) => Ok(()),
         }
     }
 
@@ -174,19 +179,6 @@ impl<W: Write> Connection<'_, W> {
             };
             std::thread::sleep(tick);
         }
-    }
-
-    /// Paces the next frame, of `payload_len` bytes of payload, for a `slow` action:
-    /// what is buffered goes, then the wait.
-    pub(super) fn pace(&mut self, payload_len: usize) -> Result<(), Failure> {
-        let Some(pace) = self.walsnd.as_mut().and_then(|w| w.faults.pace.as_mut()) else {
-            return Ok(());
-        };
-        let Some(wait) = pace.before(FRAME_HEADER + payload_len) else {
-            return Ok(());
-        };
-        self.flush()?;
-        self.wait_replying(wait)
     }
 
     /// Waits `duration` while reading the client's replies and keeping the timeouts (a

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::{envelope, Closed, Connection, Failure};
-use crate::faults::{client_has_all, Action, Facts, Point, Scope, StreamFaults, Trigger};
+use crate::faults::{client_has_all, Action, Course, Facts, Scope, StreamFaults, Trigger};
 use crate::judge::{Ending, Frame, Hold, HoldStep, IdleAsks, Probe, Replies};
 use crate::server::inbox::{Incoming, Wait};
 use crate::server::render::{Halt, Renderer, Sink};
@@ -33,6 +33,9 @@ use pgoutput_wire::grammar;
 const FLUSH_AT: usize = 64 * 1024;
 /// How many WAL events a connection takes from the shared WAL per lock.
 const BATCH: usize = 64;
+/// A CopyData frame's bytes before its XLogData's payload: 'd', the Int32 length, then
+/// 'w', dataStart, walEnd and sendTime.
+const FRAME_HEADER: usize = 1 + 4 + 1 + 8 + 8 + 8;
 /// A standby status update's length: type, three positions, a time, the reply flag.
 const STATUS_UPDATE_LEN: usize = 1 + 8 * 4 + 1;
 /// Hot standby feedback's: type, a time, xmin and epoch, catalog xmin and epoch.
@@ -582,24 +585,14 @@ impl<W: Write> Connection<'_, W> {
         // Followed always: the judge hears whether a transaction is open from it.
         let facts = self.walsnd().faults.tracker.frame(lsn, message);
         let probe = self.shared.probe.get();
-        if !self.shared.faults.armed() && self.walsnd().faults.pace.is_none() && probe.is_none() {
-            self.push_frame(lsn, message, &facts, payload);
-            return self.after_frame();
-        }
-        let asks = self.frame_may_fire(&facts);
-        if asks {
-            self.frame_faults(Point::Before, &facts, self.out.len(), payload.len())?;
-        }
-        self.pace(payload.len())?;
-        let start = self.out.len();
-        self.push_frame(lsn, message, &facts, payload);
-        if asks {
-            self.frame_faults(Point::Within, &facts, start, payload.len())?;
-            self.frame_faults(Point::After, &facts, start, payload.len())?;
-        }
-        self.due_faults()?;
-        if let Some(probe) = probe.filter(|p| p.holds(&facts.place)) {
-            self.probe_hold(probe)?;
+        let len = FRAME_HEADER + payload.len();
+        let major = self.shared.config.major;
+        let plan = &self.shared.faults;
+        match Course::new(&mut self.walsnd().faults, plan, probe, facts, len, major) {
+            None => self.push_frame(lsn, message, &facts, payload),
+            Some(course) => {
+                self.frame_course(course, |c| c.push_frame(lsn, message, &facts, payload))?;
+            }
         }
         self.after_frame()
     }
@@ -607,7 +600,7 @@ impl<W: Write> Connection<'_, W> {
     /// The probe holds the transaction here (see [`Hold`]): nothing more is sent until
     /// the client has answered the hold's requests, or each has waited the probe's
     /// `wait_ms`. What it confirms meanwhile, it confirmed without the rest.
-    fn probe_hold(&mut self, probe: Probe) -> Result<(), Failure> {
+    pub(super) fn probe_hold(&mut self, probe: Probe) -> Result<(), Failure> {
         let mut hold = Hold::new(&probe);
         let answered = loop {
             let walsnd = self.walsnd();
@@ -648,12 +641,7 @@ impl<W: Write> Connection<'_, W> {
         walsnd.unrecorded.push(Unrecorded {
             tag: message.tag(),
             lsn,
-            frame: Frame {
-                position: lsn,
-                opens: facts.place.opens,
-                decided_at: message.decision_lsn(),
-                end: message.transaction_end_lsn(),
-            },
+            frame: Frame::new(lsn, facts.place.opens, message),
         });
         let xlog = XLogData {
             wal_start: lsn,
