@@ -472,7 +472,9 @@ impl Silence {
         }
     }
 
-    /// When [`Self::check`] next has something to say.
+    /// When [`Self::check`] next has something to say (the async driver waits on it; the
+    /// blocking one looks each tick).
+    #[cfg(any(feature = "tokio", test))]
     pub(crate) fn next(&self) -> Option<Instant> {
         let timeout = self.timeout?;
         Some(self.heard + if self.asked { timeout } else { timeout / 2 })
