@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use pgoutput_codec::Lsn;
 
 pub use action::Action;
-pub(crate) use action::{client_has_all, Context, Effect, End, OnConnect, Pace};
+pub(crate) use action::{Context, Effect, End, OnConnect, Pace, Shutdown, ShutdownStep};
 pub(crate) use course::{Course, Step};
 pub(crate) use frame::{Facts, Point, Tracker};
 pub(crate) use stream::StreamFaults;

@@ -75,6 +75,7 @@ impl Frame {
 
     /// Whether the judge learns anything from it beyond its position: it opens, decides
     /// or ends a transaction.
+    #[cfg(feature = "proxy")]
     pub(crate) fn tells(&self) -> bool {
         self.opens || self.decided_at.is_some() || self.end.is_some()
     }

@@ -24,7 +24,7 @@ use crate::judge::Ending;
 use pgoutput_codec::{Ctx, IntoOwned, Lsn, PgOutputMessage, Xid};
 use pgoutput_wire::error::SqlError;
 
-pub(crate) use shutdown::client_has_all;
+pub(crate) use shutdown::{Shutdown, ShutdownStep};
 pub(crate) use slow::Pace;
 
 /// What goes wrong.

@@ -13,8 +13,8 @@ use tokio::sync::{mpsc, watch};
 
 use super::{envelope, make_room, whole_message, End, Framed, Link, Who, READ_AT_LEAST};
 use crate::faults::{
-    client_has_all, Action, Context, Course, Effect, End as Ends, Scope, Step, StreamFaults,
-    Trigger,
+    Action, Context, Course, Effect, End as Ends, Scope, Shutdown, ShutdownStep, Step,
+    StreamFaults, Trigger,
 };
 use crate::judge::{Ending, Frame, Hold, HoldStep, IdleAsks, Probe};
 use crate::proxy::Shared;
@@ -61,16 +61,6 @@ pub(super) struct Down<'a, W> {
     idle_asks: IdleAsks,
     inject: mpsc::Sender<Vec<u8>>,
     stall: watch::Sender<bool>,
-}
-
-/// PostgreSQL's walsender shutdown (`WalSndDone`), as the proxy plays it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Shutdown {
-    /// The transaction under way still goes to the client.
-    Finishing,
-    /// Nothing more of the upstream's goes: keepalives asking for a reply until the
-    /// client has confirmed what it was sent, then `COPY 0` and the close.
-    Waiting,
 }
 
 impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
@@ -194,19 +184,26 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
     /// The shutdown's next step: done once the client confirmed what it was sent, else
     /// another keepalive asking for a reply.
     async fn shutdown_step(&mut self) -> Result<(), End> {
+        let Some(shutdown) = self.shutting_down else {
+            return Ok(());
+        };
         let flushed = Lsn(self.link.client_flush.load(Ordering::SeqCst));
         let written = Lsn(self.link.client_write.load(Ordering::SeqCst));
-        if client_has_all(self.sent, written, flushed) {
-            let mut out = Vec::new();
-            backend::command_complete(&mut out, "COPY 0");
-            self.write_own(self.written, &out).await?;
-            self.shared.log(format!(
-                "connection {}: shut down: the client confirmed {flushed}",
-                self.who.attempt
-            ));
-            return Err(End::ShutDown);
+        // Asked when the wait begins and at each reply: no request of its own is out.
+        match shutdown.next(self.sent, written, flushed, false) {
+            Some(ShutdownStep::Done) => {
+                let mut out = Vec::new();
+                backend::command_complete(&mut out, "COPY 0");
+                self.write_own(self.written, &out).await?;
+                self.shared.log(format!(
+                    "connection {}: shut down: the client confirmed {flushed}",
+                    self.who.attempt
+                ));
+                Err(End::ShutDown)
+            }
+            Some(ShutdownStep::Ask) => self.keepalive(true).await,
+            Some(ShutdownStep::Await) | None => Ok(()),
         }
-        self.keepalive(true).await
     }
 
     /// The probe holds the transaction here (see [`Hold`]): the frame goes (up to
@@ -638,7 +635,7 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
             // The stream's faults keep it.
             Effect::Pace(_) => Ok(()),
             Effect::Shutdown => {
-                self.shutting_down = Some(Shutdown::Finishing);
+                self.shutting_down.get_or_insert(Shutdown::Finishing);
                 self.finish_shutdown(at + len).await
             }
         }
@@ -657,7 +654,9 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
         if !idle {
             return Ok(());
         }
-        self.shutting_down = Some(Shutdown::Waiting);
+        if let Some(shutdown) = &mut self.shutting_down {
+            shutdown.caught_up();
+        }
         self.write_upto(end).await?;
         self.shared.log(format!(
             "connection {}: shutting down: waiting for the client to confirm {}",

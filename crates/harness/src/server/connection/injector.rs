@@ -138,7 +138,9 @@ impl<W: Write> Connection<'_, W> {
                 fatal: false,
             } => Err(error.into()),
             Effect::Shutdown => {
-                self.walsnd().shutting_down = true;
+                self.walsnd()
+                    .shutting_down
+                    .get_or_insert(crate::faults::Shutdown::Finishing);
                 Ok(())
             }
             Effect::RequestReply => Ok(self.keepalive(true)?),

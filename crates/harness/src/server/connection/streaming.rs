@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::{envelope, Closed, Connection, Failure};
-use crate::faults::{client_has_all, Action, Course, Facts, Scope, StreamFaults, Trigger};
+use crate::faults::{Action, Course, Facts, Scope, Shutdown, ShutdownStep, StreamFaults, Trigger};
 use crate::judge::{Ending, Frame, Hold, HoldStep, IdleAsks, Probe, Replies};
 use crate::server::inbox::{Incoming, Wait};
 use crate::server::render::{Halt, Renderer, Sink};
@@ -79,8 +79,8 @@ pub(super) struct WalSnd {
     /// Rules a status update met, done at the next point where only whole frames are
     /// buffered.
     pub(super) pending_faults: Vec<(Trigger, Action)>,
-    /// A `shutdown` action: `WalSndDone`'s sequence is under way.
-    pub(super) shutting_down: bool,
+    /// A `shutdown` action or the server's fast shutdown: `WalSndDone`'s sequence.
+    pub(super) shutting_down: Option<Shutdown>,
     /// Frames sent that the judge and the client's record have not heard of yet.
     unrecorded: Vec<Unrecorded>,
     /// The client's replies to keepalives that asked, and its status updates.
@@ -168,7 +168,7 @@ impl<W: Write> Connection<'_, W> {
                 now,
             ),
             pending_faults: Vec::new(),
-            shutting_down: false,
+            shutting_down: None,
             unrecorded: Vec::new(),
             replies: Replies::default(),
             ending: None,
@@ -246,11 +246,14 @@ impl<W: Write> Connection<'_, W> {
             self.keepalive_if_necessary()?;
             self.due_faults()?;
             if self.shared.finishing() {
-                self.walsnd().shutting_down = true;
+                self.walsnd()
+                    .shutting_down
+                    .get_or_insert(Shutdown::Finishing);
             }
             let batch = self.shared.wal().entries(cursor, BATCH);
             if batch.is_empty() {
-                if self.walsnd().shutting_down {
+                if let Some(shutdown) = &mut self.walsnd().shutting_down {
+                    shutdown.caught_up();
                     self.walsnd_done()?;
                 }
                 self.wait_for_wal()?;
@@ -327,21 +330,25 @@ impl<W: Write> Connection<'_, W> {
     /// asking for a reply.
     fn walsnd_done(&mut self) -> Result<(), Failure> {
         let walsnd = self.walsnd();
-        // (A logical walsender is let go before the shutdown checkpoint is written:
-        // PostgreSQL 15 ends at once for a client that has confirmed the last commit, the
-        // twins test shows.)
-        if client_has_all(walsnd.sent, walsnd.client_write, walsnd.client_flush) {
-            backend::command_complete(&mut self.out, "COPY 0");
-            self.flush()?;
-            return Err(Closed::Silently(
-                "walsender shut down: the client confirmed all it was sent".into(),
-            )
-            .into());
+        let Some(shutdown) = walsnd.shutting_down else {
+            return Ok(());
+        };
+        let (sent, write, flush) = (walsnd.sent, walsnd.client_write, walsnd.client_flush);
+        match shutdown.next(sent, write, flush, walsnd.waiting_for_ping) {
+            // (A logical walsender is let go before the shutdown checkpoint is written:
+            // PostgreSQL 15 ends at once for a client that has confirmed the last commit,
+            // the twins test shows.)
+            Some(ShutdownStep::Done) => {
+                backend::command_complete(&mut self.out, "COPY 0");
+                self.flush()?;
+                Err(Closed::Silently(
+                    "walsender shut down: the client confirmed all it was sent".into(),
+                )
+                .into())
+            }
+            Some(ShutdownStep::Ask) => Ok(self.keepalive(true)?),
+            Some(ShutdownStep::Await) | None => Ok(()),
         }
-        if !walsnd.waiting_for_ping {
-            self.keepalive(true)?;
-        }
-        Ok(())
     }
 
     /// When the next timer is due: the reply request, the timeout, our idle keepalive
