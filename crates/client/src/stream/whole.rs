@@ -381,6 +381,7 @@ impl WholeTransaction<'_> {
 mod tests {
     use super::*;
     use crate::{Replication, StreamOptions};
+    use pgoutput_codec::{encode, Ctx, ServerMessage, XLogData};
     use pgoutput_codec::{
         Begin, ColumnValue, Commit, Encoder, Insert, Oid, PgTimestamp, ProtocolVersion, Relation,
         RelationColumn, ReplicaIdentity, Seq, StreamAbort, StreamCommit, StreamStart, StreamStop,
@@ -400,12 +401,14 @@ mod tests {
         }
 
         fn frame(&mut self, at: u64, message: &PgOutputMessage<'_>) -> Bytes {
-            let mut frame = vec![b'w'];
-            frame.extend_from_slice(&at.to_be_bytes());
-            frame.extend_from_slice(&at.to_be_bytes());
-            frame.extend_from_slice(&0u64.to_be_bytes());
-            frame.extend(self.encoder.encode(message).unwrap());
-            Bytes::from(frame)
+            let payload = self.encoder.encode(message).unwrap();
+            let xlog = ServerMessage::XLogData(XLogData {
+                wal_start: Lsn(at),
+                wal_end: Lsn(at),
+                send_time: PgTimestamp(0),
+                data: payload.as_slice().into(),
+            });
+            Bytes::from(encode(&xlog, Ctx::plain(ProtocolVersion::V1)).unwrap())
         }
     }
 

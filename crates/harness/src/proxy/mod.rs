@@ -460,12 +460,15 @@ mod tests {
         payloads
             .iter()
             .map(|payload| {
-                let mut xlog = vec![b'w'];
-                xlog.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0]);
-                xlog.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0]);
-                xlog.extend_from_slice(&[0; 8]);
-                xlog.extend_from_slice(payload);
-                message(b'd', &xlog)
+                let mut frame = Vec::new();
+                let xlog = pgoutput_codec::XLogData {
+                    wal_start: Lsn(0x100_0000),
+                    wal_end: Lsn(0x100_0000),
+                    send_time: pgoutput_codec::PgTimestamp(0),
+                    data: (*payload).into(),
+                };
+                pgoutput_wire::backend::xlog_data(&mut frame, &xlog);
+                frame
             })
             .collect()
     }
