@@ -7,20 +7,15 @@
 use std::time::Duration;
 
 use super::frame::Fired;
-use super::{Action, Effect, Facts, Plan, Point, StreamFaults, Trigger};
+use super::{Effect, Facts, Plan, Point, StreamFaults};
 use crate::judge::Probe;
 
 /// What a frame asks of its side next.
 #[derive(Debug)]
 pub(crate) enum Step {
-    /// The rule that fired at `trigger` asks `effect`, once the frame's first `upto`
-    /// bytes have gone (before the frame: what came before it).
-    Act {
-        upto: usize,
-        trigger: Trigger,
-        action: Action,
-        effect: Effect,
-    },
+    /// A rule fired (its trigger, its action, and how many of the frame's bytes go
+    /// before it: none, before the frame, but what came before it) and asks `effect`.
+    Act(Fired, Effect),
     /// A `slow` action: what came before the frame goes, then this wait.
     Wait(Duration),
     /// The frame's bytes go now: after what the rules before it did, before those within
@@ -90,12 +85,7 @@ impl Course {
         loop {
             if let Some(fired) = self.fired.next() {
                 let effect = faults.fire(&fired.action, self.major);
-                return Some(Step::Act {
-                    upto: fired.upto,
-                    trigger: fired.trigger,
-                    action: fired.action,
-                    effect,
-                });
+                return Some(Step::Act(fired, effect));
             }
             match self.stage {
                 Stage::Before => {
@@ -148,7 +138,7 @@ mod tests {
     use std::time::Instant;
 
     use super::*;
-    use crate::faults::{Fault, Scope, Tracker};
+    use crate::faults::{Action, Fault, Scope, Tracker, Trigger};
     use pgoutput_codec::{
         Begin, Commit, Insert, Lsn, Oid, PgOutputMessage, PgTimestamp, TupleData, Xid,
     };
@@ -199,7 +189,7 @@ mod tests {
             };
             while let Some(step) = course.next(&mut faults, plan) {
                 steps.push(match step {
-                    Step::Act { upto, action, .. } => format!("{action:?} at {upto}"),
+                    Step::Act(fired, _) => format!("{:?} at {}", fired.action, fired.upto),
                     Step::Wait(wait) => format!("wait {}ms", wait.as_millis()),
                     Step::Frame => "frame".to_owned(),
                     Step::Hold(_) => "hold".to_owned(),

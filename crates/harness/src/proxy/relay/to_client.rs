@@ -544,16 +544,11 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                 };
                 while let Some(step) = self.next_step(&mut course) {
                     match step {
-                        Step::Act {
-                            upto,
-                            trigger,
-                            action,
-                            effect,
-                        } => {
-                            self.write_upto(at + upto).await?;
+                        Step::Act(fired, effect) => {
+                            self.write_upto(at + fired.upto).await?;
                             self.shared.log(format!(
-                                "connection {}: fault: {action:?} at {trigger:?}",
-                                self.who.attempt
+                                "connection {}: fault: {:?} at {:?}",
+                                self.who.attempt, fired.action, fired.trigger
                             ));
                             self.carry_out(effect, at, len).await?;
                         }

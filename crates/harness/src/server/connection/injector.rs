@@ -36,12 +36,8 @@ impl<W: Write> Connection<'_, W> {
                 break;
             };
             match step {
-                Step::Act {
-                    upto,
-                    trigger,
-                    action,
-                    effect,
-                } => {
+                Step::Act(fired, effect) => {
+                    let upto = fired.upto;
                     let n = match &mut frame {
                         None => self.out.len(),
                         Some((at, gone)) => {
@@ -51,7 +47,7 @@ impl<W: Write> Connection<'_, W> {
                         }
                     };
                     self.flush_upto(n.min(self.out.len()))?;
-                    self.fault(&trigger, &action, effect)?;
+                    self.fault(&fired.trigger, &fired.action, effect)?;
                 }
                 Step::Wait(wait) => {
                     self.flush()?;
