@@ -46,6 +46,7 @@ pub(crate) struct Course {
     len: usize,
     /// A rule may fire at some point of it: the points are asked.
     asks: bool,
+    /// The probe's hold after the frame, if it holds there.
     probe: Option<Probe>,
     /// The rules that fired at the point asked last, not handed out yet.
     fired: std::vec::IntoIter<Fired>,
@@ -56,8 +57,9 @@ pub(crate) struct Course {
 impl Course {
     /// The course of a frame of `len` bytes with `facts`, sent on the stream of
     /// `faults` with the rules of `plan` and the probe `probe`; `None` when nothing can
-    /// happen at it (the common case: no rule armed, no pace, no probe), so the frame
-    /// goes as it is.
+    /// happen at it (no rule may fire there, no pace, no hold: with no rule armed, two
+    /// atomic loads), so the frame goes as it is.
+    #[inline]
     pub(crate) fn new(
         faults: &mut StreamFaults,
         plan: &Plan,
@@ -66,15 +68,33 @@ impl Course {
         len: usize,
         major: u32,
     ) -> Option<Course> {
+        // Inlined: the frame of a stream with nothing armed pays no call.
         if !plan.armed() && faults.pace.is_none() && probe.is_none() {
+            return None;
+        }
+        Course::armed(faults, plan, probe, facts, len, major)
+    }
+
+    /// [`Course::new`] with a rule, a pace or the probe armed.
+    fn armed(
+        faults: &mut StreamFaults,
+        plan: &Plan,
+        probe: Option<Probe>,
+        facts: Facts,
+        len: usize,
+        major: u32,
+    ) -> Option<Course> {
+        let asks = plan.armed() && faults.may_fire(plan, &facts);
+        let hold = probe.filter(|p| p.holds(&facts.place));
+        if !asks && faults.pace.is_none() && hold.is_none() {
             return None;
         }
         Some(Course {
             stage: Stage::Before,
-            asks: faults.may_fire(plan, &facts),
+            asks,
             facts,
             len,
-            probe,
+            probe: hold,
             fired: Vec::new().into_iter(),
             major,
         })
@@ -113,8 +133,7 @@ impl Course {
                 }
                 Stage::Hold => {
                     self.stage = Stage::Done;
-                    let place = self.facts.place;
-                    if let Some(probe) = self.probe.take().filter(|p| p.holds(&place)) {
+                    if let Some(probe) = self.probe.take() {
                         return Some(Step::Hold(probe));
                     }
                 }
@@ -232,7 +251,7 @@ mod tests {
             steps,
             [
                 // The first frame: a rule armed, none of them for it.
-                "frame",
+                "quiet",
                 "RequestReply at 0",
                 "Slow { delay_ms: Some(5), bytes_per_second: None } at 0",
                 // The pace set before the frame is the frame's own.
@@ -249,6 +268,6 @@ mod tests {
         let plan = Plan::default();
         let probe = Probe::every(1);
         let steps = walk(&plan, Some(probe), &[begin(), insert(), commit()]);
-        assert_eq!(steps, ["frame", "frame", "hold", "frame"]);
+        assert_eq!(steps, ["quiet", "frame", "hold", "quiet"]);
     }
 }

@@ -539,7 +539,10 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
                 let Some(mut course) =
                     Course::new(&mut session.faults, plan, probe, facts, len, self.major)
                 else {
-                    // Nothing to ask (two atomic loads): the frame goes as it came.
+                    // Nothing happens at it: the frame goes as it came.
+                    if self.shutting_down.is_none() {
+                        return Ok(());
+                    }
                     return self.finish_shutdown(at + len).await;
                 };
                 while let Some(step) = self.next_step(&mut course) {

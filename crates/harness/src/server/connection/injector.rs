@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::{Closed, Connection, Failure};
 use crate::faults::{Action, Course, Effect, End, OnConnect, Scope, Step, Trigger};
+use crate::judge::Probe;
 use crate::server::state::Shared;
 use pgoutput_wire::backend;
 
@@ -16,15 +17,15 @@ use pgoutput_wire::backend;
 const STALL_TICK: Duration = Duration::from_millis(50);
 
 impl<W: Write> Connection<'_, W> {
-    /// Walks a frame's course (see [`Course`]): what is buffered goes before each rule's action (and the frame's bytes
-    /// the rule names), `push` puts the frame in the output when its bytes are due, a
-    /// `slow` action's wait keeps reading the client, the probe's hold waits for its
-    /// answers.
+    /// Walks a frame's course (see [`Course`]): what is buffered goes before each rule's
+    /// action (and the frame's bytes the rule names), `push` puts the frame in the
+    /// output when its bytes are due, a `slow` action's wait keeps reading the client.
+    /// The probe's hold, if the frame has one, is the caller's, after the due rules.
     pub(super) fn frame_course(
         &mut self,
         mut course: Course,
         push: impl FnOnce(&mut Self),
-    ) -> Result<(), Failure> {
+    ) -> Result<Option<Probe>, Failure> {
         let mut push = Some(push);
         // Where the frame's bytes not written yet start in the output, and how many of
         // them have been written, once it is there.
@@ -62,11 +63,7 @@ impl<W: Write> Connection<'_, W> {
                 Step::Hold(probe) => held = Some(probe),
             }
         }
-        self.due_faults()?;
-        match held {
-            Some(probe) => self.probe_hold(probe),
-            None => Ok(()),
-        }
+        Ok(held)
     }
 
     /// The `time` rules whose moment has come, and the `flush` rules the client's last

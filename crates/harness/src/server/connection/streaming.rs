@@ -595,11 +595,21 @@ impl<W: Write> Connection<'_, W> {
         let len = FRAME_HEADER + payload.len();
         let major = self.shared.config.major;
         let plan = &self.shared.faults;
-        match Course::new(&mut self.walsnd().faults, plan, probe, facts, len, major) {
-            None => self.push_frame(lsn, message, &facts, payload),
-            Some(course) => {
-                self.frame_course(course, |c| c.push_frame(lsn, message, &facts, payload))?;
+        let held = match Course::new(&mut self.walsnd().faults, plan, probe, facts, len, major) {
+            None => {
+                self.push_frame(lsn, message, &facts, payload);
+                None
             }
+            Some(course) => {
+                self.frame_course(course, |c| c.push_frame(lsn, message, &facts, payload))?
+            }
+        };
+        // While rules are armed, `time` and `flush` ones are asked after every frame.
+        if self.shared.faults.armed() {
+            self.due_faults()?;
+        }
+        if let Some(probe) = held {
+            self.probe_hold(probe)?;
         }
         self.after_frame()
     }
