@@ -72,18 +72,6 @@ impl Course {
         if !plan.armed() && faults.pace.is_none() && probe.is_none() {
             return None;
         }
-        Course::armed(faults, plan, probe, facts, len, major)
-    }
-
-    /// [`Course::new`] with a rule, a pace or the probe armed.
-    fn armed(
-        faults: &mut StreamFaults,
-        plan: &Plan,
-        probe: Option<Probe>,
-        facts: Facts,
-        len: usize,
-        major: u32,
-    ) -> Option<Course> {
         let asks = plan.armed() && faults.may_fire(plan, &facts);
         let hold = probe.filter(|p| p.holds(&facts.place));
         if !asks && faults.pace.is_none() && hold.is_none() {
@@ -157,10 +145,9 @@ mod tests {
     use std::time::Instant;
 
     use super::*;
+    use crate::faults::frame::tests::{begin, commit, insert};
     use crate::faults::{Action, Fault, Scope, Tracker, Trigger};
-    use pgoutput_codec::{
-        Begin, Commit, Insert, Lsn, Oid, PgOutputMessage, PgTimestamp, TupleData, Xid,
-    };
+    use pgoutput_codec::{Lsn, PgOutputMessage};
 
     fn stream() -> StreamFaults {
         let scope = Scope {
@@ -168,31 +155,6 @@ mod tests {
             ..Scope::default()
         };
         StreamFaults::new(scope, None, Instant::now())
-    }
-
-    fn begin() -> PgOutputMessage<'static> {
-        PgOutputMessage::Begin(Begin {
-            final_lsn: Lsn(0x200),
-            commit_timestamp: PgTimestamp(0),
-            xid: Xid(7),
-        })
-    }
-
-    fn insert() -> PgOutputMessage<'static> {
-        PgOutputMessage::Insert(Insert {
-            xid: None,
-            relation_oid: Oid(16384),
-            new_tuple: TupleData::new(vec![]),
-        })
-    }
-
-    fn commit() -> PgOutputMessage<'static> {
-        PgOutputMessage::Commit(Commit {
-            flags: 0,
-            commit_lsn: Lsn(0x200),
-            end_lsn: Lsn(0x228),
-            commit_timestamp: PgTimestamp(0),
-        })
     }
 
     /// The steps of each frame of `messages`, by name.

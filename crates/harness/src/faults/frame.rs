@@ -195,7 +195,7 @@ pub(crate) fn frame_matches(trigger: &Trigger, point: Point, facts: &Facts) -> b
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::faults::Fault;
     use pgoutput_codec::{
@@ -203,7 +203,8 @@ mod tests {
         Streaming, TupleData,
     };
 
-    fn begin() -> PgOutputMessage<'static> {
+    /// A begin of transaction 750 (for the rules' tests).
+    pub(in crate::faults) fn begin() -> PgOutputMessage<'static> {
         PgOutputMessage::Begin(Begin {
             final_lsn: Lsn(0x100),
             commit_timestamp: PgTimestamp(0),
@@ -211,7 +212,8 @@ mod tests {
         })
     }
 
-    fn insert() -> PgOutputMessage<'static> {
+    /// A insert of transaction 750 (for the rules' tests).
+    pub(in crate::faults) fn insert() -> PgOutputMessage<'static> {
         PgOutputMessage::Insert(Insert {
             xid: None,
             relation_oid: pgoutput_codec::Oid(16385),
@@ -219,7 +221,8 @@ mod tests {
         })
     }
 
-    fn commit() -> PgOutputMessage<'static> {
+    /// A commit of transaction 750 (for the rules' tests).
+    pub(in crate::faults) fn commit() -> PgOutputMessage<'static> {
         PgOutputMessage::Commit(Commit {
             flags: 0,
             commit_lsn: Lsn(0x100),
