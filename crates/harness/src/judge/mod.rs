@@ -101,7 +101,7 @@ struct Ahead {
 }
 
 /// An idle period of one connection: everything sent, the WAL end at `wal_end`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Idle {
     wal_end: Lsn,
     /// The WAL end the last reply requests of this period were made at, how many were
@@ -116,6 +116,10 @@ struct Idle {
     /// Where the answers of this period have left the slot, and since when: kept while
     /// the WAL end moves on (other databases write all the time) and the answers stay.
     stale: Option<(Lsn, Instant)>,
+    /// What the answers at an earlier WAL end of this period showed: still the
+    /// consumer's word when it leaves before answering at the new one, unless it has
+    /// confirmed past it since.
+    proven: Option<Finding>,
 }
 
 /// How many answers in a row at one idle WAL end must leave the slot at the same place
@@ -125,13 +129,14 @@ struct Idle {
 /// was still working on; a position that stays is the consumer's word.
 pub(crate) const IDLE_ASKS: u32 = 2;
 
-/// How many reply requests the probe makes at one idle WAL end, each once the one before
-/// is answered: enough for [`IDLE_ASKS`] equal answers after a consumer's position moved
-/// twice (its last transaction confirmed, then the WAL end).
+/// How many reply requests the probe makes at one idle WAL end while the answers leave
+/// the slot at one place, each once the one before is answered: enough for [`IDLE_ASKS`]
+/// equal answers after a consumer's position moved twice (its last transaction
+/// confirmed, then the WAL end). An answer that moves the slot starts the count again.
 pub(crate) const MAX_IDLE_ASKS: u32 = 4;
 
-/// How long an idle consumer must leave its slot short of the WAL end it was asked at
-/// before it is found not to advance: one status interval of the field's clients (10 s in
+/// How long an idle consumer must leave its slot at one place short of the WAL end it was
+/// asked at before it is found not to advance, or stuck inside a transaction: one status interval of the field's clients (10 s in
 /// pg_recvlogical, psycopg2, pgjdbc and Debezium). A consumer that moves its slot on a
 /// timer of its own (Debezium's `heartbeat.action.query` writes a row it then confirms)
 /// does within it; one that stops sooner is a stopping consumer, not a finding.
@@ -357,6 +362,15 @@ impl Judge {
         idle: bool,
     ) {
         self.sent_up_to(wal_end);
+        // Asked at a new WAL end of the same idle period: what the answers at the last
+        // one showed stands.
+        let proven = self.streams.get(&connection).and_then(|stream| {
+            let period = stream.idle.as_ref()?;
+            let moves = period.asked_at != Some(period.wal_end.max(wal_end));
+            (reply_requested && idle && moves)
+                .then(|| self.idle_finding(connection, stream))
+                .flatten()
+        });
         let Some(stream) = self.streams.get_mut(&connection) else {
             return;
         };
@@ -375,6 +389,7 @@ impl Judge {
             last_answer: None,
             same_answers: 0,
             stale: None,
+            proven: None,
         });
         period.wal_end = period.wal_end.max(wal_end);
         if reply_requested {
@@ -382,6 +397,7 @@ impl Judge {
                 period.asks += 1;
             } else {
                 period.asked_at = Some(period.wal_end);
+                period.proven = proven;
                 period.asks = 1;
                 period.answered = 0;
                 period.last_answer = None;
@@ -511,9 +527,26 @@ impl Judge {
     /// at the WAL end left the slot at the same place, short of it (and, for WAL nothing
     /// published, had left it there for [`IDLE_PATIENCE`], however the WAL end moved).
     fn idle_finding(&self, connection: u64, stream: &Stream) -> Option<Finding> {
-        let period = stream.idle?;
+        let period = stream.idle.as_ref()?;
+        self.answered_finding(connection, period).or_else(|| {
+            let confirmed = self.positions.confirmed_flush_lsn;
+            period
+                .proven
+                .clone()
+                .filter(|finding| !finding.left_behind_up_to(confirmed))
+        })
+    }
+
+    /// What the answers at the WAL end `period` last asked at show, once they have left
+    /// the slot where it is for the judge's patience: a consumer still applying its last
+    /// transaction answers with where it stood before (its client library answers a
+    /// keepalive for it), and one that stops sooner is a stopping consumer, not a finding.
+    fn answered_finding(&self, connection: u64, period: &Idle) -> Option<Finding> {
         let asked_at = period.asked_at?;
-        if period.same_answers < IDLE_ASKS {
+        let patient = period
+            .stale
+            .is_some_and(|(_, since)| since.elapsed() >= self.patience.0);
+        if period.same_answers < IDLE_ASKS || !patient {
             return None;
         }
         let confirmed = self.positions.confirmed_flush_lsn;
@@ -543,16 +576,11 @@ impl Judge {
         // Only WAL that nothing published, past every transaction it was sent, left
         // unconfirmed is the idle consumer's bug; short of that it has not applied what it
         // was sent yet, or stopped before (a lagging or stopping consumer: a fact).
-        let patient = period
-            .stale
-            .is_some_and(|(_, since)| since.elapsed() >= self.patience.0);
-        (patient && asked_at > self.positions.transaction_end_lsn).then_some(
-            Finding::NotAdvancedWhileIdle {
-                connection,
-                confirmed,
-                wal_end: asked_at,
-            },
-        )
+        (asked_at > self.positions.transaction_end_lsn).then_some(Finding::NotAdvancedWhileIdle {
+            connection,
+            confirmed,
+            wal_end: asked_at,
+        })
     }
 
     /// Every finding so far: those recorded, the idle periods under way that already

@@ -167,13 +167,19 @@ impl Replies {
 /// The probe's questions at an idle WAL end, as both sides ask them: one each time the
 /// stream catches up with a new WAL end with no transaction open (even with an older one
 /// unanswered), and again after each answer while it stays there, [`MAX_IDLE_ASKS`] at
-/// most: the second answer shows where a consumer with nothing left to do leaves its slot.
+/// most while the answers leave the slot at one place: the second answer shows where a
+/// consumer with nothing left to do leaves its slot, and one still applying what it was
+/// sent is asked again once it moves its slot.
 #[derive(Debug, Default)]
 pub(crate) struct IdleAsks {
-    /// The WAL end asked about, how many times, and the status updates seen at the last.
+    /// The WAL end asked about, how many times since the answers last moved the slot,
+    /// the status updates seen at the last, and the highest flush position they gave.
     at: Option<Lsn>,
     asks: u32,
     updates: u64,
+    flush: Lsn,
+    /// The stream moved on from `at`: nothing more to ask there.
+    moved_on: bool,
 }
 
 impl IdleAsks {
@@ -186,26 +192,41 @@ impl IdleAsks {
             at: Some(wal_end),
             asks: 1,
             updates: replies.updates(),
+            flush: self.flush,
+            moved_on: false,
         };
         true
     }
 
-    /// Whether an answer would make another question.
+    /// Whether an answer may make another question (one that moves the slot may).
     pub(crate) fn asking(&self) -> bool {
-        self.at.is_some() && self.asks < MAX_IDLE_ASKS
+        self.at.is_some() && !self.moved_on
     }
 
-    /// Status updates may have come (`replies`), the stream now at `wal_end`, `idle` or
-    /// not: whether to ask again.
-    pub(crate) fn answered(&mut self, replies: &Replies, wal_end: Lsn, idle: bool) -> bool {
+    /// Status updates may have come (`replies`, the last of them confirming `flush`), the
+    /// stream now at `wal_end`, `idle` or not: whether to ask again.
+    pub(crate) fn answered(
+        &mut self,
+        replies: &Replies,
+        wal_end: Lsn,
+        idle: bool,
+        flush: Lsn,
+    ) -> bool {
         let updates = replies.updates();
         if !self.asking() || updates == self.updates {
             return false;
         }
         self.updates = updates;
         if !idle || self.at != Some(wal_end) {
-            // The stream moved on: nothing more to ask there.
-            self.asks = MAX_IDLE_ASKS;
+            self.moved_on = true;
+            return false;
+        }
+        if flush > self.flush {
+            // The slot moved: where the consumer leaves it is still to be seen.
+            self.flush = flush;
+            self.asks = 0;
+        }
+        if self.asks >= MAX_IDLE_ASKS {
             return false;
         }
         self.asks += 1;
@@ -346,20 +367,33 @@ mod tests {
     #[test]
     fn idle_questions_go_at_each_new_wal_end_and_again_after_each_answer() {
         let (replies, mut idle) = (Replies::default(), IdleAsks::default());
-        assert!(idle.caught_up(Lsn(0x10), &replies));
-        assert!(!idle.caught_up(Lsn(0x10), &replies), "asked there already");
-        assert!(!idle.answered(&replies, Lsn(0x10), true), "no update yet");
+        let at = Lsn(0x10);
+        assert!(idle.caught_up(at, &replies));
+        assert!(!idle.caught_up(at, &replies), "asked there already");
+        assert!(!idle.answered(&replies, at, true, Lsn(0)), "no update yet");
         for _ in 1..MAX_IDLE_ASKS {
             replies.answered();
-            assert!(idle.answered(&replies, Lsn(0x10), true));
+            assert!(idle.answered(&replies, at, true, Lsn(0)));
         }
         replies.answered();
-        assert!(!idle.answered(&replies, Lsn(0x10), true), "asked enough");
+        assert!(!idle.answered(&replies, at, true, Lsn(0)), "asked enough");
+        // A consumer that was still applying what it was sent moves its slot: its word
+        // is still to come.
+        replies.answered();
+        assert!(idle.answered(&replies, at, true, Lsn(0x8)));
+        for _ in 1..MAX_IDLE_ASKS {
+            replies.answered();
+            assert!(idle.answered(&replies, at, true, Lsn(0x8)));
+        }
+        replies.answered();
+        assert!(!idle.answered(&replies, at, true, Lsn(0x8)), "asked enough");
         // A new WAL end is a new question; a stream that moved on is asked no more.
         assert!(idle.caught_up(Lsn(0x20), &replies));
         replies.answered();
-        assert!(!idle.answered(&replies, Lsn(0x30), true));
+        assert!(!idle.answered(&replies, Lsn(0x30), true, Lsn(0x9)));
         assert!(!idle.asking());
+        replies.answered();
+        assert!(!idle.answered(&replies, Lsn(0x20), true, Lsn(0xa)));
     }
 
     #[test]

@@ -373,7 +373,7 @@ fn a_consumer_that_confirms_its_last_transaction_between_two_answers_is_not_accu
 
 #[test]
 fn a_slot_left_inside_a_transaction_while_idle_is_found() {
-    let mut judge = Judge::default();
+    let mut judge = impatient();
     judge.started(1, Lsn(0), Some(Lsn(100)));
     transaction(&mut judge, 1, 110, 200);
     judge.status_update(1, Lsn(118));
@@ -394,6 +394,89 @@ fn a_slot_left_inside_a_transaction_while_idle_is_found() {
     assert_eq!(judge.findings(), []);
 }
 
+/// A consumer still applying its last transaction when asked at an idle WAL end answers
+/// with where it stood before (psycopg2 answers a keepalive for it): inside the
+/// transaction before, for a consumer that confirms commit positions. Where it leaves
+/// its slot for the judge's patience is its word, not the first two answers.
+#[test]
+fn a_consumer_still_applying_its_last_transaction_is_judged_where_it_leaves_its_slot() {
+    let mut judge = Judge {
+        patience: Patience(Duration::from_millis(50)),
+        ..Judge::default()
+    };
+    judge.started(1, Lsn(0), Some(Lsn(100)));
+    transaction(&mut judge, 1, 110, 200);
+    transaction(&mut judge, 1, 210, 300);
+    for _ in 0..2 {
+        judge.keepalive_sent(1, Lsn(500), true, true);
+        judge.status_update(1, Lsn(192));
+    }
+    assert_eq!(judge.findings(), [], "not for the patience yet");
+    for _ in 0..2 {
+        judge.keepalive_sent(1, Lsn(500), true, true);
+        judge.status_update(1, Lsn(292));
+    }
+    assert_eq!(judge.findings(), [], "moved: the patience runs from here");
+    std::thread::sleep(Duration::from_millis(60));
+    assert_eq!(
+        judge.findings(),
+        [Finding::StuckInsideTransaction {
+            connection: 1,
+            confirmed: Lsn(292),
+            transaction_end: Lsn(300)
+        }]
+    );
+}
+
+/// The answers that proved a slot stuck stay its word when the WAL end moves with nothing
+/// new sent: a consumer that leaves before answering twice at the new end is still found
+/// (the test server's probe asks twice at a transaction's end, then again at a keepalive's
+/// later WAL end).
+#[test]
+fn a_slot_proven_stuck_stays_found_when_the_wal_end_moves_before_the_consumer_leaves() {
+    let mut judge = impatient();
+    judge.started(1, Lsn(0), Some(Lsn(100)));
+    transaction(&mut judge, 1, 110, 200);
+    transaction(&mut judge, 1, 210, 300);
+    for _ in 0..2 {
+        judge.keepalive_sent(1, Lsn(300), true, true);
+        judge.status_update(1, Lsn(218));
+    }
+    let stuck = Finding::StuckInsideTransaction {
+        connection: 1,
+        confirmed: Lsn(218),
+        transaction_end: Lsn(300),
+    };
+    assert_eq!(judge.findings(), std::slice::from_ref(&stuck));
+    judge.keepalive_sent(1, Lsn(500), true, true);
+    assert_eq!(
+        judge.findings(),
+        std::slice::from_ref(&stuck),
+        "asked at the new end"
+    );
+    judge.status_update(1, Lsn(218));
+    assert_eq!(
+        judge.findings(),
+        std::slice::from_ref(&stuck),
+        "answered once there"
+    );
+    judge.ended(1, Ending::Client);
+    assert_eq!(judge.findings(), [stuck]);
+    // Confirmed past the transaction at the new end: nothing held any more.
+    let mut moved_on = impatient();
+    moved_on.started(1, Lsn(0), Some(Lsn(100)));
+    transaction(&mut moved_on, 1, 110, 200);
+    transaction(&mut moved_on, 1, 210, 300);
+    for _ in 0..2 {
+        moved_on.keepalive_sent(1, Lsn(300), true, true);
+        moved_on.status_update(1, Lsn(218));
+    }
+    moved_on.keepalive_sent(1, Lsn(500), true, true);
+    moved_on.status_update(1, Lsn(500));
+    moved_on.ended(1, Ending::Client);
+    assert_eq!(moved_on.findings(), []);
+}
+
 /// pg-logical-replication acknowledges a Commit's position + 1 (its commit LSN + 1 on the
 /// test server): past where the commit record starts, so a restart skips the transaction as
 /// applied, though the position is short of its end. Only a position up to the commit
@@ -402,7 +485,7 @@ fn a_slot_left_inside_a_transaction_while_idle_is_found() {
 fn a_slot_left_past_the_commit_records_start_is_not_stuck() {
     // The transaction goes from 110 to 200, its commit record starting at 192.
     for (confirmed, stuck) in [(150, true), (192, true), (193, false), (199, false)] {
-        let mut judge = Judge::default();
+        let mut judge = impatient();
         judge.started(1, Lsn(0), Some(Lsn(100)));
         transaction(&mut judge, 1, 110, 200);
         judge.status_update(1, Lsn(confirmed));

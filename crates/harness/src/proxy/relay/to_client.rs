@@ -239,7 +239,11 @@ impl<'a, W: AsyncWrite + Unpin> Down<'a, W> {
             .session
             .as_ref()
             .is_some_and(|s| s.faults.tracker.idle());
-        if self.idle_asks.answered(&self.link.replies, self.sent, idle) {
+        let flush = Lsn(self.link.client_flush.load(Ordering::SeqCst));
+        if self
+            .idle_asks
+            .answered(&self.link.replies, self.sent, idle, flush)
+        {
             self.keepalive(true).await?;
         }
         Ok(())

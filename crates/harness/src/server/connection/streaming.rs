@@ -530,7 +530,7 @@ impl<W: Write> Connection<'_, W> {
         let idle = walsnd.faults.tracker.idle();
         if walsnd
             .idle_asks
-            .answered(&walsnd.replies, walsnd.sent, idle)
+            .answered(&walsnd.replies, walsnd.sent, idle, walsnd.client_flush)
         {
             self.keepalive(true)?;
         }
