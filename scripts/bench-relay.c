@@ -10,7 +10,9 @@
  * "listening on PORT" to stderr when ready, and when a direction ends, what it did:
  *     bench-relay: connection 3 down: reads 1234 bytes 567890 cpu_us 4567 nvcsw 1200 nivcsw 3
  * (reads that brought data; the thread's CPU and context switches from getrusage
- * RUSAGE_THREAD). Built by scripts/bench-proxy:
+ * RUSAGE_THREAD). With BENCH_RELAY_EPOLL=1 in its environment, each direction reads as tokio
+ * does instead: a non-blocking socket, an epoll_wait before each read that follows a short
+ * one (a wakeup costs an epoll_wait more, as the proxy's does). Built by scripts/bench-proxy:
  *     gcc -O2 -pthread -o bench-relay bench-relay.c
  */
 #define _GNU_SOURCE
@@ -27,9 +29,13 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/epoll.h>
 
 #define BUF (64 * 1024)
 
+static int use_epoll; /* BENCH_RELAY_EPOLL=1 */
 static const char *up_host;
 static const char *up_port;
 
@@ -70,20 +76,47 @@ static void *copy(void *arg) {
     char *buf = malloc(BUF);
     int failed = 0;
     long reads = 0, bytes = 0;
+    int ep = -1, wait = 0;
+    if (use_epoll) {
+        ep = epoll_create1(EPOLL_CLOEXEC);
+        fcntl(d.from, F_SETFL, fcntl(d.from, F_GETFL) | O_NONBLOCK);
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLET | EPOLLRDHUP};
+        epoll_ctl(ep, EPOLL_CTL_ADD, d.from, &ev);
+        wait = 1;
+    }
     for (;;) {
+        if (wait) {
+            struct epoll_event got;
+            if (epoll_wait(ep, &got, 1, -1) < 0 && errno != EINTR) {
+                failed = 1;
+                break;
+            }
+        }
         ssize_t n = read(d.from, buf, BUF);
         if (n == 0) break;
         if (n < 0) {
             if (errno == EINTR) continue;
+            if (errno == EAGAIN && use_epoll) {
+                wait = 1;
+                continue;
+            }
             failed = 1;
             break;
         }
+        /* As tokio: a short read drained the socket; the next read waits for readiness. */
+        wait = use_epoll && n < BUF;
         reads++;
         bytes += n;
         for (ssize_t off = 0; off < n;) {
             ssize_t w = write(d.to, buf + off, (size_t)(n - off));
             if (w < 0) {
                 if (errno == EINTR) continue;
+                if (errno == EAGAIN) {
+                    /* Non-blocking (the other direction's epoll): wait until writable. */
+                    struct pollfd out = {.fd = d.to, .events = POLLOUT};
+                    poll(&out, 1, -1);
+                    continue;
+                }
                 failed = 1;
                 goto out;
             }
@@ -92,6 +125,7 @@ static void *copy(void *arg) {
     }
 out:
     free(buf);
+    if (ep >= 0) close(ep);
     struct rusage ru;
     getrusage(RUSAGE_THREAD, &ru);
     fprintf(stderr, "bench-relay: connection %ld %s: reads %ld bytes %ld cpu_us %ld nvcsw %ld nivcsw %ld\n",
@@ -168,6 +202,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s LISTEN_PORT UPSTREAM_HOST UPSTREAM_PORT\n", argv[0]);
         return 2;
     }
+    const char *e = getenv("BENCH_RELAY_EPOLL");
+    use_epoll = e && strcmp(e, "1") == 0;
     up_host = argv[2];
     up_port = argv[3];
     signal(SIGPIPE, SIG_IGN);
