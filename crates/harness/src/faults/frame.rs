@@ -212,7 +212,7 @@ pub(super) mod tests {
         })
     }
 
-    /// A insert of transaction 750 (for the rules' tests).
+    /// An insert of transaction 750 (for the rules' tests).
     pub(in crate::faults) fn insert() -> PgOutputMessage<'static> {
         PgOutputMessage::Insert(Insert {
             xid: None,

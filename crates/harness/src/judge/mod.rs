@@ -136,10 +136,11 @@ pub(crate) const IDLE_ASKS: u32 = 2;
 pub(crate) const MAX_IDLE_ASKS: u32 = 4;
 
 /// How long an idle consumer must leave its slot at one place short of the WAL end it was
-/// asked at before it is found not to advance, or stuck inside a transaction: one status interval of the field's clients (10 s in
-/// pg_recvlogical, psycopg2, pgjdbc and Debezium). A consumer that moves its slot on a
-/// timer of its own (Debezium's `heartbeat.action.query` writes a row it then confirms)
-/// does within it; one that stops sooner is a stopping consumer, not a finding.
+/// asked at before it is found not to advance, or stuck inside a transaction: one status
+/// interval of the field's clients (10 s in pg_recvlogical, psycopg2, pgjdbc and
+/// Debezium). A consumer that moves its slot on a timer of its own (Debezium's
+/// `heartbeat.action.query` writes a row it then confirms) does within it; one that stops
+/// sooner is a stopping consumer, not a finding.
 pub(crate) const IDLE_PATIENCE: Duration = Duration::from_secs(10);
 
 /// The wait before an idle finding (a field, so that the judge's own tests need not

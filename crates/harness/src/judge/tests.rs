@@ -19,13 +19,18 @@ fn transaction(judge: &mut Judge, connection: u64, first: u64, end: u64) {
     judge.frame_sent(connection, frame(end, false, Some(end - 8), Some(end)));
 }
 
-/// A judge that finds an idle consumer as soon as its answers show it, without waiting
-/// [`IDLE_PATIENCE`].
-fn impatient() -> Judge {
+/// A judge that finds an idle consumer once its answers have shown it for `patience`
+/// rather than [`IDLE_PATIENCE`], so that its tests need not wait 10 s.
+fn patient_for(patience: Duration) -> Judge {
     Judge {
-        patience: Patience(Duration::ZERO),
+        patience: Patience(patience),
         ..Judge::default()
     }
+}
+
+/// A judge that finds an idle consumer as soon as its answers show it.
+fn impatient() -> Judge {
+    patient_for(Duration::ZERO)
 }
 
 #[test]
@@ -93,6 +98,15 @@ fn a_consumer_cut_before_its_first_status_update_that_confirms_after_reconnectin
         proxied.findings(),
         [Finding::NeverConfirmed { sent: Lsn(200) }]
     );
+}
+
+/// Two keepalives at `wal_end` with no transaction open, each asking for a reply and
+/// answered with `flush`.
+fn answer_idle_twice(judge: &mut Judge, connection: u64, wal_end: u64, flush: u64) {
+    for _ in 0..2 {
+        judge.keepalive_sent(connection, Lsn(wal_end), true, true);
+        judge.status_update(connection, Lsn(flush));
+    }
 }
 
 /// A keepalive at `wal_end` asking for a reply, answered with 0/0 ("unknown").
@@ -264,10 +278,7 @@ fn a_slot_left_behind_while_idle_is_found_once_the_consumer_answered() {
     judge.status_update(1, Lsn(500));
     assert_eq!(judge.findings(), []);
     // Left by the consumer while still held: kept.
-    for _ in 0..2 {
-        judge.keepalive_sent(1, Lsn(700), true, true);
-        judge.status_update(1, Lsn(500));
-    }
+    answer_idle_twice(&mut judge, 1, 700, 500);
     judge.ended(1, Ending::Client);
     assert!(matches!(
         judge.findings()[..],
@@ -280,10 +291,7 @@ fn a_slot_left_behind_while_idle_is_found_once_the_consumer_answered() {
     let mut cut = Judge::default();
     cut.started(1, Lsn(0), Some(Lsn(100)));
     transaction(&mut cut, 1, 110, 200);
-    for _ in 0..2 {
-        cut.keepalive_sent(1, Lsn(500), true, true);
-        cut.status_update(1, Lsn(200));
-    }
+    answer_idle_twice(&mut cut, 1, 500, 200);
     cut.ended(1, Ending::Fault);
     assert_eq!(cut.findings(), []);
 }
@@ -312,22 +320,13 @@ fn a_consumer_that_stops_within_the_patience_after_idle_wal_is_not_accused() {
 /// WAL end, so a consumer that never moves is found however often it moves.
 #[test]
 fn the_patience_runs_on_while_the_wal_end_moves() {
-    let mut judge = Judge {
-        patience: Patience(Duration::from_millis(50)),
-        ..Judge::default()
-    };
+    let mut judge = patient_for(Duration::from_millis(50));
     judge.started(1, Lsn(0), Some(Lsn(100)));
     transaction(&mut judge, 1, 110, 200);
     judge.status_update(1, Lsn(200));
-    for _ in 0..2 {
-        judge.keepalive_sent(1, Lsn(500), true, true);
-        judge.status_update(1, Lsn(200));
-    }
+    answer_idle_twice(&mut judge, 1, 500, 200);
     std::thread::sleep(Duration::from_millis(60));
-    for _ in 0..2 {
-        judge.keepalive_sent(1, Lsn(600), true, true);
-        judge.status_update(1, Lsn(200));
-    }
+    answer_idle_twice(&mut judge, 1, 600, 200);
     assert_eq!(
         judge.findings(),
         [Finding::NotAdvancedWhileIdle {
@@ -357,10 +356,7 @@ fn a_consumer_that_confirms_its_last_transaction_between_two_answers_is_not_accu
     let mut stays = impatient();
     stays.started(1, Lsn(0), Some(Lsn(100)));
     transaction(&mut stays, 1, 110, 300);
-    for _ in 0..2 {
-        stays.keepalive_sent(1, Lsn(500), true, true);
-        stays.status_update(1, Lsn(300));
-    }
+    answer_idle_twice(&mut stays, 1, 500, 300);
     assert!(matches!(
         stays.findings()[..],
         [Finding::NotAdvancedWhileIdle {
@@ -377,10 +373,7 @@ fn a_slot_left_inside_a_transaction_while_idle_is_found() {
     judge.started(1, Lsn(0), Some(Lsn(100)));
     transaction(&mut judge, 1, 110, 200);
     judge.status_update(1, Lsn(118));
-    for _ in 0..2 {
-        judge.keepalive_sent(1, Lsn(200), true, true);
-        judge.status_update(1, Lsn(118));
-    }
+    answer_idle_twice(&mut judge, 1, 200, 118);
     assert_eq!(
         judge.findings(),
         [Finding::StuckInsideTransaction {
@@ -400,22 +393,13 @@ fn a_slot_left_inside_a_transaction_while_idle_is_found() {
 /// its slot for the judge's patience is its word, not the first two answers.
 #[test]
 fn a_consumer_still_applying_its_last_transaction_is_judged_where_it_leaves_its_slot() {
-    let mut judge = Judge {
-        patience: Patience(Duration::from_millis(50)),
-        ..Judge::default()
-    };
+    let mut judge = patient_for(Duration::from_millis(50));
     judge.started(1, Lsn(0), Some(Lsn(100)));
     transaction(&mut judge, 1, 110, 200);
     transaction(&mut judge, 1, 210, 300);
-    for _ in 0..2 {
-        judge.keepalive_sent(1, Lsn(500), true, true);
-        judge.status_update(1, Lsn(192));
-    }
+    answer_idle_twice(&mut judge, 1, 500, 192);
     assert_eq!(judge.findings(), [], "not for the patience yet");
-    for _ in 0..2 {
-        judge.keepalive_sent(1, Lsn(500), true, true);
-        judge.status_update(1, Lsn(292));
-    }
+    answer_idle_twice(&mut judge, 1, 500, 292);
     assert_eq!(judge.findings(), [], "moved: the patience runs from here");
     std::thread::sleep(Duration::from_millis(60));
     assert_eq!(
@@ -438,10 +422,7 @@ fn a_slot_proven_stuck_stays_found_when_the_wal_end_moves_before_the_consumer_le
     judge.started(1, Lsn(0), Some(Lsn(100)));
     transaction(&mut judge, 1, 110, 200);
     transaction(&mut judge, 1, 210, 300);
-    for _ in 0..2 {
-        judge.keepalive_sent(1, Lsn(300), true, true);
-        judge.status_update(1, Lsn(218));
-    }
+    answer_idle_twice(&mut judge, 1, 300, 218);
     let stuck = Finding::StuckInsideTransaction {
         connection: 1,
         confirmed: Lsn(218),
@@ -467,10 +448,7 @@ fn a_slot_proven_stuck_stays_found_when_the_wal_end_moves_before_the_consumer_le
     moved_on.started(1, Lsn(0), Some(Lsn(100)));
     transaction(&mut moved_on, 1, 110, 200);
     transaction(&mut moved_on, 1, 210, 300);
-    for _ in 0..2 {
-        moved_on.keepalive_sent(1, Lsn(300), true, true);
-        moved_on.status_update(1, Lsn(218));
-    }
+    answer_idle_twice(&mut moved_on, 1, 300, 218);
     moved_on.keepalive_sent(1, Lsn(500), true, true);
     moved_on.status_update(1, Lsn(500));
     moved_on.ended(1, Ending::Client);
@@ -489,10 +467,7 @@ fn a_slot_left_past_the_commit_records_start_is_not_stuck() {
         judge.started(1, Lsn(0), Some(Lsn(100)));
         transaction(&mut judge, 1, 110, 200);
         judge.status_update(1, Lsn(confirmed));
-        for _ in 0..2 {
-            judge.keepalive_sent(1, Lsn(200), true, true);
-            judge.status_update(1, Lsn(confirmed));
-        }
+        answer_idle_twice(&mut judge, 1, 200, confirmed);
         let found = matches!(
             judge.findings()[..],
             [Finding::StuckInsideTransaction { .. }]
@@ -572,10 +547,7 @@ fn a_consumer_that_stops_or_lags_behind_what_it_was_sent_is_a_fact_not_a_finding
     transaction(&mut judge, 1, 210, 300);
     transaction(&mut judge, 1, 310, 400);
     judge.status_update(1, Lsn(200));
-    for _ in 0..2 {
-        judge.keepalive_sent(1, Lsn(400), true, true);
-        judge.status_update(1, Lsn(200));
-    }
+    answer_idle_twice(&mut judge, 1, 400, 200);
     assert_eq!(judge.findings(), [], "lagging: behind what it was sent");
     judge.ended(1, Ending::Client);
     assert_eq!(judge.findings(), [], "stopped behind it");
@@ -600,10 +572,7 @@ fn a_consumer_that_stops_or_lags_behind_what_it_was_sent_is_a_fact_not_a_finding
     idle.started(1, Lsn(0), Some(Lsn(100)));
     transaction(&mut idle, 1, 110, 200);
     idle.status_update(1, Lsn(200));
-    for _ in 0..2 {
-        idle.keepalive_sent(1, Lsn(500), true, true);
-        idle.status_update(1, Lsn(200));
-    }
+    answer_idle_twice(&mut idle, 1, 500, 200);
     idle.ended(1, Ending::Client);
     assert!(matches!(
         idle.findings()[..],
